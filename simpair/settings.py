@@ -1,0 +1,45 @@
+"""Where simpair reads from and writes to.
+
+Every location has one resolution order: explicit argument, then environment variable, then a
+default inside the project checkout, so a fresh clone runs with no configuration at all.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+
+
+def sources_dir(explicit: str | Path | None = None) -> Path:
+    """Raw TSV/CSV files: `--sources`, else `$SIMPAIR_SOURCES`, else `../shared/data` of the checkout."""
+    value = explicit or os.environ.get("SIMPAIR_SOURCES") or PROJECT_ROOT.parent / "shared" / "data"
+    return Path(value).expanduser().resolve()
+
+
+def home_dir(explicit: str | Path | None = None) -> Path:
+    """Everything the pipeline writes: `--home`, else `$SIMPAIR_HOME`, else `.simpair/` in the checkout."""
+    value = explicit or os.environ.get("SIMPAIR_HOME") or PROJECT_ROOT / ".simpair"
+    path = Path(value).expanduser().resolve()
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def contracts_dir(explicit: str | Path | None = None) -> Path:
+    """Data contracts (YAML): `--contracts`, else `$SIMPAIR_CONTRACTS`, else `data_contracts/`."""
+    value = explicit or os.environ.get("SIMPAIR_CONTRACTS") or PROJECT_ROOT / "data_contracts"
+    return Path(value).expanduser().resolve()
+
+
+def tracking_uri(home: str | Path | None = None) -> str:
+    """MLflow tracking URI: `$MLFLOW_TRACKING_URI`, else a SQLite store under the pipeline home."""
+    explicit = os.environ.get("MLFLOW_TRACKING_URI")
+    if explicit:
+        return explicit
+    return f"sqlite:///{home_dir(home) / 'mlflow' / 'mlflow.db'}"
+
+
+def artifact_root(home: str | Path | None = None) -> Path:
+    """Local MLflow artifact folder used with the embedded SQLite store."""
+    return home_dir(home) / "mlflow" / "artifacts"

@@ -1,0 +1,54 @@
+"""Shared test set-up.
+
+Every test runs with an isolated pipeline home, an isolated MLflow store and Prefect home, and no
+network access to any model hub. Prefect's temporary API server is started once per session, and
+only for tests that ask for it (`prefect_api`), so pure domain tests never pay its start-up cost.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+_SESSION_TMP = Path(tempfile.mkdtemp(prefix="simpair-tests-"))
+os.environ["HF_HUB_OFFLINE"] = "1"
+os.environ["TOKENIZERS_PARALLELISM"] = "false"
+os.environ["PREFECT_HOME"] = str(_SESSION_TMP / "prefect-home")
+os.environ["PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS"] = "120"
+os.environ["PREFECT_LOGGING_LEVEL"] = "WARNING"
+os.environ.pop("PREFECT_API_URL", None)
+os.environ.pop("MLFLOW_TRACKING_URI", None)
+os.environ.pop("SIMPAIR_HOME", None)
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    """The raw public files, read in place (never copied into the repo)."""
+    if not (SHARED_DATA / "msrp" / "msr_paraphrase_train.txt").exists():
+        pytest.fail(f"raw data not found at {SHARED_DATA}; tests read it from ../shared/data")
+    return SHARED_DATA
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A fresh pipeline home, also exported as SIMPAIR_HOME for code that reads the environment."""
+    path = tmp_path / "home"
+    path.mkdir()
+    monkeypatch.setenv("SIMPAIR_HOME", str(path))
+    return path
+
+
+@pytest.fixture(scope="session")
+def prefect_api() -> Iterator[None]:
+    """One temporary Prefect API for the whole session (its first start migrates SQLite: ~20 s)."""
+    from prefect.testing.utilities import prefect_test_harness
+
+    with prefect_test_harness(server_startup_timeout=120):
+        yield
