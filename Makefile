@@ -1,0 +1,46 @@
+# The verbs a newcomer needs. `make run` and `make test` do all set-up on a fresh machine.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed-stamp
+export HF_HUB_OFFLINE := 1
+export TOKENIZERS_PARALLELISM := false
+
+.PHONY: install run test test-fast lint format bench clean
+
+install: $(STAMP)
+
+# torch is pinned here, not in pyproject: this machine carries a CPU wheel of 2.13.0 on disk, and a
+# looser requirement would pull a multi-GB CUDA build. Users keep the open range from pyproject.toml.
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q torch==2.13.0
+	$(BIN)/python -m pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+run: install
+	$(BIN)/simpair ingest
+
+test: install
+	$(BIN)/python -m pytest -q --timeout=900
+
+test-fast: install
+	$(BIN)/python -m pytest -q -m "not slow and not integration"
+
+lint: install
+	$(BIN)/ruff check simpair tasks flows tests benchmarks
+	$(BIN)/ruff format --check simpair tasks flows tests benchmarks
+
+format: install
+	$(BIN)/ruff format simpair tasks flows tests benchmarks
+	$(BIN)/ruff check --fix simpair tasks flows tests benchmarks
+
+bench: install
+	$(BIN)/python -m pip install -q -e '.[bench]'
+	$(BIN)/python benchmarks/ingest.py
+	$(BIN)/python benchmarks/quality.py
+	$(BIN)/python benchmarks/score.py
+
+clean:
+	rm -rf .simpair .pytest_cache .ruff_cache
