@@ -1,0 +1,28 @@
+"""Similarity models: cross-encoders and bi-encoders, their saved format, and the predictor.
+
+`load_predictor(dir)` is the one way other stages (registry, scoring) turn a saved model into scores;
+`save_tiny_model(path)` makes a random 2-layer model in the same format for fast tests.
+"""
+
+from simpair.models.bi_encoder import BiEncoder, mean_pool
+from simpair.models.cross_encoder import CrossEncoder
+from simpair.models.io import build_model, load_model, save_model
+from simpair.models.metadata import METADATA_FILE, Calibration, ModelMetadata
+from simpair.models.predictor import Predictor, load_predictor
+from simpair.models.tiny import default_backbone, save_tiny_model
+
+__all__ = [
+    "METADATA_FILE",
+    "BiEncoder",
+    "Calibration",
+    "CrossEncoder",
+    "ModelMetadata",
+    "Predictor",
+    "build_model",
+    "default_backbone",
+    "load_model",
+    "load_predictor",
+    "mean_pool",
+    "save_model",
+    "save_tiny_model",
+]

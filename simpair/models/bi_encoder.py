@@ -1,0 +1,63 @@
+"""Bi-encoder: each text encoded alone by a shared encoder, mean-pooled, compared by cosine.
+
+Sentence-BERT (Reimers & Gurevych, 2019, "Sentence-BERT: Sentence Embeddings using Siamese
+BERT-Networks") showed mean pooling over the attention mask beats the [CLS] vector for sentence
+embeddings. Embeddings are computed once per sentence, so mining and search over many sentences stay
+cheap; the pair score is the cosine of the two embeddings. Training-only heads (the softmax objective's
+classifier) live in the objective, not here, and are dropped at inference as in SBERT.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+from torch import nn
+from transformers import AutoModel, PreTrainedModel
+
+
+def mean_pool(token_embeddings: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+    """Average of the token vectors where the mask is 1 (padding never counts)."""
+    mask = attention_mask.unsqueeze(-1).to(token_embeddings.dtype)
+    summed = (token_embeddings * mask).sum(dim=1)
+    counts = mask.sum(dim=1).clamp(min=1e-9)
+    return summed / counts
+
+
+class BiEncoder(nn.Module):
+    """Shared-weight sentence encoder; `forward` returns mean-pooled embeddings of shape (B, H)."""
+
+    kind = "bi"
+
+    def __init__(self, model: PreTrainedModel) -> None:
+        super().__init__()
+        self.model = model
+
+    @classmethod
+    def from_pretrained(cls, name_or_path: str | Path) -> BiEncoder:
+        """Load any local directory or hub id (never remote code)."""
+        return cls(AutoModel.from_pretrained(str(name_or_path), trust_remote_code=False))
+
+    @property
+    def encoder(self) -> nn.Module:
+        return self.model
+
+    @property
+    def hidden_size(self) -> int:
+        return int(self.model.config.hidden_size)
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        token_type_ids: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        kwargs = {"input_ids": input_ids, "attention_mask": attention_mask}
+        if token_type_ids is not None:
+            kwargs["token_type_ids"] = token_type_ids
+        hidden = self.model(**kwargs).last_hidden_state
+        return mean_pool(hidden, attention_mask).float()
+
+    def save(self, directory: Path) -> None:
+        """safetensors weights + config.json (transformers' format; never pickle)."""
+        self.model.save_pretrained(str(directory), safe_serialization=True)

@@ -1,0 +1,100 @@
+"""Save and load model directories in the one format every stage shares.
+
+A model directory holds `model.safetensors`, `config.json`, the tokenizer files, `simpair.json`
+(metadata), and optionally `train_config.yaml`, `metrics.json` and `dev_pair_ids.txt`. Nothing is
+pickled: weights are safetensors, everything else is text. Directories are written under a temporary
+name and renamed, so a crash never leaves a half-written model that looks valid.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from transformers import PreTrainedTokenizerBase
+from transformers.utils import logging as hf_logging
+
+from simpair.models.bi_encoder import BiEncoder
+from simpair.models.cross_encoder import CrossEncoder
+from simpair.models.metadata import ModelMetadata
+from simpair.models.tokenizer import load_tokenizer, tokenizer_fingerprint
+
+EncoderModel = CrossEncoder | BiEncoder
+
+
+@contextlib.contextmanager
+def quiet_transformers() -> Iterator[None]:
+    """Hide transformers' per-file progress bars (loading/writing shards) inside our own calls."""
+    was_enabled = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            hf_logging.enable_progress_bar()
+
+
+def build_model(kind: str, name_or_path: str | Path) -> EncoderModel:
+    """A cross- or bi-encoder from a local directory or hub id."""
+    with quiet_transformers():
+        if kind == "cross":
+            return CrossEncoder.from_pretrained(name_or_path)
+        if kind == "bi":
+            return BiEncoder.from_pretrained(name_or_path)
+    raise ValueError(f"kind must be 'cross' or 'bi', got {kind!r}")
+
+
+def save_model(
+    model: EncoderModel,
+    tokenizer: PreTrainedTokenizerBase,
+    directory: Path,
+    metadata: ModelMetadata,
+    *,
+    train_config_yaml: str | None = None,
+    metrics: dict[str, Any] | None = None,
+    text_files: dict[str, str] | None = None,
+) -> Path:
+    """Write a complete model directory atomically (temp dir + rename); replaces an existing one."""
+    directory = Path(directory)
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    tmp = directory.with_name(f".{directory.name}.tmp-{os.getpid()}")
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir()
+    with quiet_transformers():
+        model.save(tmp)
+    tokenizer.save_pretrained(str(tmp))
+    if metadata.tokenizer_fingerprint is None:
+        metadata.tokenizer_fingerprint = tokenizer_fingerprint(tokenizer)
+    if metadata.created_at is None:
+        metadata.created_at = datetime.now(UTC).isoformat(timespec="seconds")
+    metadata.write(tmp)
+    if train_config_yaml is not None:
+        (tmp / "train_config.yaml").write_text(train_config_yaml)
+    if metrics is not None:
+        (tmp / "metrics.json").write_text(json.dumps(metrics, indent=2, sort_keys=True) + "\n")
+    for name, text in (text_files or {}).items():
+        (tmp / name).write_text(text)
+    if directory.exists():
+        old = directory.with_name(f".{directory.name}.old-{os.getpid()}")
+        os.replace(directory, old)
+        os.replace(tmp, directory)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        os.replace(tmp, directory)
+    return directory
+
+
+def load_model(directory: Path) -> tuple[EncoderModel, PreTrainedTokenizerBase, ModelMetadata]:
+    """Model (eval mode, CPU), tokenizer and metadata of a saved directory."""
+    directory = Path(directory)
+    metadata = ModelMetadata.read(directory)
+    model = build_model(metadata.kind, directory)
+    model.eval()
+    return model, load_tokenizer(directory), metadata

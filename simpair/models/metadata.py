@@ -1,0 +1,66 @@
+"""What a saved model directory says about itself (`simpair.json`).
+
+Registry and scoring code never import training code: everything they need to turn texts into
+scores (kind, task, threshold, max length, calibration) travels with the weights in one small JSON.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+METADATA_FILE = "simpair.json"
+FORMAT_VERSION = 1
+
+Kind = Literal["cross", "bi"]
+Task = Literal["paraphrase", "sts"]
+
+
+class Calibration(BaseModel):
+    """Maps a bi-encoder's cosine to a probability: p = sigmoid(a * cosine + b) (Platt scaling).
+
+    Fitted on dev only (Platt, 1999, "Probabilistic outputs for support vector machines").
+    """
+
+    a: float
+    b: float
+
+
+class ModelMetadata(BaseModel):
+    """Contents of `<model_dir>/simpair.json`. Unknown keys are kept so newer writers stay readable."""
+
+    model_config = ConfigDict(extra="allow")
+
+    format_version: int = FORMAT_VERSION
+    kind: Kind
+    task: Task
+    objective: str
+    threshold: float = 0.5
+    max_length: int = 128
+    backbone: str
+    symmetric: bool = False
+    calibration: Calibration | None = None
+    dataset_versions: dict[str, str] = Field(default_factory=dict)
+    train_datasets: list[str] = Field(default_factory=list)
+    dev_pair_ids_file: str | None = None
+    tokenizer_fingerprint: str | None = None
+    created_at: str | None = None
+
+    def write(self, model_dir: Path) -> Path:
+        path = Path(model_dir) / METADATA_FILE
+        path.write_text(json.dumps(self.model_dump(mode="json"), indent=2, sort_keys=True) + "\n")
+        return path
+
+    @classmethod
+    def read(cls, model_dir: Path) -> ModelMetadata:
+        path = Path(model_dir) / METADATA_FILE
+        if not path.exists():
+            raise FileNotFoundError(f"{path}: not a simpair model directory (no {METADATA_FILE})")
+        data: dict[str, Any] = json.loads(path.read_text())
+        try:
+            return cls.model_validate(data)
+        except Exception as exc:  # pydantic names the field; add the file
+            raise ValueError(f"{path}: invalid model metadata: {exc}") from exc

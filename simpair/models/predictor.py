@@ -1,0 +1,187 @@
+"""Turn text pairs into scores with a saved model: the one inference path every stage uses.
+
+Speed matters (nightly bulk scoring), so prediction tokenizes the whole call at once with the fast
+tokenizer, sorts pairs by length so each batch pads little, runs under `torch.inference_mode`, and puts
+results back in input order. Bi-encoders encode each distinct sentence once per call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+from transformers import PreTrainedTokenizerBase
+
+from simpair.models.batching import pad_batch
+from simpair.models.bi_encoder import BiEncoder
+from simpair.models.cross_encoder import CrossEncoder
+from simpair.models.device import autocast, autocast_dtype, pick_device
+from simpair.models.io import EncoderModel, load_model
+from simpair.models.metadata import ModelMetadata
+
+
+def _sigmoid(x: np.ndarray) -> np.ndarray:
+    return (1.0 / (1.0 + np.exp(-x.astype(np.float64)))).astype(np.float32)
+
+
+class Predictor:
+    """A loaded model plus what it needs to score pairs (see `load_predictor`)."""
+
+    def __init__(
+        self,
+        model: EncoderModel,
+        tokenizer: PreTrainedTokenizerBase,
+        metadata: ModelMetadata,
+        model_dir: Path | None = None,
+        device: str = "auto",
+        precision: str = "auto",
+    ) -> None:
+        self.device = pick_device(device)
+        self.model = model.to(self.device).eval()
+        self.tokenizer = tokenizer
+        self.meta = metadata
+        self.model_dir = model_dir
+        self._dtype = autocast_dtype(self.device, precision)
+
+    @property
+    def task(self) -> str:
+        return self.meta.task
+
+    @property
+    def kind(self) -> str:
+        return self.meta.kind
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        return self.meta.model_dump(mode="json")
+
+    @property
+    def threshold(self) -> float:
+        return float(self.meta.threshold)
+
+    @property
+    def max_length(self) -> int:
+        return int(self.meta.max_length)
+
+    # ---------------------------------------------------------------- public API
+    def predict(
+        self,
+        text_a: Sequence[str],
+        text_b: Sequence[str],
+        batch_size: int = 64,
+        progress: bool = False,
+    ) -> dict[str, np.ndarray]:
+        """Scores in [0, 1] for every pair; for paraphrase models also probability and label (int8)."""
+        raw = self.predict_raw(text_a, text_b, batch_size=batch_size, progress=progress)
+        return self.from_raw(raw)
+
+    def from_raw(self, raw: np.ndarray) -> dict[str, np.ndarray]:
+        """Map raw outputs (cross: logits, bi: cosines) to the public score/probability/label dict."""
+        if self.kind == "cross":
+            probability = _sigmoid(raw)
+        elif self.meta.calibration is not None:
+            cal = self.meta.calibration
+            probability = _sigmoid(cal.a * raw + cal.b)
+        else:
+            probability = np.clip(raw, 0.0, 1.0).astype(np.float32)
+        out = {"score": probability.astype(np.float32)}
+        if self.task == "paraphrase":
+            out["probability"] = probability.astype(np.float32)
+            out["label"] = (probability >= self.threshold).astype(np.int8)
+        return out
+
+    def predict_raw(
+        self,
+        text_a: Sequence[str],
+        text_b: Sequence[str],
+        batch_size: int = 64,
+        progress: bool = False,
+    ) -> np.ndarray:
+        """Cross-encoders: logits (averaged over both orders if the model is symmetric). Bi: cosines."""
+        text_a, text_b = list(text_a), list(text_b)
+        if len(text_a) != len(text_b):
+            raise ValueError(f"text_a has {len(text_a)} texts but text_b has {len(text_b)}")
+        if not text_a:
+            return np.zeros(0, dtype=np.float32)
+        if self.kind == "cross":
+            logits = self._cross_logits(text_a, text_b, batch_size, progress)
+            if self.meta.symmetric:
+                logits = (logits + self._cross_logits(text_b, text_a, batch_size, progress)) / 2
+            return logits
+        return self._bi_cosines(text_a, text_b, batch_size, progress)
+
+    def embed(self, texts: Sequence[str], batch_size: int = 64, progress: bool = False) -> np.ndarray:
+        """L2-normalised sentence embeddings (bi-encoders only), in input order."""
+        if self.kind != "bi":
+            raise TypeError("embed() needs a bi-encoder; this model is a cross-encoder")
+        enc = self.tokenizer(list(texts), truncation=True, max_length=self.max_length)
+        return self._run(enc, batch_size, progress, desc="embed")
+
+    def truncated(self, text_a: Sequence[str], text_b: Sequence[str]) -> np.ndarray:
+        """True for pairs whose tokens exceed max_length (their predictions saw a truncated text)."""
+        if len(text_a) == 0:
+            return np.zeros(0, dtype=bool)
+        a = self.tokenizer(list(text_a), add_special_tokens=False)["input_ids"]
+        b = self.tokenizer(list(text_b), add_special_tokens=False)["input_ids"]
+        la = np.fromiter((len(x) for x in a), dtype=np.int64, count=len(a))
+        lb = np.fromiter((len(x) for x in b), dtype=np.int64, count=len(b))
+        if self.kind == "cross":
+            special = self.tokenizer.num_special_tokens_to_add(pair=True)
+            return (la + lb + special) > self.max_length
+        special = self.tokenizer.num_special_tokens_to_add(pair=False)
+        return ((la + special) > self.max_length) | ((lb + special) > self.max_length)
+
+    # ---------------------------------------------------------------- internals
+    def _cross_logits(self, a: list[str], b: list[str], batch_size: int, progress: bool) -> np.ndarray:
+        enc = self.tokenizer(a, b, truncation=True, max_length=self.max_length)
+        return self._run(enc, batch_size, progress, desc="predict")
+
+    def _bi_cosines(self, a: list[str], b: list[str], batch_size: int, progress: bool) -> np.ndarray:
+        index: dict[str, int] = {}
+        for text in a + b:
+            index.setdefault(text, len(index))
+        emb = self.embed(list(index), batch_size=batch_size, progress=progress)
+        ia = np.fromiter((index[t] for t in a), dtype=np.int64, count=len(a))
+        ib = np.fromiter((index[t] for t in b), dtype=np.int64, count=len(b))
+        return np.einsum("ij,ij->i", emb[ia], emb[ib]).astype(np.float32)
+
+    @torch.inference_mode()
+    def _run(self, enc: Any, batch_size: int, progress: bool, desc: str) -> np.ndarray:
+        ids: list[list[int]] = enc["input_ids"]
+        types: list[list[int]] | None = enc.get("token_type_ids")
+        lengths = np.fromiter((len(x) for x in ids), dtype=np.int64, count=len(ids))
+        order = np.argsort(-lengths, kind="stable")  # longest first: the peak memory shows at once
+        pad_id = self.tokenizer.pad_token_id or 0
+        results: list[np.ndarray] = []
+        bar = tqdm(total=len(ids), desc=desc, unit="pair", disable=not progress)
+        for start in range(0, len(order), batch_size):
+            idx = order[start : start + batch_size]
+            batch = pad_batch(
+                [ids[i] for i in idx], pad_id, [types[i] for i in idx] if types is not None else None
+            )
+            batch = {k: v.to(self.device, non_blocking=True) for k, v in batch.items()}
+            with autocast(self.device, self._dtype):
+                out = self.model(**batch)
+            if isinstance(self.model, BiEncoder):
+                out = torch.nn.functional.normalize(out.float(), dim=-1)
+            results.append(out.float().cpu().numpy())
+            bar.update(len(idx))
+        bar.close()
+        stacked = np.concatenate(results, axis=0)
+        restored = np.empty_like(stacked)
+        restored[order] = stacked
+        return restored.astype(np.float32)
+
+
+def load_predictor(model_dir: str | Path, device: str = "auto", precision: str = "auto") -> Predictor:
+    """Load a directory written by training (or `save_tiny_model`) for prediction."""
+    model_dir = Path(model_dir)
+    model, tokenizer, metadata = load_model(model_dir)
+    return Predictor(model, tokenizer, metadata, model_dir=model_dir, device=device, precision=precision)
+
+
+__all__ = ["CrossEncoder", "BiEncoder", "Predictor", "load_predictor"]

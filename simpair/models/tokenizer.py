@@ -1,0 +1,34 @@
+"""Tokenizer loading and fingerprinting.
+
+The fingerprint keys the pre-tokenized cache: two tokenizers that map text to the same ids share it,
+and any change of vocabulary, normaliser or special tokens makes a new one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+from transformers import AutoTokenizer, PreTrainedTokenizerBase
+
+
+def load_tokenizer(name_or_path: str | Path) -> PreTrainedTokenizerBase:
+    """Any local directory or hub id (offline: hub ids only resolve from the local cache)."""
+    return AutoTokenizer.from_pretrained(str(name_or_path), trust_remote_code=False)
+
+
+def tokenizer_fingerprint(tokenizer: PreTrainedTokenizerBase) -> str:
+    """sha1 (16 hex chars) of everything that decides the ids: pipeline, vocabulary, special tokens."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    # Slow tokenizers have no backend: their vocabulary and class are what decide the ids.
+    body = backend.to_str() if backend is not None else json.dumps(sorted(tokenizer.get_vocab().items()))
+    special = json.dumps(
+        {
+            "class": type(tokenizer).__name__,
+            "special": {k: str(v) for k, v in sorted(tokenizer.special_tokens_map.items())},
+            "padding_side": tokenizer.padding_side,
+        },
+        sort_keys=True,
+    )
+    return hashlib.sha1((body + special).encode()).hexdigest()[:16]
