@@ -1,0 +1,79 @@
+"""The contract's row checks, run with pandera's polars backend, plus exact-duplicate removal.
+
+pandera reports every failing row (lazy validation) instead of stopping at the first, which is what
+a quarantine needs. Each failure becomes a quarantine reason; a row failing several checks is
+quarantined once, with the first reason in `REASON_ORDER` and all reasons in the detail.
+"""
+
+from __future__ import annotations
+
+import pandera.polars as pa
+import polars as pl
+from pandera.errors import SchemaErrors
+
+from simpair.contracts import Contract
+from simpair.pairs import ordered_pair_key
+
+REASON_ORDER = ("empty_text", "label_domain", "score_range", "duplicate", "duplicate_pair_id")
+
+
+def build_schema(contract: Contract) -> pa.DataFrameSchema:
+    """A pandera schema from the contract's `checks` and `label` sections."""
+    checks = contract.checks
+    text_checks = [pa.Check.str_length(min_value=1, name="empty_text")] if checks.non_empty_texts else []
+    columns: dict[str, pa.Column] = {
+        "pair_id": pa.Column(pl.Utf8, nullable=False),
+        "text_a": pa.Column(pl.Utf8, text_checks, nullable=False),
+        "text_b": pa.Column(pl.Utf8, text_checks, nullable=False),
+    }
+    if contract.label.kind == "binary":
+        domain = [pa.Check.isin(contract.label.values, name="label_domain")] if checks.label_domain else []
+        columns["label"] = pa.Column(pl.Int8, domain, nullable=False)
+    else:
+        rng = [pa.Check.in_range(0.0, 1.0, name="score_range")] if checks.score_range else []
+        columns["score"] = pa.Column(pl.Float64, rng, nullable=False)
+    return pa.DataFrameSchema(columns, name=f"contract:{contract.dataset}")
+
+
+def failing_rows(frame: pl.DataFrame, contract: Contract) -> dict[int, list[str]]:
+    """Row index -> names of the contract checks it fails (pandera, lazy)."""
+    schema = build_schema(contract)
+    try:
+        schema.validate(frame.select(list(schema.columns)), lazy=True)
+    except SchemaErrors as exc:
+        failures: dict[int, list[str]] = {}
+        cases = exc.failure_cases
+        for row in cases.iter_rows(named=True):
+            index = row.get("index")
+            if index is None:  # a schema-level failure (dtype): a bug in our own mapping, not in the data
+                raise RuntimeError(f"contract {contract.dataset}: schema failure {row}") from exc
+            check = str(row["check"])
+            reason = next(
+                (r for r in REASON_ORDER if r in check), "not_nullable" if "null" in check else check
+            )
+            failures.setdefault(int(index), []).append(f"{reason}:{row['column']}")
+        return failures
+    return {}
+
+
+def duplicate_rows(frame: pl.DataFrame, contract: Contract, skip: set[int]) -> dict[int, tuple[str, str]]:
+    """Row index -> (reason, detail) for extra copies of an exact pair or of a pair id (first one kept)."""
+    out: dict[int, tuple[str, str]] = {}
+    seen_pairs: dict[str, int] = {}
+    seen_ids: dict[str, int] = {}
+    lines = frame["line"].to_list()
+    for i, (pid, a, b) in enumerate(zip(frame["pair_id"], frame["text_a"], frame["text_b"], strict=True)):
+        if i in skip:
+            continue
+        if contract.checks.drop_exact_duplicates:
+            key = ordered_pair_key(a, b)
+            if key in seen_pairs:
+                out[i] = ("duplicate", f"same text_a/text_b as line {lines[seen_pairs[key]]}")
+                continue
+            seen_pairs[key] = i
+        if contract.checks.unique_pair_ids:
+            if pid in seen_ids:
+                out[i] = ("duplicate_pair_id", f"pair_id {pid!r} already on line {lines[seen_ids[pid]]}")
+                continue
+            seen_ids[pid] = i
+    return out

@@ -1,0 +1,187 @@
+"""What an ingest run did, as data (for code and Prefect) and as tables (for people).
+
+The same report object is printed by the CLI with rich and published by the flow as a Prefect
+markdown artifact, so the terminal and the UI can never disagree.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+from rich.console import Group
+from rich.table import Table
+
+STAT_KEYS = (
+    "bom",
+    "crlf_lines",
+    "control_chars_removed",
+    "mojibake_fixes",
+    "whitespace_fixes",
+    "nfc_changes",
+)
+
+
+class SplitReport(BaseModel):
+    split: str
+    role: str
+    files: list[str]
+    sha256: list[str]
+    data_records: int
+    clean: int
+    quarantined: int
+    reasons: dict[str, int] = Field(default_factory=dict)
+    stats: dict[str, int] = Field(default_factory=dict)
+
+
+class DatasetReport(BaseModel):
+    dataset: str
+    contract: str
+    status: Literal["ingested", "unchanged", "failed"]
+    version: str | None = None
+    previous_version: str | None = None
+    error: str | None = None
+    leftovers_removed: int = 0
+    splits: list[SplitReport] = Field(default_factory=list)
+
+
+class LeakageCount(BaseModel):
+    dataset: str
+    split: str
+    train_dataset: str
+    train_split: str
+    pairs: int
+
+
+class LeakageReport(BaseModel):
+    status: Literal["computed", "unchanged", "failed"]
+    path: str
+    inputs: dict[str, str] = Field(default_factory=dict)
+    rows: int = 0
+    counts: list[LeakageCount] = Field(default_factory=list)
+    error: str | None = None
+
+
+class IngestReport(BaseModel):
+    datasets: list[DatasetReport]
+    leakage: LeakageReport | None = None
+
+    @property
+    def failed(self) -> list[DatasetReport]:
+        return [d for d in self.datasets if d.status == "failed"]
+
+    @property
+    def ok(self) -> bool:
+        return not self.failed and (self.leakage is None or self.leakage.status != "failed")
+
+    @property
+    def changed(self) -> bool:
+        return any(d.status == "ingested" for d in self.datasets)
+
+    def headline(self) -> str:
+        if self.failed:
+            names = ", ".join(d.dataset for d in self.failed)
+            return f"ingest finished with {len(self.failed)} failed source(s): {names}"
+        if not self.changed:
+            return "nothing changed: every source matches its current version; no work done"
+        return "ingest finished: " + ", ".join(f"{d.dataset} {d.status}" for d in self.datasets)
+
+
+def _reasons(reasons: dict[str, int]) -> str:
+    return ", ".join(f"{k} {v}" for k, v in sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0]))) or "-"
+
+
+def _stats(stats: dict[str, int]) -> str:
+    return ", ".join(f"{k} {stats[k]}" for k in STAT_KEYS if stats.get(k)) or "-"
+
+
+def _split_rows(report: IngestReport) -> list[list[str]]:
+    rows = []
+    for d in report.datasets:
+        if d.status == "failed":
+            rows.append([d.dataset, "-", "-", "FAILED", "-", "-", "-", d.error or "", "-"])
+            continue
+        for s in d.splits:
+            rows.append(
+                [
+                    d.dataset,
+                    f"{s.split} ({s.role})",
+                    d.version or "-",
+                    d.status,
+                    str(s.data_records),
+                    str(s.clean),
+                    str(s.quarantined),
+                    _reasons(s.reasons),
+                    _stats(s.stats),
+                ]
+            )
+    return rows
+
+
+_SPLIT_HEADERS = [
+    "dataset",
+    "split",
+    "version",
+    "status",
+    "rows in",
+    "clean",
+    "quarantined",
+    "reasons",
+    "fixes",
+]
+_LEAK_HEADERS = ["eval dataset", "eval split", "train dataset", "train split", "shared pairs"]
+
+
+def _leak_rows(report: IngestReport) -> list[list[str]]:
+    if report.leakage is None:
+        return []
+    return [[c.dataset, c.split, c.train_dataset, c.train_split, str(c.pairs)] for c in report.leakage.counts]
+
+
+def summary_renderable(report: IngestReport) -> Group:
+    """Rich tables: one row per split, then leakage counts."""
+    splits = Table(title="simpair ingest", show_lines=False)
+    for h in _SPLIT_HEADERS:
+        splits.add_column(h, overflow="fold")
+    for row in _split_rows(report):
+        splits.add_row(*row, style="red" if row[3] == "FAILED" else None)
+    parts: list[object] = [splits]
+    if report.leakage is not None:
+        leak = Table(title=f"leakage ({report.leakage.status}, {report.leakage.rows} rows)")
+        for h in _LEAK_HEADERS:
+            leak.add_column(h)
+        for row in _leak_rows(report):
+            leak.add_row(*row)
+        parts.append(leak)
+        if report.leakage.error:
+            parts.append(f"[red]leakage failed: {report.leakage.error}[/red]")
+    parts.append(report.headline())
+    return Group(*parts)
+
+
+def _md_table(headers: list[str], rows: list[list[str]]) -> str:
+    def cell(value: str) -> str:
+        return value.replace("|", "\\|").replace("\n", " ")
+
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def summary_markdown(report: IngestReport) -> str:
+    """The same summary as markdown, for the Prefect artifact."""
+    parts = [
+        "# simpair ingest",
+        "",
+        f"**{report.headline()}**",
+        "",
+        _md_table(_SPLIT_HEADERS, _split_rows(report)),
+    ]
+    if report.leakage is not None:
+        parts += [
+            "",
+            f"## Leakage ({report.leakage.status}, {report.leakage.rows} rows, `{report.leakage.path}`)",
+            "",
+            _md_table(_LEAK_HEADERS, _leak_rows(report)),
+        ]
+    return "\n".join(parts) + "\n"
