@@ -1,0 +1,205 @@
+"""The promotion gate: move `champion` only for a measurable improvement on the same frozen data.
+
+Challenger and champion are re-evaluated in one pass on the same evaluation split(s) at the dataset
+versions current now (numbers stored under another data version are never trusted), with pairs that leak
+from any training split excluded. The challenger wins when its primary metric improves by at least
+`margin` and no guardrail metric drops by more than its tolerance. With no champion, or a champion whose
+artifacts are corrupt or missing, the bar is the untrained backbone used zero-shot as a bi-encoder with
+cosine similarity: a first model must at least beat doing nothing.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+DEFAULT_PRIMARY = {"paraphrase": "f1", "sts": "spearman"}
+DEFAULT_GUARDRAILS = {"paraphrase": {"accuracy": 0.01}, "sts": {"pearson": 0.01}}
+
+
+class GatePolicy(BaseModel):
+    """What "measurably better" means for one task (set per task in the nightly profile)."""
+
+    primary: str
+    margin: float = Field(0.005, ge=0.0, description="minimum improvement of the primary metric")
+    guardrails: dict[str, float] = Field(default_factory=dict, description="metric -> max allowed drop")
+    zero_shot_margin: float = Field(0.0, ge=0.0, description="first version must beat zero-shot by this")
+
+    @classmethod
+    def default(cls, task: str) -> GatePolicy:
+        return cls(primary=DEFAULT_PRIMARY[task], guardrails=dict(DEFAULT_GUARDRAILS[task]))
+
+
+@dataclass
+class GateDecision:
+    """Outcome of one gate evaluation, with everything needed to explain it later."""
+
+    promote: bool
+    reason: str
+    primary: str
+    challenger_version: str
+    challenger: dict[str, float]
+    champion_version: str | None = None
+    champion: dict[str, float] | None = None
+    zero_shot: dict[str, float] | None = None
+    champion_error: str | None = None
+    excluded: dict[str, int] = field(default_factory=dict)
+    dataset_versions: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def outcome(self) -> str:
+        return "promoted" if self.promote else "rejected"
+
+    def tags(self) -> dict[str, str]:
+        """Version tags recording the decision and both metric sets."""
+        out = {
+            "gate.decision": self.outcome,
+            "gate.reason": self.reason,
+            "gate.primary": self.primary,
+            "gate.compared_with": self.champion_version or ("zero-shot" if self.zero_shot else "none"),
+        }
+        for prefix, metrics in (
+            ("challenger", self.challenger),
+            ("champion", self.champion),
+            ("zero_shot", self.zero_shot),
+        ):
+            for key, value in (metrics or {}).items():
+                out[f"gate.{prefix}.{key}"] = f"{value:.6g}"
+        for key, value in self.excluded.items():
+            out[f"gate.leakage_excluded.{key}"] = str(value)
+        for key, value in self.dataset_versions.items():
+            out[f"gate.dataset_version.{key}"] = value
+        if self.champion_error:
+            out["gate.champion_error"] = self.champion_error[:1000]
+        return out
+
+    def to_markdown(self, model_name: str) -> str:
+        """Human-readable report (Prefect artifact, version description)."""
+        other = f"champion v{self.champion_version}" if self.champion else "zero-shot backbone"
+        against = self.champion if self.champion else (self.zero_shot or {})
+        keys = sorted(set(self.challenger) | set(against))
+        lines = [
+            f"### {model_name}: challenger v{self.challenger_version} **{self.outcome}**",
+            "",
+            f"Reason: {self.reason}",
+            "",
+            f"| metric | challenger v{self.challenger_version} | {other} | delta |",
+            "|---|---|---|---|",
+        ]
+        for key in keys:
+            a, b = self.challenger.get(key), against.get(key)
+            delta = f"{a - b:+.4f}" if a is not None and b is not None else ""
+            lines.append(
+                f"| {key}{' (primary)' if key == self.primary else ''} | {_fmt(a)} | {_fmt(b)} | {delta} |"
+            )
+        if self.champion_error:
+            lines += ["", f"Champion v{self.champion_version} could not be evaluated: {self.champion_error}"]
+        if self.excluded:
+            shown = ", ".join(f"{k}: {v}" for k, v in self.excluded.items())
+            lines += ["", f"Leaked pairs excluded from evaluation: {shown}"]
+        if self.dataset_versions:
+            shown = ", ".join(f"{k}={v}" for k, v in self.dataset_versions.items())
+            lines += ["", f"Evaluation data versions: {shown}"]
+        return "\n".join(lines) + "\n"
+
+
+def _fmt(value: float | None) -> str:
+    return "" if value is None else f"{value:.4f}"
+
+
+def metric(metrics: Mapping[str, float], name: str) -> float:
+    """Look a metric up by exact key, else by a unique key ending in `/<name>` or `.<name>`."""
+    if name in metrics:
+        return float(metrics[name])
+    hits = [k for k in metrics if k.endswith(f"/{name}") or k.endswith(f".{name}")]
+    if len(hits) == 1:
+        return float(metrics[hits[0]])
+    if not hits:
+        raise KeyError(f"metric {name!r} not among {sorted(metrics)}")
+    raise KeyError(f"metric {name!r} is ambiguous: {sorted(hits)}; name it fully in the gate policy")
+
+
+def flatten_metrics(metrics: Mapping[str, Any], prefix: str = "") -> dict[str, float]:
+    """Nested evaluation results -> flat `a/b/metric` floats (non-numeric leaves dropped)."""
+    out: dict[str, float] = {}
+    for key, value in metrics.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            out.update(flatten_metrics(value, prefix=f"{name}/"))
+        elif isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(float(value)):
+            out[name] = float(value)
+    return out
+
+
+def decide(
+    policy: GatePolicy,
+    challenger_version: str,
+    challenger: Mapping[str, float],
+    champion_version: str | None = None,
+    champion: Mapping[str, float] | None = None,
+    zero_shot: Mapping[str, float] | None = None,
+    champion_error: str | None = None,
+) -> GateDecision:
+    """Pure decision rule; every branch writes a reason a person can check against the numbers."""
+    chal = dict(challenger)
+    base = GateDecision(
+        promote=False,
+        reason="",
+        primary=policy.primary,
+        challenger_version=challenger_version,
+        challenger=chal,
+        champion_version=champion_version,
+        champion=dict(champion) if champion is not None else None,
+        zero_shot=dict(zero_shot) if zero_shot is not None else None,
+        champion_error=champion_error,
+    )
+    p_chal = metric(chal, policy.primary)
+    if champion is not None:
+        p_champ = metric(champion, policy.primary)
+        gain = p_chal - p_champ
+        if gain < policy.margin:
+            base.reason = (
+                f"{policy.primary} {p_chal:.4f} vs champion v{champion_version} {p_champ:.4f}: "
+                f"gain {gain:+.4f} is below the margin {policy.margin:.4f}"
+            )
+            return base
+        for name, tolerance in policy.guardrails.items():
+            drop = metric(champion, name) - metric(chal, name)
+            if drop > tolerance:
+                base.reason = (
+                    f"{policy.primary} improved by {gain:+.4f} but guardrail {name} dropped by {drop:.4f} "
+                    f"(tolerance {tolerance:.4f})"
+                )
+                return base
+        base.promote = True
+        base.reason = (
+            f"{policy.primary} {p_chal:.4f} beats champion v{champion_version} {p_champ:.4f} by {gain:+.4f} "
+            f"(margin {policy.margin:.4f}); guardrails {sorted(policy.guardrails) or 'none'} within tolerance"
+        )
+        return base
+    prefix = (
+        f"champion v{champion_version} is unusable ({champion_error}); "
+        if champion_error
+        else "no champion yet; "
+    )
+    if zero_shot is None:
+        base.reason = prefix + "no zero-shot baseline could be computed, so nothing is promoted"
+        return base
+    p_zero = metric(zero_shot, policy.primary)
+    gain = p_chal - p_zero
+    if gain > 0 and gain >= policy.zero_shot_margin:
+        base.promote = True
+        base.reason = (
+            prefix + f"{policy.primary} {p_chal:.4f} beats the untrained backbone zero-shot {p_zero:.4f} "
+            f"by {gain:+.4f}"
+        )
+    else:
+        base.reason = (
+            prefix + f"{policy.primary} {p_chal:.4f} does not beat the untrained backbone zero-shot "
+            f"{p_zero:.4f} (needs > {p_zero + policy.zero_shot_margin:.4f})"
+        )
+    return base

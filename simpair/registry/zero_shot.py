@@ -1,0 +1,84 @@
+"""The zero-shot bar: the untrained backbone as a bi-encoder (mean pooling, cosine similarity).
+
+A first model version may only become champion when it beats what the backbone does with no training
+at all (the Quora and SBERT baselines in the mission). The baseline is saved in the ordinary model
+format, so the gate evaluates it with exactly the code it uses for challenger and champion. For paraphrase
+its decision threshold on the cosine is chosen to maximise F1 on a training-role split of the evaluation
+dataset, never on the evaluation split itself.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from simpair.catalog import Catalog
+from simpair.models import ModelMetadata, build_model, load_predictor, save_model
+from simpair.models.tokenizer import load_tokenizer
+
+ZERO_SHOT_DIR = "registry-cache/zero-shot"
+THRESHOLD_SAMPLE = 2000  # train pairs used to pick the zero-shot threshold (enough for a stable F1 optimum)
+
+
+def best_f1_threshold(scores: np.ndarray, labels: np.ndarray) -> float:
+    """Threshold on `scores` that maximises F1 for `labels` (midpoint between neighbouring scores)."""
+    order = np.argsort(-scores, kind="stable")
+    s, y = scores[order], labels[order].astype(np.int64)
+    positives = int(y.sum())
+    if positives == 0 or len(s) == 0:
+        return 0.5
+    tp = np.cumsum(y)
+    predicted = np.arange(1, len(s) + 1)
+    f1 = 2 * tp / (predicted + positives)
+    best = int(np.argmax(f1))
+    below = s[best + 1] if best + 1 < len(s) else s[best] - 1e-6
+    return float((s[best] + below) / 2)
+
+
+def _threshold_split(catalog: Catalog, dataset: str) -> str | None:
+    roles = catalog.splits(dataset)
+    for role in ("train", "dev"):
+        for split, split_role in roles.items():
+            if split_role == role:
+                return split
+    return None
+
+
+def zero_shot_model(backbone: str, task: str, home: Path, threshold_dataset: str | None = None) -> Path:
+    """Saved model dir of the untrained backbone as a bi-encoder (cached per backbone, task and data)."""
+    catalog = Catalog(home)
+    data_version = catalog.current_version(threshold_dataset) if threshold_dataset else "none"
+    key = hashlib.sha1(f"{backbone}\x00{task}\x00{threshold_dataset}\x00{data_version}".encode()).hexdigest()[
+        :12
+    ]
+    target = Path(home) / ZERO_SHOT_DIR / f"{task}-{key}"
+    if (target / "simpair.json").exists():
+        return target
+    model = build_model("bi", backbone)
+    tokenizer = load_tokenizer(backbone)
+    meta = ModelMetadata(
+        kind="bi",
+        task=task,
+        objective="zero-shot",
+        threshold=0.5,
+        max_length=128,
+        backbone=backbone,  # type: ignore[arg-type]
+    )
+    save_model(model, tokenizer, target, meta)
+    if task == "paraphrase" and threshold_dataset:
+        split = _threshold_split(catalog, threshold_dataset)
+        if split is not None:
+            frame = catalog.read_split(threshold_dataset, split).filter(pl.col("label").is_not_null())
+            frame = frame.sample(n=min(THRESHOLD_SAMPLE, frame.height), seed=0) if frame.height else frame
+            if frame.height:
+                predictor = load_predictor(target)
+                raw = predictor.predict(frame["text_a"].to_list(), frame["text_b"].to_list())["score"]
+                meta.threshold = best_f1_threshold(raw, frame["label"].to_numpy())
+                meta.threshold_source = (
+                    f"{threshold_dataset}/{split}@{data_version} (max F1, {frame.height} pairs)"
+                )
+                meta.write(target)
+    return target
