@@ -1,0 +1,58 @@
+"""The inbox: where new Parquet batches land, on a local disk or any fsspec URL (`s3://`, `file://`).
+
+A batch's identity is the SHA-256 of its bytes, not its name: the ledger keys on it, so re-running
+over the same inbox skips what was scored, and a file rewritten under the same name is new work.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import IO
+
+import fsspec
+
+HASH_BLOCK = 8 << 20
+
+
+@dataclass(frozen=True)
+class InboxFile:
+    """One candidate batch: the URL to open it by, its name relative to the inbox, its size."""
+
+    url: str
+    name: str
+    size: int
+
+
+def list_inbox(inbox: str) -> list[InboxFile]:
+    """Every file under the inbox, recursively, sorted by name.
+
+    Names starting with `.` or `_` (in any path segment) are ignored: uploaders write temporaries
+    that way, and Spark/Hive use `_SUCCESS`/`_temporary`. Every other file is a batch, so a stray
+    CSV is quarantined with a reason rather than silently ignored.
+    """
+    fs, root = fsspec.core.url_to_fs(inbox)
+    if not fs.exists(root):
+        raise FileNotFoundError(f"inbox not found: {inbox}")
+    root = root.rstrip("/")
+    found: list[InboxFile] = []
+    for path, info in sorted(fs.find(root, detail=True).items()):
+        name = path[len(root) :].lstrip("/")
+        if any(part.startswith((".", "_")) for part in name.split("/")):
+            continue
+        found.append(InboxFile(url=fs.unstrip_protocol(path), name=name, size=int(info.get("size") or 0)))
+    return found
+
+
+def open_batch(url: str) -> IO[bytes]:
+    """Open a batch for binary reading, wherever it lives."""
+    return fsspec.open(url, "rb").open()
+
+
+def content_hash(url: str) -> str:
+    """SHA-256 of the file's bytes, read in 8 MB blocks so memory stays flat."""
+    digest = hashlib.sha256()
+    with open_batch(url) as handle:
+        while block := handle.read(HASH_BLOCK):
+            digest.update(block)
+    return digest.hexdigest()

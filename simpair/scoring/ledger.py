@@ -1,0 +1,278 @@
+"""The exactly-once ledger and the run lock, both under `<out>/_ledger/`.
+
+SQLite in WAL mode: several worker processes (a Dask cluster on one machine) record finished
+chunks concurrently, readers never block the writer, and a SIGKILLed process leaves every
+committed row intact. Rows are keyed by the input file's content hash, so identity follows bytes,
+not names. A chunk is recorded as done only after its output part has been atomically renamed into
+place; a crash between the two just redoes that chunk, overwriting the same part path.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sqlite3
+from collections.abc import Iterator
+from contextlib import closing, contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+import filelock
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS files (
+    sha256 TEXT PRIMARY KEY,
+    name TEXT NOT NULL,
+    size INTEGER NOT NULL,
+    status TEXT NOT NULL CHECK (status IN ('running', 'done', 'quarantined')),
+    reason TEXT,
+    n_rows INTEGER,
+    chunk_rows INTEGER,
+    n_chunks INTEGER,
+    day TEXT,
+    output_path TEXT,
+    rejects_path TEXT,
+    model_name TEXT,
+    model_version TEXT,
+    run_id TEXT,
+    rows_scored INTEGER,
+    rows_rejected INTEGER,
+    first_seen TEXT NOT NULL,
+    updated_at TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS chunks (
+    sha256 TEXT NOT NULL,
+    idx INTEGER NOT NULL,
+    rows_in INTEGER NOT NULL,
+    rows_scored INTEGER NOT NULL,
+    rows_rejected INTEGER NOT NULL,
+    rows_truncated INTEGER NOT NULL,
+    model_name TEXT NOT NULL,
+    model_version TEXT NOT NULL,
+    run_id TEXT NOT NULL,
+    seconds REAL NOT NULL,
+    updated_at TEXT NOT NULL,
+    PRIMARY KEY (sha256, idx)
+);
+CREATE TABLE IF NOT EXISTS runs (
+    run_id TEXT PRIMARY KEY,
+    status TEXT NOT NULL,
+    model_name TEXT,
+    model_version TEXT,
+    started_at TEXT NOT NULL,
+    finished_at TEXT,
+    summary_json TEXT
+);
+"""
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+@dataclass(frozen=True)
+class FileRecord:
+    """One row of `files`."""
+
+    sha256: str
+    name: str
+    size: int
+    status: str
+    reason: str | None
+    n_rows: int | None
+    chunk_rows: int | None
+    n_chunks: int | None
+    day: str | None
+    output_path: str | None
+    rejects_path: str | None
+    model_name: str | None
+    model_version: str | None
+    run_id: str | None
+    rows_scored: int | None
+    rows_rejected: int | None
+    first_seen: str
+    updated_at: str
+
+
+@dataclass(frozen=True)
+class ChunkRecord:
+    """One finished chunk: its counts and the model version that scored it."""
+
+    idx: int
+    rows_in: int
+    rows_scored: int
+    rows_rejected: int
+    rows_truncated: int
+    model_name: str
+    model_version: str
+    run_id: str
+    seconds: float
+
+
+class Ledger:
+    """The ledger database of one output location. Opens a short-lived connection per call,
+    so an instance can be pickled to worker processes."""
+
+    def __init__(self, out_dir: str | Path) -> None:
+        self.dir = Path(out_dir) / "_ledger"
+        self.path = self.dir / "ledger.sqlite"
+        self.dir.mkdir(parents=True, exist_ok=True)
+        with closing(sqlite3.connect(self.path, timeout=60)) as conn:
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.executescript(_SCHEMA)
+
+    @contextmanager
+    def _connect(self) -> Iterator[sqlite3.Connection]:
+        with closing(sqlite3.connect(self.path, timeout=60, isolation_level=None)) as conn:
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=FULL")
+            conn.execute("PRAGMA busy_timeout=60000")
+            conn.row_factory = sqlite3.Row
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+
+    # files ------------------------------------------------------------------------------------
+
+    def file(self, sha256: str) -> FileRecord | None:
+        with self._connect() as conn:
+            row = conn.execute("SELECT * FROM files WHERE sha256 = ?", (sha256,)).fetchone()
+        return FileRecord(**dict(row)) if row else None
+
+    def files(self) -> list[FileRecord]:
+        with self._connect() as conn:
+            rows = conn.execute("SELECT * FROM files ORDER BY first_seen, name").fetchall()
+        return [FileRecord(**dict(row)) for row in rows]
+
+    def claim_file(
+        self,
+        *,
+        sha256: str,
+        name: str,
+        size: int,
+        n_rows: int,
+        chunk_rows: int,
+        n_chunks: int,
+        day: str,
+        output_path: str,
+        rejects_path: str,
+        model_name: str,
+        model_version: str,
+        run_id: str,
+    ) -> FileRecord:
+        """Mark a file as being scored. A file resumed from a crashed run keeps its chunking and
+        output paths from the first claim, so parts written before the crash stay valid."""
+        now = _now()
+        with self._connect() as conn:
+            conn.execute(
+                """INSERT INTO files (sha256, name, size, status, n_rows, chunk_rows, n_chunks, day,
+                       output_path, rejects_path, model_name, model_version, run_id, first_seen, updated_at)
+                   VALUES (?, ?, ?, 'running', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                   ON CONFLICT (sha256) DO UPDATE SET status = 'running', reason = NULL, name = excluded.name,
+                       model_name = excluded.model_name, model_version = excluded.model_version,
+                       run_id = excluded.run_id, updated_at = excluded.updated_at""",
+                (sha256, name, size, n_rows, chunk_rows, n_chunks, day, output_path, rejects_path,
+                 model_name, model_version, run_id, now, now),
+            )  # fmt: skip
+            row = conn.execute("SELECT * FROM files WHERE sha256 = ?", (sha256,)).fetchone()
+        return FileRecord(**dict(row))
+
+    def quarantine(self, *, sha256: str, name: str, size: int, reason: str, run_id: str) -> None:
+        """Record a file that cannot be scored. Same bytes are never retried; new bytes are a new key."""
+        now = _now()
+        with self._connect() as conn:
+            conn.execute(
+                """INSERT INTO files (sha256, name, size, status, reason, run_id, first_seen, updated_at)
+                   VALUES (?, ?, ?, 'quarantined', ?, ?, ?, ?)
+                   ON CONFLICT (sha256) DO UPDATE SET status = 'quarantined', reason = excluded.reason,
+                       run_id = excluded.run_id, updated_at = excluded.updated_at""",
+                (sha256, name, size, reason, run_id, now, now),
+            )
+            conn.execute("DELETE FROM chunks WHERE sha256 = ?", (sha256,))
+
+    def file_done(self, sha256: str, *, rows_scored: int, rows_rejected: int, run_id: str) -> None:
+        with self._connect() as conn:
+            conn.execute(
+                """UPDATE files SET status = 'done', rows_scored = ?, rows_rejected = ?, run_id = ?,
+                       updated_at = ? WHERE sha256 = ?""",
+                (rows_scored, rows_rejected, run_id, _now(), sha256),
+            )
+
+    # chunks -----------------------------------------------------------------------------------
+
+    def chunk_done(self, sha256: str, record: ChunkRecord) -> None:
+        with self._connect() as conn:
+            conn.execute(
+                """INSERT OR REPLACE INTO chunks (sha256, idx, rows_in, rows_scored, rows_rejected,
+                       rows_truncated, model_name, model_version, run_id, seconds, updated_at)
+                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+                (sha256, record.idx, record.rows_in, record.rows_scored, record.rows_rejected,
+                 record.rows_truncated, record.model_name, record.model_version, record.run_id,
+                 record.seconds, _now()),
+            )  # fmt: skip
+
+    def chunks(self, sha256: str) -> dict[int, ChunkRecord]:
+        with self._connect() as conn:
+            rows = conn.execute(
+                """SELECT idx, rows_in, rows_scored, rows_rejected, rows_truncated, model_name,
+                       model_version, run_id, seconds FROM chunks WHERE sha256 = ? ORDER BY idx""",
+                (sha256,),
+            ).fetchall()
+        return {row["idx"]: ChunkRecord(**dict(row)) for row in rows}
+
+    # runs -------------------------------------------------------------------------------------
+
+    def start_run(self, run_id: str, model_name: str, model_version: str) -> None:
+        """Open a run; any other run still 'running' died without finishing (we hold the lock)."""
+        with self._connect() as conn:
+            conn.execute("UPDATE runs SET status = 'crashed' WHERE status = 'running'")
+            conn.execute(
+                "INSERT OR REPLACE INTO runs (run_id, status, model_name, model_version, started_at) "
+                "VALUES (?, 'running', ?, ?, ?)",
+                (run_id, model_name, model_version, _now()),
+            )
+
+    def finish_run(self, run_id: str, summary: dict) -> None:
+        with self._connect() as conn:
+            conn.execute(
+                "UPDATE runs SET status = 'finished', finished_at = ?, summary_json = ? WHERE run_id = ?",
+                (_now(), json.dumps(summary, default=str), run_id),
+            )
+
+
+class RunLocked(RuntimeError):
+    """Another scoring run holds the lock on this output location."""
+
+
+@contextmanager
+def run_lock(out_dir: str | Path, wait_seconds: float = 0.0) -> Iterator[None]:
+    """Hold the exclusive run lock of an output location for the duration of a run.
+
+    An OS file lock (fcntl/LockFile via `filelock`): the kernel drops it when its holder dies, even
+    by SIGKILL, so a crash never leaves a stale lock. `wait_seconds=0` fails at once with a message
+    naming the holder; a positive value waits that long first.
+    """
+    ledger_dir = Path(out_dir) / "_ledger"
+    ledger_dir.mkdir(parents=True, exist_ok=True)
+    lock = filelock.FileLock(ledger_dir / "run.lock")
+    info = ledger_dir / "run.lock.holder"
+    try:
+        lock.acquire(timeout=max(wait_seconds, 0.0), poll_interval=0.2)
+    except filelock.Timeout:
+        holder = info.read_text(encoding="utf-8").strip() if info.exists() else "unknown"
+        raise RunLocked(
+            f"another scoring run holds {ledger_dir / 'run.lock'} ({holder}); "
+            f"waited {wait_seconds:g}s. Re-run later or pass a longer wait."
+        ) from None
+    try:
+        info.write_text(f"pid {os.getpid()} on {socket.gethostname()} since {_now()}\n", encoding="utf-8")
+        yield
+    finally:
+        info.unlink(missing_ok=True)
+        lock.release()

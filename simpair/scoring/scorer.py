@@ -1,0 +1,131 @@
+"""Score one validated chunk with the pinned model and build the output columns.
+
+The predictor (simpair.models) already sorts by length, runs under `torch.inference_mode()` and,
+for bi-encoders, encodes each distinct sentence once. On top of that, identical (a, b) pairs in a
+chunk are scored once: duplicate-question and listing batches repeat pairs often, and a
+cross-encoder's score of a pair does not depend on its neighbours.
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import UTC, datetime
+from functools import lru_cache
+from typing import Protocol
+
+import numpy as np
+import pyarrow as pa
+
+from simpair.scoring.model_ref import ModelRef
+
+SCORE_COLUMNS = (
+    "score",
+    "label",
+    "probability",
+    "truncated",
+    "model_name",
+    "model_version",
+    "model_run_id",
+    "run_id",
+    "scored_at",
+)
+SCORE_SCHEMA = pa.schema(
+    [
+        pa.field("score", pa.float32()),
+        pa.field("label", pa.int8()),
+        pa.field("probability", pa.float32()),
+        pa.field("truncated", pa.bool_()),
+        pa.field("model_name", pa.string()),
+        pa.field("model_version", pa.string()),
+        pa.field("model_run_id", pa.string()),
+        pa.field("run_id", pa.string()),
+        pa.field("scored_at", pa.timestamp("us", tz="UTC")),
+    ]
+)
+
+
+class PairPredictor(Protocol):
+    """What scoring needs from a loaded model (implemented by `simpair.models.load_predictor`)."""
+
+    task: str
+    kind: str
+
+    def predict(
+        self, text_a: list[str], text_b: list[str], batch_size: int = 64, progress: bool = False
+    ) -> dict[str, np.ndarray]: ...
+
+    def truncated(self, text_a: list[str], text_b: list[str]) -> np.ndarray: ...
+
+
+def default_threads(workers: int = 1) -> int:
+    """Torch threads per worker: the CPUs this process may use, shared among workers on the host."""
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return max(1, cpus // max(workers, 1))
+
+
+@lru_cache(maxsize=2)
+def load_pinned(local_dir: str, threads: int) -> PairPredictor:
+    """Load a pinned model once per process (each Dask worker process keeps its own copy)."""
+    import torch
+
+    from simpair.models import load_predictor
+
+    torch.set_num_threads(threads)
+    return load_predictor(local_dir)
+
+
+def predict_unique(
+    predictor: PairPredictor, text_a: list[str], text_b: list[str], batch_size: int
+) -> dict[str, np.ndarray]:
+    """`predictor.predict` on the distinct (a, b) pairs, expanded back to every row in order."""
+    index: dict[tuple[str, str], int] = {}
+    inverse = np.fromiter(
+        (index.setdefault(pair, len(index)) for pair in zip(text_a, text_b, strict=True)),
+        dtype=np.int64,
+        count=len(text_a),
+    )
+    if len(index) == len(text_a):
+        return predictor.predict(text_a, text_b, batch_size=batch_size)
+    unique_a = [pair[0] for pair in index]
+    unique_b = [pair[1] for pair in index]
+    out = predictor.predict(unique_a, unique_b, batch_size=batch_size)
+    return {key: np.asarray(value)[inverse] for key, value in out.items()}
+
+
+def score_columns(
+    predictor: PairPredictor,
+    model: ModelRef,
+    run_id: str,
+    text_a: list[str],
+    text_b: list[str],
+    cut: np.ndarray,
+    batch_size: int,
+) -> pa.Table:
+    """The columns scoring adds to a chunk's kept rows (schema `SCORE_SCHEMA`)."""
+    n = len(text_a)
+    if n:
+        out = predict_unique(predictor, text_a, text_b, batch_size)
+        truncated = np.asarray(cut, dtype=bool) | np.asarray(predictor.truncated(text_a, text_b), dtype=bool)
+    else:
+        out, truncated = {"score": np.zeros(0, np.float32)}, np.zeros(0, dtype=bool)
+    probability = out.get("probability")
+    label = out.get("label")
+    scored_at = datetime.now(UTC)
+    label_column = (
+        pa.nulls(n, pa.int8()) if label is None else pa.array(np.asarray(label, np.int8), pa.int8())
+    )
+    prob_column = (
+        pa.nulls(n, pa.float32()) if probability is None else pa.array(np.asarray(probability, np.float32))
+    )
+    columns = [
+        pa.array(np.asarray(out["score"], dtype=np.float32), pa.float32()),
+        label_column,
+        prob_column,
+        pa.array(truncated, pa.bool_()),
+        pa.array([model.name] * n, pa.string()),
+        pa.array([model.version] * n, pa.string()),
+        pa.array([model.run_id] * n, pa.string()),
+        pa.array([run_id] * n, pa.string()),
+        pa.array([scored_at] * n, pa.timestamp("us", tz="UTC")),
+    ]
+    return pa.Table.from_arrays(columns, schema=SCORE_SCHEMA)
