@@ -70,7 +70,7 @@ class Catalog:
 
     def splits(self, dataset: str) -> dict[str, str]:
         """Split name -> role ("train" | "dev" | "test") of the current version."""
-        return {name: info["role"] for name, info in self.manifest(dataset)["splits"].items()}
+        return {info["split"]: info["role"] for info in self.manifest(dataset)["splits"]}
 
     def split_path(self, dataset: str, split: str, version: str | None = None) -> Path:
         folder = self.version_dir(dataset, version)

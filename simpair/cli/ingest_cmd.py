@@ -1,9 +1,67 @@
-"""CLI commands for the ingest stage."""
+"""CLI commands for the ingest stage.
+
+The flow import is deferred into the command so `simpair --help` and `--no-prefect` runs never pay
+for importing Prefect (and `simpair/` itself stays Prefect-free at import time).
+"""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+from typing import Annotated
+
 import typer
+from rich.console import Console
+
+from simpair.ingest.report import IngestReport, summary_renderable
+
+
+def _run(sources: Path | None, home: Path | None, contracts: Path | None, no_prefect: bool) -> IngestReport:
+    if no_prefect:
+        from simpair.ingest import run_ingest
+
+        return run_ingest(sources, home, contracts)
+    from flows.ingest import run as run_flow  # noqa: PLC0415 - Prefect only when the flow is wanted
+
+    return run_flow(sources, home, contracts)
 
 
 def register(app: typer.Typer) -> None:
     """Add this stage's commands to the top-level app."""
+
+    @app.command("ingest")
+    def ingest(
+        sources: Annotated[
+            Path | None,
+            typer.Option(help="Folder with the raw files. Default: $SIMPAIR_SOURCES, else ../shared/data."),
+        ] = None,
+        home: Annotated[
+            Path | None,
+            typer.Option(help="Where the pipeline writes. Default: $SIMPAIR_HOME, else .simpair/."),
+        ] = None,
+        contracts: Annotated[
+            Path | None,
+            typer.Option(
+                help="Folder of data contracts (YAML). Default: $SIMPAIR_CONTRACTS, else data_contracts/."
+            ),
+        ] = None,
+        no_prefect: Annotated[
+            bool,
+            typer.Option(
+                "--no-prefect", help="Call the domain function directly: no Prefect server, no artifact."
+            ),
+        ] = False,
+        report_json: Annotated[
+            Path | None, typer.Option("--report-json", help="Also write the run report as JSON to this file.")
+        ] = None,
+    ) -> None:
+        """Ingest raw TSV/CSV sources into versioned, validated Parquet (lossless: bad rows are quarantined).
+
+        Exits 1 if any source failed; the other sources are still ingested.
+        """
+        report = _run(sources, home, contracts, no_prefect)
+        Console(width=max(Console().width, 160)).print(summary_renderable(report))
+        if report_json is not None:
+            report_json.write_text(json.dumps(report.model_dump(), indent=2) + "\n")
+        if not report.ok:
+            raise typer.Exit(code=1)

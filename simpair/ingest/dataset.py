@@ -206,11 +206,11 @@ def ingest_dataset(contract: Contract, sources: Path, home: Path) -> DatasetRepo
                 if previous != version:  # e.g. a source was changed back: the old version becomes current
                     set_current(dataset_dir, version)
                 base.status = "unchanged" if previous == version else "ingested"
-                base.splits = [SplitReport(**s["report"]) for s in manifest["splits"].values()]
+                base.splits = [SplitReport(**s["report"]) for s in manifest["splits"]]
                 return base
             clean_tables: dict[str, pa.Table] = {}
             quarantine: list[dict[str, object]] = []
-            manifest_splits: dict[str, object] = {}
+            manifest_splits: list[dict[str, object]] = []
             meta = _metadata(contract, version, files)
             for spec in contract.files:
                 split_files = [f for f in files if f.split.split == spec.split]
@@ -219,7 +219,9 @@ def ingest_dataset(contract: Contract, sources: Path, home: Path) -> DatasetRepo
                 clean_tables[f"{spec.split}.parquet"] = table
                 quarantine += rejected
                 base.splits.append(split_report)
-                manifest_splits[spec.split] = {"role": spec.role, "report": split_report.model_dump()}
+                manifest_splits.append(
+                    {"split": spec.split, "role": spec.role, "report": split_report.model_dump()}
+                )
             qtable = pa.Table.from_pylist(quarantine, schema=QUARANTINE_SCHEMA).replace_schema_metadata(meta)
             clean_tables["quarantine.parquet"] = qtable
             manifest = {

@@ -1,0 +1,44 @@
+"""Prefect tasks for ingest: each wraps one domain step from `simpair.ingest`, nothing more.
+
+Caching is off on purpose: ingest is already idempotent through its content-addressed versions,
+and a Prefect cache keyed on arguments would skip a run whose *files* changed under the same paths.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from uuid import UUID
+
+from prefect import task
+from prefect.artifacts import create_markdown_artifact
+from prefect.cache_policies import NO_CACHE
+
+from simpair.contracts import Contract
+from simpair.ingest.dataset import ingest_dataset
+from simpair.ingest.pipeline import load_contracts, safe_leakage
+from simpair.ingest.report import DatasetReport, IngestReport, LeakageReport, summary_markdown
+
+
+@task(name="load-contracts", cache_policy=NO_CACHE)
+def load_contracts_task(contracts_dir: Path) -> tuple[list[Contract], list[DatasetReport]]:
+    """Valid contracts, plus a failed report per unusable contract file (they do not stop the others)."""
+    return load_contracts(contracts_dir)
+
+
+@task(name="ingest-source", task_run_name="ingest-{contract.dataset}", cache_policy=NO_CACHE)
+def ingest_source_task(contract: Contract, sources_dir: Path, home_dir: Path) -> DatasetReport:
+    """One source; a bad file comes back as status "failed" rather than raising, so siblings finish."""
+    return ingest_dataset(contract, sources_dir, home_dir)
+
+
+@task(name="update-leakage", cache_policy=NO_CACHE)
+def leakage_task(home_dir: Path) -> LeakageReport:
+    return safe_leakage(home_dir)
+
+
+@task(name="publish-ingest-summary", cache_policy=NO_CACHE)
+def publish_summary_task(report: IngestReport) -> UUID:
+    """The run summary as a markdown artifact (key `ingest-summary`: its history is one list in the UI)."""
+    return create_markdown_artifact(
+        markdown=summary_markdown(report), key="ingest-summary", description=report.headline()
+    )
