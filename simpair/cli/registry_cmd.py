@@ -1,9 +1,181 @@
-"""CLI commands for the registry stage."""
+"""CLI commands for the registry stage: `models`, `promote`, `rollback`, `nightly`.
+
+The nightly flow (and so Prefect) is imported inside its command only, so the registry commands and
+`simpair --help` stay fast and `simpair/` stays Prefect-free at import time.
+"""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Annotated
+
 import typer
+from rich.console import Console
+from rich.markdown import Markdown
+from rich.table import Table
+
+from simpair import settings
+
+HomeOpt = Annotated[
+    Path | None, typer.Option(help="Pipeline home. Default: $SIMPAIR_HOME, else .simpair/ in the checkout.")
+]
+TaskOpt = Annotated[str, typer.Option("--task", help="paraphrase | sts | all")]
+ProfileOpt = Annotated[
+    str, typer.Option("--profile", help="Nightly profile: default | smoke | path to YAML.")
+]
+
+
+def _tasks(task: str) -> list[str]:
+    from simpair.registry import MODEL_NAMES
+
+    if task == "all":
+        return list(MODEL_NAMES)
+    if task not in MODEL_NAMES:
+        raise typer.BadParameter(f"--task must be one of {sorted(MODEL_NAMES)} or 'all', got {task!r}")
+    return [task]
+
+
+def _fail(console: Console, message: str) -> None:
+    console.print(f"[bold red]error:[/] {message}")
+    raise typer.Exit(code=1)
+
+
+def models_table(home: Path) -> Table:
+    """Every version of every simpair model with aliases, key metrics and the gate decision."""
+    from simpair.registry import MODEL_NAMES, registry
+    from simpair.registry.gate import DEFAULT_PRIMARY
+
+    c = registry.client(home)
+    table = Table(title=f"simpair models ({settings.tracking_uri(home)})")
+    for column in (
+        "model",
+        "version",
+        "aliases",
+        "created (UTC)",
+        "primary",
+        "challenger",
+        "compared",
+        "gate",
+    ):
+        table.add_column(column)
+    for task, name in MODEL_NAMES.items():
+        primary = DEFAULT_PRIMARY[task]
+        for mv in registry.list_versions(c, name):
+            tags = mv.tags or {}
+            gated = [v for k, v in tags.items() if k.startswith("gate.challenger.") and k.endswith(primary)]
+            compared = [
+                v
+                for k, v in tags.items()
+                if k.startswith(("gate.champion.", "gate.zero_shot.")) and k.endswith(primary)
+            ]
+            from datetime import UTC, datetime
+
+            created = datetime.fromtimestamp(mv.creation_timestamp / 1000, UTC).strftime("%Y-%m-%d %H:%M")
+            table.add_row(
+                name,
+                str(mv.version),
+                ", ".join(sorted(mv.aliases or [])),
+                created,
+                primary,
+                gated[0] if gated else "",
+                compared[0] if compared else "",
+                tags.get("gate.decision", "not gated"),
+            )
+    return table
 
 
 def register(app: typer.Typer) -> None:
     """Add this stage's commands to the top-level app."""
+
+    @app.command("models")
+    def models(home: HomeOpt = None) -> None:
+        """Table of registered versions: aliases (champion, challenger), key metrics, gate decision."""
+        Console(width=max(Console().width, 140)).print(models_table(settings.home_dir(home)))
+
+    @app.command("promote")
+    def promote(
+        task: TaskOpt = "all",
+        version: Annotated[
+            int | None, typer.Option(help="Make this version champion (manual override; needs --reason).")
+        ] = None,
+        reason: Annotated[str | None, typer.Option(help="Why (recorded in the champion history).")] = None,
+        profile: ProfileOpt = "default",
+        home: HomeOpt = None,
+    ) -> None:
+        """Run the promotion gate on the current challenger, or promote --version N with a --reason."""
+        from simpair.registry import model_name
+        from simpair.registry.nightly import load_profile
+        from simpair.registry.promotion import promote_manual, run_gate
+        from simpair.registry.registry import CorruptModel, ModelNotFound
+
+        console = Console(width=max(Console().width, 140))
+        home_dir = settings.home_dir(home)
+        if version is not None:
+            if task == "all":
+                _fail(console, "--version needs --task paraphrase or --task sts")
+            if not reason:
+                _fail(console, "--version needs --reason '...': a manual promotion must say why")
+            name = model_name(task)
+            try:
+                previous = promote_manual(home_dir, name, str(version), reason or "", by="cli")
+            except Exception as exc:  # unknown version, registry down
+                _fail(console, f"{name} version {version}: {exc}")
+            console.print(f"{name}: champion v{previous or '-'} -> v{version} (manual: {reason})")
+            return
+        plan = load_profile(profile)
+        failed = False
+        for t in _tasks(task):
+            if t not in plan.tasks:
+                console.print(f"[yellow]{t}: not in profile {plan.name}; skipped[/]")
+                continue
+            try:
+                decision = run_gate(home_dir, t, plan.tasks[t].gate, plan.tasks[t].evaluate)
+            except (ModelNotFound, CorruptModel) as exc:
+                console.print(f"[red]{model_name(t)}: {exc}[/]")
+                failed = True
+                continue
+            console.print(Markdown(decision.to_markdown(model_name(t))))
+        if failed:
+            raise typer.Exit(code=1)
+
+    @app.command("rollback")
+    def rollback(
+        task: Annotated[str, typer.Option("--task", help="paraphrase | sts")] = "paraphrase",
+        reason: Annotated[
+            str, typer.Option(help="Why (recorded in the champion history).")
+        ] = "manual rollback",
+        home: HomeOpt = None,
+    ) -> None:
+        """Point `champion` back at the previous champion recorded in the champion_history tag."""
+        from simpair.registry import model_name, registry
+
+        console = Console()
+        name = model_name(_tasks(task)[0])
+        try:
+            old, new = registry.rollback(registry.client(settings.home_dir(home)), name, reason=reason)
+        except (LookupError, ValueError) as exc:
+            _fail(console, f"{name}: {exc}")
+        console.print(f"{name}: champion v{old} -> v{new} (rollback: {reason})")
+
+    @app.command("nightly")
+    def nightly(
+        profile: ProfileOpt = "default",
+        force: Annotated[bool, typer.Option("--force", help="Retrain even if no source changed.")] = False,
+        home: HomeOpt = None,
+        sources: Annotated[
+            Path | None, typer.Option(help="Raw files. Default: $SIMPAIR_SOURCES, else ../shared/data.")
+        ] = None,
+        wait: Annotated[
+            float | None,
+            typer.Option(help="Seconds to wait for another nightly run to finish (default: the profile's)."),
+        ] = None,
+    ) -> None:
+        """Ingest -> pre-tokenize -> train -> evaluate -> register -> gate, as one Prefect flow run."""
+        from flows.nightly_retrain import NightlyFailed, run  # noqa: PLC0415 - Prefect only here
+
+        console = Console(width=max(Console().width, 140))
+        try:
+            summary = run(profile=profile, force=force, home=home, sources=sources, wait_seconds=wait)
+        except NightlyFailed as exc:
+            _fail(console, str(exc))
+        console.print(Markdown(summary.to_markdown()))

@@ -28,6 +28,7 @@ class GatePolicy(BaseModel):
     margin: float = Field(0.005, ge=0.0, description="minimum improvement of the primary metric")
     guardrails: dict[str, float] = Field(default_factory=dict, description="metric -> max allowed drop")
     zero_shot_margin: float = Field(0.0, ge=0.0, description="first version must beat zero-shot by this")
+    zero_shot_backbone: str | None = Field(None, description="default: the challenger's own backbone")
 
     @classmethod
     def default(cls, task: str) -> GatePolicy:
