@@ -1,9 +1,133 @@
-"""CLI commands for the score stage."""
+"""CLI commands for the score stage: `simpair score` and `simpair make-sample-inbox`.
+
+Prefect (and prefect-dask) are imported only inside the command that needs them, so `--help` and
+`--no-prefect` runs stay fast.
+"""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+from typing import Annotated
+
 import typer
+from rich.console import Console
+from rich.table import Table
+
+from simpair.scoring.run import DEFAULT_BATCH_SIZE, DEFAULT_CHUNK_ROWS, ScoreSummary
+
+EXIT_LOCKED = 3
+EXIT_NO_MODEL = 4
+
+
+def summary_table(summary: ScoreSummary) -> Table:
+    """The run summary as a rich table: one line per inbox file, totals in the caption."""
+    table = Table(
+        title=f"scoring run {summary.run_id} with {summary.model_name}/{summary.model_version}",
+        caption=(
+            f"files: {summary.files_scored} scored, {summary.files_skipped} skipped, "
+            f"{summary.files_quarantined} quarantined | rows: {summary.rows_scored} scored, "
+            f"{summary.rows_rejected} rejected, {summary.rows_truncated} truncated | "
+            f"{summary.pairs_per_s} pairs/s"
+        ),
+    )
+    table.add_column("file")
+    table.add_column("status")
+    table.add_column("detail", overflow="fold")
+    for item in summary.files:
+        table.add_row(item["file"], item["status"], str(item["detail"] or ""))
+    return table
 
 
 def register(app: typer.Typer) -> None:
     """Add this stage's commands to the top-level app."""
+
+    @app.command("score")
+    def score(
+        inbox: Annotated[
+            str, typer.Option(help="Folder or fsspec URL (s3://..., file://...) of Parquet batches.")
+        ],
+        out: Annotated[
+            Path, typer.Option(help="Output folder: date=YYYY-MM-DD/ outputs, _rejects/, _ledger/.")
+        ],
+        model: Annotated[
+            str | None,
+            typer.Option(
+                help="name@alias, name/version or a model folder (default simpair-paraphrase@champion)"
+            ),
+        ] = None,
+        home: Annotated[
+            Path | None, typer.Option(help="Pipeline home (registry). Default: $SIMPAIR_HOME.")
+        ] = None,
+        chunk_rows: Annotated[
+            int, typer.Option(min=1, help="Rows per chunk (the unit of resume and fan-out).")
+        ] = (DEFAULT_CHUNK_ROWS),
+        batch_size: Annotated[int, typer.Option(min=1, help="Pairs per forward pass.")] = DEFAULT_BATCH_SIZE,
+        threads: Annotated[
+            int | None, typer.Option(min=1, help="Torch threads per worker. Default: CPUs/workers.")
+        ] = (None),
+        wait: Annotated[
+            float,
+            typer.Option(min=0, help="Seconds to wait if another run holds the output; 0 exits at once."),
+        ] = 0.0,
+        dask_address: Annotated[
+            str | None, typer.Option(help="Run chunks on an existing Dask scheduler.")
+        ] = None,
+        local_cluster: Annotated[
+            int | None, typer.Option(min=1, help="Run chunks on a Dask LocalCluster of N worker processes.")
+        ] = None,
+        no_prefect: Annotated[
+            bool, typer.Option(help="Run in this process without Prefect (no flow run).")
+        ] = False,
+        json_out: Annotated[
+            Path | None, typer.Option("--json", help="Also write the summary as JSON here.")
+        ] = None,
+    ) -> None:
+        """Score every new batch in the inbox exactly once with one pinned model."""
+        from simpair.scoring.ledger import RunLocked
+
+        console = Console()
+        if no_prefect and (dask_address or local_cluster):
+            raise typer.BadParameter(
+                "--dask-address/--local-cluster need the Prefect flow (drop --no-prefect)"
+            )
+        try:
+            if no_prefect:
+                from simpair.scoring import score_inbox
+
+                summary = score_inbox(
+                    inbox, out, model, home, chunk_rows=chunk_rows, batch_size=batch_size,
+                    threads=threads, lock_wait=wait,
+                )  # fmt: skip
+            else:
+                from flows.nightly_score import run as run_flow
+
+                summary = run_flow(
+                    inbox, out, model, home, chunk_rows=chunk_rows, batch_size=batch_size, threads=threads,
+                    lock_wait=wait, dask_address=dask_address, local_cluster=local_cluster,
+                )  # fmt: skip
+        except RunLocked as exc:
+            console.print(f"[yellow]not started:[/] {exc}")
+            raise typer.Exit(EXIT_LOCKED) from None
+        except LookupError as exc:  # registry: no such model/alias
+            console.print(f"[red]no model:[/] {exc}")
+            raise typer.Exit(EXIT_NO_MODEL) from None
+        console.print(summary_table(summary))
+        if json_out:
+            json_out.write_text(json.dumps(summary.to_dict(), indent=2, default=str) + "\n")
+
+    @app.command("make-sample-inbox")
+    def make_sample_inbox(
+        inbox: Annotated[Path, typer.Option(help="Folder to write the sample batches into.")],
+        home: Annotated[Path | None, typer.Option(help="Pipeline home with ingested datasets.")] = None,
+        dataset: Annotated[
+            list[str] | None, typer.Option(help="Datasets to take (repeatable). Default: all.")
+        ] = None,
+        limit: Annotated[int | None, typer.Option(min=1, help="At most this many pairs per batch.")] = None,
+    ) -> None:
+        """Build an inbox from the held-out test pairs of ingested datasets, labels dropped."""
+        from simpair.scoring.sample import make_sample_inbox as build
+        from simpair.settings import home_dir
+
+        for path in build(home_dir(home), inbox, dataset, limit):
+            typer.echo(str(path))

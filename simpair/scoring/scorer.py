@@ -9,6 +9,7 @@ cross-encoder's score of a pair does not depend on its neighbours.
 from __future__ import annotations
 
 import os
+import threading
 from datetime import UTC, datetime
 from functools import lru_cache
 from typing import Protocol
@@ -63,9 +64,20 @@ def default_threads(workers: int = 1) -> int:
     return max(1, cpus // max(workers, 1))
 
 
-@lru_cache(maxsize=2)
+_LOAD_LOCK = threading.Lock()
+
+
 def load_pinned(local_dir: str, threads: int) -> PairPredictor:
-    """Load a pinned model once per process (each Dask worker process keeps its own copy)."""
+    """Load a pinned model once per process (each Dask worker process keeps its own copy).
+
+    The lock stops several chunk threads of one process from all loading the same model at once.
+    """
+    with _LOAD_LOCK:
+        return _load(local_dir, threads)
+
+
+@lru_cache(maxsize=2)
+def _load(local_dir: str, threads: int) -> PairPredictor:
     import torch
 
     from simpair.models import load_predictor

@@ -1,0 +1,36 @@
+"""A sample inbox built from the held-out test pairs, labels dropped, so `make run` can show scoring.
+
+Only test-role splits are used: they are what the pipeline never trains on. Labels and scores are
+removed (a scoring batch is unlabelled by definition); `pair_id`, `dataset` and `split` are kept as
+passthrough columns so the scored output can be joined back to gold labels by anyone who wants to.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from simpair.catalog import Catalog
+
+SAMPLE_COLUMNS = ["pair_id", "text_a", "text_b", "dataset", "split"]
+
+
+def make_sample_inbox(
+    home: Path, inbox: Path, datasets: list[str] | None = None, limit: int | None = None
+) -> list[Path]:
+    """Write `<inbox>/<dataset>-<split>.parquet` for every test split of the ingested datasets."""
+    catalog = Catalog(home)
+    inbox.mkdir(parents=True, exist_ok=True)
+    written = []
+    for dataset in datasets or catalog.datasets():
+        for split, role in sorted(catalog.splits(dataset).items()):
+            if role != "test":
+                continue
+            frame = catalog.read_split(dataset, split).select(SAMPLE_COLUMNS)
+            if limit:
+                frame = frame.head(limit)
+            path = inbox / f"{dataset}-{split}.parquet"
+            tmp = path.with_name(f".{path.name}.tmp")  # dot-prefixed: the inbox lister ignores it
+            frame.write_parquet(tmp, compression="zstd", row_group_size=1024)
+            tmp.replace(path)
+            written.append(path)
+    return written
