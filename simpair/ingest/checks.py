@@ -14,6 +14,14 @@ from pandera.errors import SchemaErrors
 from simpair.contracts import Contract
 from simpair.pairs import ordered_pair_key
 
+# Each column carries one contract check, so the failing column names the quarantine reason
+# (pandera reports a check by its expression, e.g. "str_length(1, None)", not by a name we choose).
+_COLUMN_REASON = {
+    "text_a": "empty_text",
+    "text_b": "empty_text",
+    "label": "label_domain",
+    "score": "score_range",
+}
 REASON_ORDER = ("empty_text", "label_domain", "score_range", "duplicate", "duplicate_pair_id")
 
 
@@ -48,9 +56,8 @@ def failing_rows(frame: pl.DataFrame, contract: Contract) -> dict[int, list[str]
             if index is None:  # a schema-level failure (dtype): a bug in our own mapping, not in the data
                 raise RuntimeError(f"contract {contract.dataset}: schema failure {row}") from exc
             check = str(row["check"])
-            reason = next(
-                (r for r in REASON_ORDER if r in check), "not_nullable" if "null" in check else check
-            )
+            column = str(row["column"])
+            reason = "not_nullable" if "null" in check else _COLUMN_REASON.get(column, check)
             failures.setdefault(int(index), []).append(f"{reason}:{row['column']}")
         return failures
     return {}

@@ -125,10 +125,6 @@ def read_records(path: Path, fmt: FileFormat) -> ReadResult:
         )
     stats: Counter[str] = Counter()
     lines = _decode_lines(path, data, fmt, stats)
-    if stats["undecodable_lines"] > max(1, len(lines) // 2):
-        raise SourceFileError(
-            f"{path}: {stats['undecodable_lines']} of {len(lines)} lines are not valid {fmt.encoding}"
-        )
 
     records = list(_csv_records(lines, fmt) if fmt.quoting == "csv" else _plain_records(lines, fmt, 1))
     header: list[str] | None = None
@@ -145,6 +141,12 @@ def read_records(path: Path, fmt: FileFormat) -> ReadResult:
     valid = sum(counted[n] for n in fmt.field_counts)
     if valid < fmt.min_valid_fraction * len(records):
         usual, _ = counted.most_common(1)[0] if counted else (0, 0)
+        undecodable = sum(1 for r in records if r.fields is None)
+        if undecodable > len(records) // 2:
+            raise SourceFileError(
+                f"{path}: {undecodable} of {len(records)} records are not valid {fmt.encoding}; "
+                f"expected {fmt.encoding} text (wrong encoding or a binary file?)"
+            )
         raise SourceFileError(
             f"{path}: expected {' or '.join(map(str, fmt.field_counts))} "
             f"{_describe_delimiter(fmt.delimiter)}-separated fields per record, but only {valid} of "
