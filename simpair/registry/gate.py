@@ -112,6 +112,11 @@ def _fmt(value: float | None) -> str:
     return "" if value is None else f"{value:.4f}"
 
 
+def _or_floor(value: float) -> float:
+    """An undefined (NaN) reference metric counts as the worst possible value, so it can be beaten."""
+    return -1.0e9 if math.isnan(value) else value
+
+
 def metric(metrics: Mapping[str, float], name: str) -> float:
     """Look a metric up by exact key, else by a unique key ending in `/<name>` or `.<name>`."""
     if name in metrics:
@@ -131,8 +136,8 @@ def flatten_metrics(metrics: Mapping[str, Any], prefix: str = "") -> dict[str, f
         name = f"{prefix}{key}"
         if isinstance(value, Mapping):
             out.update(flatten_metrics(value, prefix=f"{name}/"))
-        elif isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(float(value)):
-            out[name] = float(value)
+        elif isinstance(value, int | float) and not isinstance(value, bool):
+            out[name] = float(value)  # NaN kept: "undefined" (e.g. Spearman of constant scores) is news
     return out
 
 
@@ -159,8 +164,11 @@ def decide(
         champion_error=champion_error,
     )
     p_chal = metric(chal, policy.primary)
+    if math.isnan(p_chal):
+        base.reason = f"challenger {policy.primary} is undefined (NaN: constant predictions?); not promoted"
+        return base
     if champion is not None:
-        p_champ = metric(champion, policy.primary)
+        p_champ = _or_floor(metric(champion, policy.primary))
         gain = p_chal - p_champ
         if gain < policy.margin:
             base.reason = (
@@ -169,7 +177,7 @@ def decide(
             )
             return base
         for name, tolerance in policy.guardrails.items():
-            drop = metric(champion, name) - metric(chal, name)
+            drop = _or_floor(metric(champion, name)) - _or_floor(metric(chal, name))
             if drop > tolerance:
                 base.reason = (
                     f"{policy.primary} improved by {gain:+.4f} but guardrail {name} dropped by {drop:.4f} "
@@ -190,7 +198,7 @@ def decide(
     if zero_shot is None:
         base.reason = prefix + "no zero-shot baseline could be computed, so nothing is promoted"
         return base
-    p_zero = metric(zero_shot, policy.primary)
+    p_zero = _or_floor(metric(zero_shot, policy.primary))
     gain = p_chal - p_zero
     if gain > 0 and gain >= policy.zero_shot_margin:
         base.promote = True

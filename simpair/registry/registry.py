@@ -7,6 +7,7 @@ materialises that version's model directory locally, so a scoring run never chan
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import tempfile
@@ -105,8 +106,9 @@ def _model_dir_in(downloaded: Path) -> Path:
 
 
 def download_version(c: MlflowClient, name: str, version: str, home: Path) -> Path:
-    """Model directory of a version, downloaded once into `<home>/registry-cache/<name>/<version>`."""
-    target = home / CACHE_DIR / name / version
+    """Model directory of a version, downloaded once into `<home>/registry-cache/<store>/<name>/<version>`."""
+    store = hashlib.sha1(c.tracking_uri.encode()).hexdigest()[:8]  # versions are numbered per store
+    target = home / CACHE_DIR / store / name / version
     if target.exists():
         try:
             return _model_dir_in(target)

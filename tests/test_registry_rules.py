@@ -1,0 +1,187 @@
+"""Pure rules of the registry stage: gate decisions, champion history, fault classes, profiles, lock.
+
+No MLflow store and no Prefect here: these run in well under a second each.
+"""
+
+from __future__ import annotations
+
+import errno
+import math
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from simpair.registry import history as hist
+from simpair.registry.faults import is_transient
+from simpair.registry.gate import GatePolicy, decide, flatten_metrics, metric
+from simpair.registry.nightly import (
+    NightlyBusy,
+    NightState,
+    load_profile,
+    nightly_lock,
+    read_state,
+    skip_reason,
+    write_state,
+)
+from simpair.registry.tracking import TrackingUnavailable, config_hash, flatten
+from simpair.registry.zero_shot import best_f1_threshold
+
+POLICY = GatePolicy(primary="f1", margin=0.01, guardrails={"accuracy": 0.02})
+
+
+def test_gate_promotes_when_primary_improves_by_margin_and_guardrails_hold() -> None:
+    d = decide(POLICY, "2", {"f1": 0.85, "accuracy": 0.80}, "1", {"f1": 0.83, "accuracy": 0.81})
+    assert d.promote, d.reason
+    assert "beats champion v1" in d.reason
+
+
+def test_gate_rejects_gain_below_margin() -> None:
+    d = decide(POLICY, "2", {"f1": 0.835, "accuracy": 0.9}, "1", {"f1": 0.83, "accuracy": 0.8})
+    assert not d.promote
+    assert "below the margin" in d.reason
+
+
+def test_gate_rejects_guardrail_drop_beyond_tolerance() -> None:
+    d = decide(POLICY, "2", {"f1": 0.90, "accuracy": 0.70}, "1", {"f1": 0.83, "accuracy": 0.80})
+    assert not d.promote
+    assert "guardrail accuracy dropped" in d.reason
+
+
+def test_first_version_must_beat_zero_shot() -> None:
+    won = decide(POLICY, "1", {"f1": 0.80, "accuracy": 0.7}, zero_shot={"f1": 0.75, "accuracy": 0.6})
+    lost = decide(POLICY, "1", {"f1": 0.70, "accuracy": 0.7}, zero_shot={"f1": 0.75, "accuracy": 0.6})
+    assert won.promote and "zero-shot" in won.reason
+    assert not lost.promote and "does not beat" in lost.reason
+
+
+def test_corrupt_champion_falls_back_to_zero_shot_bar() -> None:
+    d = decide(
+        POLICY, "3", {"f1": 0.8}, "2", None, zero_shot={"f1": 0.7}, champion_error="CorruptModel: gone"
+    )
+    assert d.promote
+    assert "champion v2 is unusable" in d.reason
+    assert d.tags()["gate.champion_error"].startswith("CorruptModel")
+
+
+def test_nan_challenger_is_never_promoted_and_nan_reference_is_beatable() -> None:
+    assert not decide(POLICY, "2", {"f1": math.nan}, zero_shot={"f1": 0.1}).promote
+    assert decide(GatePolicy(primary="spearman"), "1", {"spearman": 0.2}, zero_shot={"spearman": math.nan}).promote
+
+
+def test_decision_tags_and_markdown_carry_both_metric_sets() -> None:
+    d = decide(POLICY, "2", {"f1": 0.85, "accuracy": 0.8}, "1", {"f1": 0.83, "accuracy": 0.81})
+    tags = d.tags()
+    assert tags["gate.challenger.f1"] == "0.85" and tags["gate.champion.f1"] == "0.83"
+    md = d.to_markdown("simpair-paraphrase")
+    assert "| f1 (primary) | 0.8500 | 0.8300 | +0.0200 |" in md
+
+
+def test_metric_lookup_by_suffix_and_ambiguity() -> None:
+    flat = flatten_metrics({"msrp/test": {"f1": 0.5, "n": 10}, "note": "x"})
+    assert flat == {"msrp/test/f1": 0.5, "msrp/test/n": 10.0}
+    assert metric(flat, "f1") == 0.5
+    with pytest.raises(KeyError, match="ambiguous"):
+        metric({"a/f1": 1.0, "b/f1": 2.0}, "f1")
+
+
+def test_history_promote_and_rollback_replay_as_a_stack() -> None:
+    entries = [hist.HistoryEntry(action="promote", version=v) for v in ("1", "2", "3")]
+    assert hist.rollback_target(entries, "3") == "2"
+    entries.append(hist.HistoryEntry(action="rollback", version="2"))
+    assert hist.champion_stack(entries) == ["1", "2"]
+    assert hist.rollback_target(entries, "2") == "1"  # a second rollback goes further back, no ping-pong
+    entries.append(hist.HistoryEntry(action="rollback", version="1"))
+    with pytest.raises(ValueError, match="no previous champion"):
+        hist.rollback_target(entries, "1")
+    assert hist.parse(hist.dump(entries)) == entries
+
+
+def test_history_tag_stays_under_the_tag_size_limit() -> None:
+    entries = [hist.HistoryEntry(action="promote", version=str(i), reason="x" * 500) for i in range(100)]
+    assert len(hist.dump(entries)) < 5000
+
+
+def test_fault_classes() -> None:
+    assert is_transient(TrackingUnavailable("down"))
+    assert is_transient(ConnectionRefusedError(errno.ECONNREFUSED, "refused"))
+    assert is_transient(RuntimeError("API request failed: Max retries exceeded with url"))
+    wrapped = RuntimeError("register failed")
+    wrapped.__cause__ = OSError(errno.EIO, "I/O error")
+    assert is_transient(wrapped)
+    assert not is_transient(OSError("/nope is not a local folder and is not a valid model identifier"))
+    assert not is_transient(ValueError("bad config"))
+    assert not is_transient(FileNotFoundError(errno.ENOENT, "missing"))
+
+
+def test_best_f1_threshold_separates_a_separable_sample() -> None:
+    scores = np.array([0.9, 0.8, 0.3, 0.2], dtype=np.float32)
+    labels = np.array([1, 1, 0, 0])
+    t = best_f1_threshold(scores, labels)
+    assert 0.3 < t < 0.8
+
+
+def test_config_hash_ignores_key_order_and_flatten_nests() -> None:
+    assert config_hash({"a": 1, "b": {"c": 2}}) == config_hash({"b": {"c": 2}, "a": 1})
+    assert flatten({"a": {"b": [1, 2]}, "c": None}) == {"a.b": "[1, 2]", "c": "None"}
+
+
+def test_profiles_load_and_name_their_files() -> None:
+    default = load_profile("default")
+    smoke = load_profile("smoke")
+    assert set(default.tasks) == {"paraphrase", "sts"} and default.tasks["sts"].gate.primary == "spearman"
+    assert smoke.name == "smoke"
+    for plan in (*default.tasks.values(), *smoke.tasks.values()):
+        assert plan.config_path().is_file(), plan.config
+
+
+def test_bad_profile_error_names_the_file(tmp_path: Path) -> None:
+    bad = tmp_path / "p.yaml"
+    bad.write_text("name: x\ntasks: {nope: {config: a.yaml, evaluate: [], gate: {primary: f1}}}\n")
+    with pytest.raises(ValueError, match=r"(?s)p\.yaml: invalid nightly profile.*unknown task"):
+        load_profile(bad)
+
+
+def test_skip_rule_uses_the_last_successful_night(tmp_path: Path) -> None:
+    versions, hashes = {"msrp": "v1", "stsb": "w1"}, {"paraphrase": "h1"}
+    assert skip_reason(read_state(tmp_path, "smoke"), versions, hashes) is None
+    write_state(tmp_path, NightState(profile="smoke", dataset_versions=versions, config_hashes=hashes))
+    reason = skip_reason(read_state(tmp_path, "smoke"), versions, hashes)
+    assert reason and "no source or training config changed" in reason
+    assert skip_reason(read_state(tmp_path, "smoke"), {**versions, "msrp": "v2"}, hashes) is None
+    assert skip_reason(read_state(tmp_path, "smoke"), versions, {"paraphrase": "h2"}) is None
+    assert read_state(tmp_path, "default") is None
+
+
+def test_second_nightly_exits_with_a_message_while_another_process_holds_the_lock(tmp_path: Path) -> None:
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time\n"
+            "from pathlib import Path\n"
+            "from simpair.registry.nightly import nightly_lock\n"
+            "with nightly_lock(Path(sys.argv[1])):\n"
+            "    print('held', flush=True)\n"
+            "    time.sleep(30)\n",
+            str(tmp_path),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        started = time.monotonic()
+        with pytest.raises(NightlyBusy, match=r"another nightly run is in progress .*held by pid"), nightly_lock(
+            tmp_path, wait_seconds=1.0
+        ):
+            pass
+        assert time.monotonic() - started >= 0.9  # it waited the configured time first
+    finally:
+        holder.kill()
+        holder.wait()
+    with nightly_lock(tmp_path, wait_seconds=5.0):  # released when the holder died
+        pass
