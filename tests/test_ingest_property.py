@@ -37,7 +37,7 @@ label: {{kind: binary, values: [0, 1]}}
 
 # Text with the awkward characters: quotes, control characters, mojibake, odd whitespace, non-ASCII.
 _chars = st.one_of(
-    st.sampled_from(list('ab "\'\x12\x7f\u00a0\u2028é’')),
+    st.sampled_from(list("ab \"'\x12\x7f\u00a0\u2028é’")),
     st.characters(blacklist_categories=("Cs",), blacklist_characters="\t\n\r\x00,"),
 )
 _text = st.lists(st.one_of(_chars, st.sampled_from(["‚Äô", "  "])), max_size=12).map("".join)

@@ -1,0 +1,242 @@
+"""Bad input fails only its own source; versions are content-addressed; a crash never damages a version.
+
+Every test uses small generated sources with their own contracts, plus the real files where the
+point is that real sources keep working next to a broken one.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import polars as pl
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from simpair.catalog import Catalog
+from simpair.cli import ingest_cmd
+from simpair.contracts import ContractError, load_contract
+from simpair.ingest import run_ingest
+from simpair.ingest.versioning import dataset_version, file_sha256
+
+REPO = Path(__file__).resolve().parents[1]
+
+TOY_CONTRACT = """\
+dataset: toy
+contract_version: "1"
+format:
+  delimiter: "\\t"
+  quoting: none
+  header: true
+  field_counts: [3]
+files:
+  - {split: train, role: train, pattern: "toy/train.tsv"}
+  - {split: test, role: test, pattern: "toy/test.tsv"}
+columns: {label: label, text_a: a, text_b: b}
+label: {kind: binary, values: [0, 1]}
+"""
+
+
+def _toy_lines(n: int, offset: int = 0) -> str:
+    return "".join(
+        f"{i % 2}\tsentence number {i + offset} about cats\tanother sentence {i + offset}\n" for i in range(n)
+    )
+
+
+def _make_toy(root: Path, train_rows: int = 20) -> tuple[Path, Path]:
+    sources, contracts = root / "sources", root / "contracts"
+    (sources / "toy").mkdir(parents=True)
+    contracts.mkdir()
+    (sources / "toy" / "train.tsv").write_text("label\ta\tb\n" + _toy_lines(train_rows))
+    (sources / "toy" / "test.tsv").write_text("label\ta\tb\n" + _toy_lines(5, offset=10_000_000))
+    (contracts / "toy.yaml").write_text(TOY_CONTRACT)
+    return sources, contracts
+
+
+BAD_FILES: dict[str, tuple[bytes | None, str]] = {
+    "wrong_delimiter": (b"label,a,b\n" + b"1,one,two\n" * 5, "expected 3 tab-separated fields"),
+    "binary": (bytes(range(256)) * 8, "looks binary"),
+    "empty": (b"", "file is empty"),
+    "header_only": (b"label\ta\tb\n", "no data records after the header"),
+    "missing_column": (b"label\ta\tc\n1\tx\ty\n", "expected a column named 'b' in the header"),
+    "not_utf8": (b"label\ta\tb\n" + "1\tcafé\tthé\n".encode("latin-1") * 3, "not valid utf-8"),
+    "missing_file": (None, "no file matches the pattern"),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(BAD_FILES))
+def test_bad_file_fails_only_its_source(kind: str, tmp_path: Path, home: Path, shared_data: Path) -> None:
+    sources, contracts = _make_toy(tmp_path)
+    content, message = BAD_FILES[kind]
+    bad = sources / "toy" / "test.tsv"
+    if content is None:
+        bad.unlink()
+    else:
+        bad.write_bytes(content)
+    (sources / "msrp").symlink_to(shared_data / "msrp", target_is_directory=True)
+    shutil.copy(REPO / "data_contracts" / "msrp.yaml", contracts / "msrp.yaml")
+
+    report = run_ingest(sources, home, contracts)
+
+    statuses = {d.dataset: d.status for d in report.datasets}
+    assert statuses == {"msrp": "ingested", "toy": "failed"}
+    error = report.failed[0].error or ""
+    assert str(bad) in error and message in error, error
+    assert not report.ok and "1 failed source(s): toy" in report.headline()
+    catalog = Catalog(home)
+    assert catalog.datasets() == ["msrp"]  # nothing half-written for toy
+    assert catalog.read_split("msrp", "train").height == 4076
+    assert report.leakage is not None and report.leakage.status == "computed"
+
+
+def test_cli_reports_failure_with_exit_code_after_other_sources(tmp_path: Path, home: Path) -> None:
+    sources, contracts = _make_toy(tmp_path)
+    (contracts / "broken.yaml").write_text(
+        TOY_CONTRACT.replace("dataset: toy", "dataset: broken").replace("delimiter", "delimeter")
+    )
+    app = typer.Typer()
+
+    @app.callback()
+    def _root() -> None:
+        """Group mode, as in the real `simpair` app."""
+
+    ingest_cmd.register(app)
+    result = CliRunner().invoke(
+        app,
+        [
+            "ingest",
+            "--sources",
+            str(sources),
+            "--home",
+            str(home),
+            "--contracts",
+            str(contracts),
+            "--no-prefect",
+            "--report-json",
+            str(tmp_path / "report.json"),
+        ],
+    )
+    assert result.exit_code == 1, result.output
+    assert "FAILED" in result.output and "broken.yaml" in result.output
+    assert Catalog(home).read_split("toy", "train").height == 20
+    assert '"status": "failed"' in (tmp_path / "report.json").read_text()
+
+
+def test_contract_errors_name_file_and_field(tmp_path: Path) -> None:
+    cases = {
+        "typo": (TOY_CONTRACT.replace("quoting:", "quotng:"), "format.quotng"),
+        "named_without_header": (
+            TOY_CONTRACT.replace("header: true", "header: false"),
+            "use 0-based positions",
+        ),
+        "graded_without_range": (
+            TOY_CONTRACT.replace("kind: binary, values: [0, 1]", "kind: graded"),
+            "needs range",
+        ),
+        "bad_role": (TOY_CONTRACT.replace("role: test", "role: eval"), "files.1.role"),
+        "position_out_of_range": (
+            TOY_CONTRACT.replace("header: true", "header: false").replace(
+                "{label: label, text_a: a, text_b: b}", "{label: 0, text_a: 1, text_b: 3}"
+            ),
+            "do not exist",
+        ),
+    }
+    for name, (text, expected) in cases.items():
+        path = tmp_path / f"{name}.yaml"
+        path.write_text(text)
+        with pytest.raises(ContractError) as info:
+            load_contract(path)
+        assert str(path) in str(info.value) and expected in str(info.value), (name, str(info.value))
+
+
+def test_changed_source_makes_new_version_beside_old(tmp_path: Path, home: Path) -> None:
+    sources, contracts = _make_toy(tmp_path)
+    first = run_ingest(sources, home, contracts)
+    catalog = Catalog(home)
+    v1 = catalog.current_version("toy")
+    old = catalog.read_split("toy", "train")
+
+    with (sources / "toy" / "train.tsv").open("a") as handle:
+        handle.write("1\ta brand new pair\tindeed new\n")
+    second = run_ingest(sources, home, contracts)
+    v2 = catalog.current_version("toy")
+    assert first.datasets[0].status == second.datasets[0].status == "ingested"
+    assert second.datasets[0].previous_version == v1 and v2 != v1
+    assert sorted(catalog.versions("toy")) == sorted([v1, v2])
+    assert catalog.read_split("toy", "train").height == 21
+    assert catalog.read_split("toy", "train", version=v1).equals(old)
+
+    # the version is the documented function of sources + contract + code
+    contract = load_contract(contracts / "toy.yaml")
+    hashes = {f"toy/{n}": file_sha256(sources / "toy" / n) for n in ("train.tsv", "test.tsv")}
+    assert dataset_version(contract, hashes) == v2
+
+    # a contract change alone is a new version too
+    (contracts / "toy.yaml").write_text(
+        TOY_CONTRACT.replace('contract_version: "1"', 'contract_version: "2"')
+    )
+    run_ingest(sources, home, contracts)
+    assert len(catalog.versions("toy")) == 3
+
+
+def test_failed_write_leaves_previous_version_current(tmp_path: Path, home: Path) -> None:
+    """A real OS failure at the final rename (a file is in the way) must not touch the current version."""
+    sources, contracts = _make_toy(tmp_path)
+    run_ingest(sources, home, contracts)
+    catalog = Catalog(home)
+    v1 = catalog.current_version("toy")
+    before = catalog.read_split("toy", "train")
+    with (sources / "toy" / "train.tsv").open("a") as handle:
+        handle.write("0\tone more\tpair\n")
+    contract = load_contract(contracts / "toy.yaml")
+    hashes = {f"toy/{n}": file_sha256(sources / "toy" / n) for n in ("train.tsv", "test.tsv")}
+    blocker = home / "datasets" / "toy" / dataset_version(contract, hashes)
+    blocker.write_text("not a directory")
+
+    report = run_ingest(sources, home, contracts)
+
+    assert report.datasets[0].status == "failed" and str(blocker) in (report.datasets[0].error or "")
+    assert catalog.current_version("toy") == v1
+    assert catalog.read_split("toy", "train").equals(before)
+    assert not [p for p in (home / "datasets" / "toy").iterdir() if p.name.startswith(".tmp-")]
+
+
+def test_killed_mid_write_leaves_previous_version_intact(tmp_path: Path, home: Path) -> None:
+    """SIGKILL an ingest subprocess while it writes a new version; the old one must stay whole and current."""
+    sources, contracts = _make_toy(tmp_path)
+    run_ingest(sources, home, contracts)
+    catalog = Catalog(home)
+    v1 = catalog.current_version("toy")
+    before = catalog.read_split("toy", "train")
+    (sources / "toy" / "train.tsv").write_text("label\ta\tb\n" + _toy_lines(200_000))
+    dataset_dir = home / "datasets" / "toy"
+
+    code = "import sys; from simpair.ingest import run_ingest; run_ingest(*sys.argv[1:4])"
+    proc = subprocess.Popen([sys.executable, "-c", code, str(sources), str(home), str(contracts)], cwd=REPO)
+    seen_tmp = False
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and proc.poll() is None:
+        if any(p.name.startswith(".tmp-") for p in dataset_dir.iterdir()):
+            seen_tmp = True
+            proc.send_signal(signal.SIGKILL)
+            break
+        time.sleep(0.001)
+    proc.wait(timeout=30)
+    assert seen_tmp, "the writer finished before it could be interrupted; enlarge the generated file"
+    assert proc.returncode == -signal.SIGKILL
+
+    assert catalog.current_version("toy") == v1
+    assert catalog.versions("toy") == [v1]
+    assert catalog.read_split("toy", "train").equals(before)
+
+    report = run_ingest(sources, home, contracts)  # the next run cleans up and completes
+    assert report.datasets[0].leftovers_removed == 1
+    assert catalog.read_split("toy", "train").height == 200_000
+    assert not [p for p in os.listdir(dataset_dir) if p.startswith(".tmp-")]
+    assert pl.read_parquet(catalog.split_path("toy", "train", v1)).equals(before)
