@@ -1,0 +1,117 @@
+"""Shared helpers for the scoring tests (no tests here): batches, a tiny model, exactly-once checks."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+WORDS = [
+    "the",
+    "a",
+    "cat",
+    "dog",
+    "sat",
+    "on",
+    "mat",
+    "quick",
+    "brown",
+    "fox",
+    "jumps",
+    "over",
+    "lazy",
+    "river",
+    "bank",
+    "money",
+    "loan",
+    "market",
+    "stock",
+    "rose",
+    "fell",
+    "president",
+    "said",
+    "today",
+    "company",
+    "shares",
+    "percent",
+    "year",
+    "city",
+    "police",
+    "report",
+    "new",
+    "old",
+    "house",
+    "car",
+]
+
+
+def make_pairs(n: int, seed: int = 0, prefix: str = "p") -> pa.Table:
+    """n pairs with ids, texts of 3-20 words (some repeated pairs) and two passthrough columns."""
+    rng = random.Random(seed)
+    a, b = [], []
+    for i in range(n):
+        if i and rng.random() < 0.1:  # batches repeat pairs: exercise the dedup path
+            j = rng.randrange(i)
+            a.append(a[j])
+            b.append(b[j])
+            continue
+        a.append(" ".join(rng.choices(WORDS, k=rng.randint(3, 20))))
+        b.append(" ".join(rng.choices(WORDS, k=rng.randint(3, 20))))
+    return pa.table(
+        {
+            "pair_id": pa.array([f"{prefix}{i:07d}" for i in range(n)], pa.string()),
+            "text_a": pa.array(a, pa.string()),
+            "text_b": pa.array(b, pa.string()),
+            "source": pa.array([f"src-{i % 3}" for i in range(n)], pa.string()),
+            "weight": pa.array([i * 0.5 for i in range(n)], pa.float64()),
+        }
+    )
+
+
+def write_batch(table: pa.Table, path: Path, row_group_size: int = 700) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(table, path, row_group_size=row_group_size)
+    return path
+
+
+def read_outputs(out: Path) -> pa.Table:
+    """All scored outputs under `out`, in file-name order (one file per input batch)."""
+    files = sorted(out.glob("date=*/*.parquet"))
+    return pa.concat_tables([pq.read_table(f) for f in files]) if files else pa.table({})
+
+
+def read_rejects(out: Path) -> pa.Table | None:
+    files = sorted(out.glob("_rejects/date=*/*.parquet"))
+    return pa.concat_tables([pq.read_table(f) for f in files]) if files else None
+
+
+def assert_exactly_once(inputs: pa.Table, output: pa.Table, rejected_ids: set[str] = frozenset()) -> None:
+    """Output = input rows minus rejects, same order, each row once, passthrough values intact."""
+    expected = [pid for pid in inputs.column("pair_id").to_pylist() if pid not in rejected_ids]
+    got = output.column("pair_id").to_pylist()
+    assert len(got) == len(set(got)), f"{len(got) - len(set(got))} duplicated rows in the output"
+    missing = set(expected) - set(got)
+    assert not missing, f"{len(missing)} rows missing, e.g. {sorted(missing)[:3]}"
+    assert got == expected, "row order differs from the input"
+    by_id = {pid: i for i, pid in enumerate(inputs.column("pair_id").to_pylist())}
+    rows = [by_id[pid] for pid in got]
+    for column in ("text_a", "text_b", "source", "weight"):
+        if column in inputs.column_names:
+            assert output.column(column).to_pylist() == inputs.column(column).take(rows).to_pylist(), column
+
+
+@pytest.fixture(scope="session")
+def tiny_cross(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from simpair.models import save_tiny_model
+
+    return save_tiny_model(tmp_path_factory.mktemp("models") / "tiny-cross", task="paraphrase", kind="cross")
+
+
+@pytest.fixture(scope="session")
+def tiny_bi(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from simpair.models import save_tiny_model
+
+    return save_tiny_model(tmp_path_factory.mktemp("models") / "tiny-bi", task="sts", kind="bi", seed=1)
