@@ -46,6 +46,10 @@ class ModelMetadata(BaseModel):
     dataset_versions: dict[str, str] = Field(default_factory=dict)
     train_datasets: list[str] = Field(default_factory=list)
     dev_pair_ids_file: str | None = None
+    # Every (dataset, split, pair_id) the weights were trained on, parents included: evaluation uses it
+    # to exclude leaked pairs exactly. One tab-separated line per pair.
+    train_pairs_file: str | None = None
+    init_from: str | None = None
     tokenizer_fingerprint: str | None = None
     created_at: str | None = None
 

@@ -1,0 +1,119 @@
+"""The one validated object that describes a training run (`configs/<name>.yaml`).
+
+Printable and logged whole (MLflow, `train_config.yaml` beside the model), so a run can be repeated
+from its model directory alone. Unknown keys are errors: a typo in a nightly config must fail loudly.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from simpair.losses import get_objective_class
+
+
+class SplitRef(BaseModel):
+    """One split of one ingested dataset (version: the catalog's current one unless pinned)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    dataset: str
+    split: str
+    version: str | None = None
+
+    def label(self) -> str:
+        return f"{self.dataset}/{self.split}"
+
+
+class DevConfig(BaseModel):
+    """Dev data: an existing split, or (when `split` is null) a stratified carve from the first train split.
+
+    MSRP has no dev split, so its dev set is carved from train with a fixed seed, stratified on the
+    label, and its pair ids are written with the model so no one ever trains on them by accident.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    dataset: str | None = None
+    split: str | None = None
+    carve_fraction: float = Field(0.1, gt=0, lt=1)
+    carve_seed: int = 13
+
+
+class TrainConfig(BaseModel):
+    """Everything a training run needs; see docs/training.md for each field's meaning and defaults."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    task: Literal["paraphrase", "sts"]
+    kind: Literal["cross", "bi"]
+    objective: str
+    objective_params: dict[str, Any] = Field(default_factory=dict)
+    backbone: str | None = None  # local dir, hub id, simpair model dir, or "tiny" (tests); None = bundled
+    train: list[SplitRef]
+    dev: DevConfig = Field(default_factory=DevConfig)
+    # Splits this model will be evaluated on: training drops any train pair the leakage report finds there.
+    evaluate_on: list[SplitRef] = Field(default_factory=list)
+    max_length: int = Field(128, ge=8, le=4096)
+
+    epochs: int = Field(3, ge=1)
+    batch_size: int = Field(16, ge=2)
+    learning_rate: float = Field(2e-5, gt=0)
+    head_learning_rate: float | None = None
+    weight_decay: float = 0.01
+    warmup_ratio: float = Field(0.1, ge=0, lt=1)
+    max_grad_norm: float | None = 1.0
+    freeze_encoder_epochs: int = Field(0, ge=0)
+    symmetric: bool = False  # train on (a, b) and (b, a); cross-encoders then average both at prediction
+    length_grouping: bool = True
+    early_stopping_patience: int | None = 2
+    selection_metric: str | None = None  # paraphrase: accuracy; sts: spearman
+    threshold_metric: Literal["accuracy", "f1"] = "accuracy"
+    average_last_checkpoints: int = Field(1, ge=1)  # >1: average the weights of the last k epochs
+    seed: int = 42
+    max_steps: int | None = None  # stop after this many optimiser steps (smoke runs)
+    max_train_samples: int | None = None  # use only the first N train pairs after shuffling (smoke)
+    max_dev_samples: int | None = None
+    device: str = "auto"
+    precision: Literal["auto", "fp32", "bf16"] = "auto"
+    num_threads: int | None = None
+    progress: bool = True
+    output_dir: str | None = None  # default: <home>/models/<name>-<UTC timestamp>
+
+    @model_validator(mode="after")
+    def _check(self) -> TrainConfig:
+        cls = get_objective_class(self.objective)
+        if cls.kind != self.kind:  # type: ignore[attr-defined]
+            raise ValueError(
+                f"objective {self.objective!r} trains {cls.kind}-encoders but kind is {self.kind!r}"  # type: ignore[attr-defined]
+            )
+        if not self.train:
+            raise ValueError("train: at least one split is needed")
+        return self
+
+    @property
+    def metric_for_selection(self) -> str:
+        return self.selection_metric or ("accuracy" if self.task == "paraphrase" else "spearman")
+
+    @classmethod
+    def from_yaml(cls, path: str | Path) -> TrainConfig:
+        path = Path(path)
+        try:
+            data = yaml.safe_load(path.read_text())
+        except yaml.YAMLError as exc:
+            raise ValueError(f"{path}: not valid YAML: {exc}") from exc
+        try:
+            return cls.model_validate(data)
+        except Exception as exc:
+            raise ValueError(f"{path}: invalid training config: {exc}") from exc
+
+    def to_yaml(self) -> str:
+        return yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False)
+
+    def with_overrides(self, **changes: Any) -> TrainConfig:
+        """A validated copy with some fields changed (CLI `--set key=value`, tests, benchmarks)."""
+        return type(self).model_validate({**self.model_dump(), **changes})

@@ -1,0 +1,255 @@
+"""Training and dev data from the token cache: leakage exclusion, dev carving, batching.
+
+Everything here works on pre-tokenized ids (never re-tokenizes per batch). Batches are padded only to
+their own longest sequence, and with length grouping a batch holds sequences of similar length, so
+little compute goes to padding (the HF Trainer's `group_by_length` idea).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import torch
+from sklearn.model_selection import train_test_split
+from transformers import PreTrainedTokenizerBase
+
+from simpair.catalog import Catalog
+from simpair.models.batching import pad_batch
+from simpair.tokens import pretokenize, read_tokens
+from simpair.training.config import SplitRef, TrainConfig
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class PairTokens:
+    """Tokenized pairs of one form with their targets, in memory."""
+
+    form: str
+    dataset: list[str]
+    split: list[str]
+    pair_ids: list[str]
+    targets: np.ndarray
+    labels: np.ndarray  # int 0/1 where known, -1 otherwise (for stratification and metrics)
+    cols: dict[str, list[list[int]]]
+    lengths: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.pair_ids)
+
+    def subset(self, idx: np.ndarray | list[int]) -> PairTokens:
+        idx = list(np.asarray(idx, dtype=np.int64))
+        return PairTokens(
+            form=self.form,
+            dataset=[self.dataset[i] for i in idx],
+            split=[self.split[i] for i in idx],
+            pair_ids=[self.pair_ids[i] for i in idx],
+            targets=self.targets[idx],
+            labels=self.labels[idx],
+            cols={k: [v[i] for i in idx] for k, v in self.cols.items()},
+            lengths=self.lengths[idx],
+        )
+
+    def swapped(self) -> PairTokens:
+        """The same pairs in (b, a) order (symmetric training)."""
+        cols = dict(self.cols)
+        if self.form == "cross":
+            cols["input_ids"], cols["input_ids_ba"] = self.cols["input_ids_ba"], self.cols["input_ids"]
+            cols["token_type_ids"], cols["token_type_ids_ba"] = (
+                self.cols["token_type_ids_ba"],
+                self.cols["token_type_ids"],
+            )
+        else:
+            cols["ids_a"], cols["ids_b"] = self.cols["ids_b"], self.cols["ids_a"]
+        return PairTokens(
+            self.form, self.dataset, self.split, self.pair_ids, self.targets, self.labels, cols, self.lengths
+        )
+
+    @staticmethod
+    def concat(parts: list[PairTokens]) -> PairTokens:
+        first = parts[0]
+        return PairTokens(
+            form=first.form,
+            dataset=[x for p in parts for x in p.dataset],
+            split=[x for p in parts for x in p.split],
+            pair_ids=[x for p in parts for x in p.pair_ids],
+            targets=np.concatenate([p.targets for p in parts]),
+            labels=np.concatenate([p.labels for p in parts]),
+            cols={k: [x for p in parts for x in p.cols[k]] for k in first.cols},
+            lengths=np.concatenate([p.lengths for p in parts]),
+        )
+
+
+def tokens_to_pairs(frame: pl.DataFrame, form: str, task: str, dataset: str, split: str) -> PairTokens:
+    """Cache table -> PairTokens. Target: the label for paraphrase (score if unlabelled), else the score."""
+    label = frame["label"].to_numpy().astype(np.float32) if frame["label"].null_count() == 0 else None
+    score = frame["score"].to_numpy().astype(np.float32) if frame["score"].null_count() == 0 else None
+    if label is None and score is None:
+        raise ValueError(f"{dataset}/{split}: rows have neither a label nor a score in every row")
+    if task == "paraphrase":
+        targets = label if label is not None else score
+    else:
+        targets = score if score is not None else label
+    labels = label.astype(np.int64) if label is not None else np.full(len(frame), -1, dtype=np.int64)
+    if form == "cross":
+        keys = ["input_ids", "token_type_ids", "input_ids_ba", "token_type_ids_ba"]
+        lengths = frame["length"].to_numpy()
+    else:
+        keys = ["ids_a", "ids_b"]
+        lengths = np.maximum(frame["length_a"].to_numpy(), frame["length_b"].to_numpy())
+    n = len(frame)
+    return PairTokens(
+        form=form,
+        dataset=[dataset] * n,
+        split=[split] * n,
+        pair_ids=frame["pair_id"].to_list(),
+        targets=np.asarray(targets, dtype=np.float32),
+        labels=labels,
+        cols={k: frame[k].to_list() for k in keys},
+        lengths=lengths.astype(np.int64),
+    )
+
+
+@dataclass
+class TrainData:
+    train: PairTokens
+    dev: PairTokens
+    dev_source: str
+    versions: dict[str, str]
+    excluded_leaked: dict[str, int] = field(default_factory=dict)
+    token_keys: dict[str, str] = field(default_factory=dict)
+
+
+def _load(
+    ref: SplitRef, home: Path, tokenizer: PreTrainedTokenizerBase, config: TrainConfig
+) -> tuple[PairTokens, str, str]:
+    ts = pretokenize(home, ref.dataset, ref.split, tokenizer, config.max_length, config.kind, ref.version)
+    pairs = tokens_to_pairs(read_tokens(ts), config.kind, config.task, ref.dataset, ref.split)
+    return pairs, ts.version, ts.key
+
+
+def carve_dev(pairs: PairTokens, fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """(train_idx, dev_idx): a fixed, seeded split stratified on the label (or on score quintiles)."""
+    idx = np.arange(len(pairs))
+    if (pairs.labels >= 0).all():
+        strata = pairs.labels
+    else:
+        strata = np.digitize(pairs.targets, np.quantile(pairs.targets, [0.2, 0.4, 0.6, 0.8]))
+    train_idx, dev_idx = train_test_split(idx, test_size=fraction, random_state=seed, stratify=strata)
+    return np.sort(train_idx), np.sort(dev_idx)
+
+
+def leaked_train_ids(home: Path, eval_refs: list[SplitRef]) -> set[tuple[str, str, str]]:
+    """(train_dataset, train_split, train_pair_id) of every train pair that also sits in an eval split."""
+    if not eval_refs:
+        return set()
+    leak = Catalog(home).leakage()
+    wanted = pl.DataFrame({"dataset": [r.dataset for r in eval_refs], "split": [r.split for r in eval_refs]})
+    hits = leak.join(wanted, on=["dataset", "split"], how="inner")
+    return set(hits.select("train_dataset", "train_split", "train_pair_id").iter_rows())
+
+
+def load_train_data(config: TrainConfig, home: Path, tokenizer: PreTrainedTokenizerBase) -> TrainData:
+    """Tokens for train and dev, with leaked pairs removed from train and the dev split fixed."""
+    versions: dict[str, str] = {}
+    keys: dict[str, str] = {}
+    parts: list[PairTokens] = []
+    for ref in config.train:
+        pairs, version, key = _load(ref, home, tokenizer, config)
+        versions[ref.dataset] = version
+        keys[ref.label()] = key
+        parts.append(pairs)
+
+    dev_cfg = config.dev
+    protected = list(config.evaluate_on)
+    if dev_cfg.split is not None:
+        dev_ref = SplitRef(dataset=dev_cfg.dataset or config.train[0].dataset, split=dev_cfg.split)
+        dev, version, key = _load(dev_ref, home, tokenizer, config)
+        versions[dev_ref.dataset] = version
+        keys[dev_ref.label()] = key
+        dev_source = dev_ref.label()
+        protected.append(dev_ref)
+    else:
+        carve_from = dev_cfg.dataset or config.train[0].dataset
+        pos = next((i for i, r in enumerate(config.train) if r.dataset == carve_from), None)
+        if pos is None:
+            raise ValueError(f"dev: cannot carve from {carve_from!r}, it is not among the train splits")
+        train_idx, dev_idx = carve_dev(parts[pos], dev_cfg.carve_fraction, dev_cfg.carve_seed)
+        dev = parts[pos].subset(dev_idx)
+        parts[pos] = parts[pos].subset(train_idx)
+        dev_source = (
+            f"{config.train[pos].label()} carved {dev_cfg.carve_fraction:g} seed {dev_cfg.carve_seed}"
+        )
+
+    leaked = leaked_train_ids(home, protected)
+    excluded: dict[str, int] = {}
+    for i, part in enumerate(parts):
+        keep = [
+            j
+            for j, (d, s, p) in enumerate(zip(part.dataset, part.split, part.pair_ids, strict=True))
+            if (d, s, p) not in leaked
+        ]
+        dropped = len(part) - len(keep)
+        if dropped:
+            label = f"{part.dataset[0]}/{part.split[0]}"
+            excluded[label] = excluded.get(label, 0) + dropped
+            log.info("excluded %d pairs of %s that also sit in evaluation splits", dropped, label)
+        parts[i] = part.subset(keep)
+    train = PairTokens.concat(parts)
+    return TrainData(train, dev, dev_source, versions, excluded, keys)
+
+
+def length_grouped_batches(
+    lengths: np.ndarray, batch_size: int, seed: int, group: bool = True, mega: int = 50
+) -> list[np.ndarray]:
+    """Shuffled batches of indices; with `group`, each batch holds similar lengths.
+
+    Indices are shuffled, cut into mega-batches of `mega * batch_size`, each sorted by length and cut
+    into batches, then the batch order is shuffled: batches stay random across epochs but pad little.
+    """
+    rng = np.random.default_rng(seed)
+    perm = rng.permutation(len(lengths))
+    if not group:
+        return [perm[i : i + batch_size] for i in range(0, len(perm), batch_size)]
+    batches: list[np.ndarray] = []
+    chunk = mega * batch_size
+    for start in range(0, len(perm), chunk):
+        block = perm[start : start + chunk]
+        block = block[np.argsort(-lengths[block], kind="stable")]
+        batches.extend(block[i : i + batch_size] for i in range(0, len(block), batch_size))
+    order = rng.permutation(len(batches))
+    return [batches[i] for i in order]
+
+
+def collate(
+    pairs: PairTokens, idx: np.ndarray, pad_id: int, reverse: bool = False
+) -> dict[str, torch.Tensor]:
+    """Padded tensors for the pairs at `idx` (cross: joint input; bi: `a_*` and `b_*` inputs)."""
+    batch: dict[str, torch.Tensor] = {}
+    if pairs.form == "cross":
+        suffix = "_ba" if reverse else ""
+        batch.update(
+            pad_batch(
+                [pairs.cols[f"input_ids{suffix}"][i] for i in idx],
+                pad_id,
+                [pairs.cols[f"token_type_ids{suffix}"][i] for i in idx],
+            )
+        )
+    else:
+        for side in ("a", "b"):
+            padded = pad_batch([pairs.cols[f"ids_{side}"][i] for i in idx], pad_id)
+            batch.update({f"{side}_{k}": v for k, v in padded.items()})
+    batch["targets"] = torch.from_numpy(pairs.targets[idx].astype(np.float32))
+    return batch
+
+
+def iterate_sorted(pairs: PairTokens, batch_size: int) -> Iterator[np.ndarray]:
+    """Index batches sorted by length (inference: least padding); callers restore the order."""
+    order = np.argsort(-pairs.lengths, kind="stable")
+    for start in range(0, len(order), batch_size):
+        yield order[start : start + batch_size]
