@@ -1,9 +1,188 @@
-"""CLI commands for the train stage."""
+"""CLI commands for the train stage: pretokenize, train, evaluate, predict.
+
+Heavy imports (torch, transformers) happen inside the commands, so `simpair --help` stays fast.
+"""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
 import typer
+import yaml
+from rich.console import Console
+from rich.table import Table
+
+HomeOption = Annotated[
+    Path | None, typer.Option(help="Pipeline home. Default: $SIMPAIR_HOME, else .simpair/ in the checkout.")
+]
+
+
+def _overrides(values: list[str] | None) -> dict[str, Any]:
+    """`--set key=value` pairs; values are parsed as YAML (numbers, booleans, lists)."""
+    out: dict[str, Any] = {}
+    for item in values or []:
+        if "=" not in item:
+            raise typer.BadParameter(f"--set expects key=value, got {item!r}")
+        key, value = item.split("=", 1)
+        out[key.strip()] = yaml.safe_load(value)
+    return out
+
+
+def _load_config(config: Path, overrides: list[str] | None) -> Any:
+    from simpair.training import TrainConfig
+
+    try:
+        cfg = TrainConfig.from_yaml(config)
+        return cfg.with_overrides(**_overrides(overrides)) if overrides else cfg
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--config") from exc
+
+
+def _parse_split(value: str) -> tuple[str, str]:
+    if "/" not in value:
+        raise typer.BadParameter(f"expected DATASET/SPLIT (e.g. msrp/test), got {value!r}")
+    dataset, split = value.split("/", 1)
+    return dataset, split
+
+
+def _latest_model(home: Path) -> Path:
+    models = [p for p in (home / "models").glob("*") if (p / "simpair.json").is_file()]
+    if not models:
+        raise typer.BadParameter(
+            f"no trained model under {home / 'models'}; pass --model DIR", param_hint="--model"
+        )
+    return max(models, key=lambda p: (p / "simpair.json").stat().st_mtime)
+
+
+def _resolve_model(model: str | None, home: Path) -> Path:
+    """A directory, a registry reference (name@alias or name/version), or the newest trained model."""
+    if model is None:
+        return _latest_model(home)
+    path = Path(model)
+    if path.is_dir():
+        return path
+    try:
+        from simpair.registry import resolve_model
+    except ImportError as exc:
+        raise typer.BadParameter(f"{model} is not a directory and the registry is unavailable") from exc
+    return Path(resolve_model(model, home).local_dir)
 
 
 def register(app: typer.Typer) -> None:
     """Add this stage's commands to the top-level app."""
+
+    @app.command("pretokenize")
+    def pretokenize_cmd(
+        config: Annotated[Path, typer.Option(help="Training config (YAML): tokenize every split it reads.")],
+        home: HomeOption = None,
+    ) -> None:
+        """Tokenize the splits a training config needs into <home>/tokens/ (reused when already there)."""
+        from simpair import settings
+        from simpair.training.pretokenize import pretokenize_config
+
+        cfg = _load_config(config, None)
+        table = Table("dataset/split", "rows", "cache", "key")
+        for ts in pretokenize_config(cfg, settings.home_dir(home)):
+            table.add_row(
+                f"{ts.dataset}/{ts.split}", str(ts.rows), "reused" if ts.reused else "built", ts.key
+            )
+        Console().print(table)
+
+    @app.command("train")
+    def train_cmd(
+        config: Annotated[Path, typer.Option(help="Training config (YAML), e.g. configs/msrp-cross.yaml.")],
+        home: HomeOption = None,
+        set_: Annotated[
+            list[str] | None,
+            typer.Option("--set", help="Override a config field: --set epochs=1 --set learning_rate=5e-5."),
+        ] = None,
+        evaluate: Annotated[
+            bool, typer.Option(help="Evaluate on the config's evaluate_on splits after training.")
+        ] = True,
+    ) -> None:
+        """Train a cross- or bi-encoder as the config says; prints the model directory and dev metrics.
+
+        Several GPUs (or CPU processes): torchrun --nproc-per-node N -m simpair.training --config X.
+        """
+        from simpair import settings
+        from simpair.training import train
+
+        cfg = _load_config(config, set_)
+        home_path = settings.home_dir(home)
+        result = train(cfg, home_path)
+        console = Console()
+        console.print(f"model: {result.model_dir}")
+        console.print_json(json.dumps(result.metrics.get("dev", {})))
+        if evaluate and cfg.evaluate_on:
+            from simpair.evaluation import evaluate_model
+
+            ev = evaluate_model(result.model_dir, home_path, [(r.dataset, r.split) for r in cfg.evaluate_on])
+            _print_eval(console, ev)
+
+    @app.command("evaluate")
+    def evaluate_cmd(
+        model: Annotated[
+            str | None, typer.Option(help="Model directory or registry ref. Default: newest.")
+        ] = None,
+        split: Annotated[
+            list[str] | None,
+            typer.Option(help="DATASET/SPLIT to evaluate on (repeatable). Default: test splits."),
+        ] = None,
+        home: HomeOption = None,
+        exclude_leaked: Annotated[
+            bool, typer.Option(help="Exclude pairs the leakage report finds in the model's training data.")
+        ] = True,
+        out: Annotated[
+            Path | None, typer.Option(help="Output folder. Default: <home>/evaluations/<model>-<time>.")
+        ] = None,
+    ) -> None:
+        """Metrics, PNG plots and a markdown report for a saved model (threshold as chosen on dev)."""
+        from simpair import settings
+        from simpair.evaluation import evaluate_model
+
+        home_path = settings.home_dir(home)
+        model_dir = _resolve_model(model, home_path)
+        splits = [_parse_split(s) for s in split] if split else None
+        ev = evaluate_model(model_dir, home_path, splits, exclude_leaked=exclude_leaked, out_dir=out)
+        _print_eval(Console(), ev)
+
+    @app.command("predict")
+    def predict_cmd(
+        text_a: Annotated[str, typer.Argument(help="First sentence.")],
+        text_b: Annotated[str, typer.Argument(help="Second sentence.")],
+        model: Annotated[
+            str | None, typer.Option(help="Model directory or registry ref. Default: newest.")
+        ] = None,
+        home: HomeOption = None,
+        as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
+    ) -> None:
+        """Score one pair: score (0-1), and for paraphrase models probability and label."""
+        from simpair import settings
+        from simpair.models import load_predictor
+
+        model_dir = _resolve_model(model, settings.home_dir(home))
+        predictor = load_predictor(model_dir)
+        out = predictor.predict([text_a], [text_b])
+        result: dict[str, Any] = {k: v[0].item() for k, v in out.items()}
+        result["truncated"] = bool(predictor.truncated([text_a], [text_b])[0])
+        result["model"] = str(model_dir)
+        if as_json:
+            typer.echo(json.dumps(result))
+            return
+        table = Table("field", "value", title=f"{predictor.kind}-encoder, task {predictor.task}")
+        for key, value in result.items():
+            table.add_row(key, f"{value:.4f}" if isinstance(value, float) else str(value))
+        Console().print(table)
+
+
+def _print_eval(console: Console, ev: Any) -> None:
+    table = Table("split", "evaluated", "leaked excluded", "metrics")
+    for label, m in ev.metrics["splits"].items():
+        keys = ["accuracy", "f1", "roc_auc"] if "accuracy" in m else ["spearman", "pearson", "mse"]
+        table.add_row(
+            label, str(m["evaluated"]), str(m["excluded_leaked"]), ", ".join(f"{k} {m[k]:.4f}" for k in keys)
+        )
+    console.print(table)
+    console.print(f"report: {ev.report_path}")

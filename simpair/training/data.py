@@ -253,3 +253,15 @@ def iterate_sorted(pairs: PairTokens, batch_size: int) -> Iterator[np.ndarray]:
     order = np.argsort(-pairs.lengths, kind="stable")
     for start in range(0, len(order), batch_size):
         yield order[start : start + batch_size]
+
+
+def config_splits(config: TrainConfig) -> list[SplitRef]:
+    """Every split a run reads: train, dev (if an existing split), and the evaluation splits."""
+    refs = list(config.train)
+    if config.dev.split is not None:
+        refs.append(SplitRef(dataset=config.dev.dataset or config.train[0].dataset, split=config.dev.split))
+    refs.extend(config.evaluate_on)
+    seen: dict[str, SplitRef] = {}
+    for ref in refs:
+        seen.setdefault(ref.label(), ref)
+    return list(seen.values())

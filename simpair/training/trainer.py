@@ -35,8 +35,9 @@ from simpair.models.metadata import METADATA_FILE, Calibration, ModelMetadata
 from simpair.models.tiny import build_tiny, default_backbone
 from simpair.models.tokenizer import load_tokenizer, tokenizer_fingerprint
 from simpair.training.config import TrainConfig
-from simpair.training.data import PairTokens, collate, iterate_sorted, length_grouped_batches, load_train_data
+from simpair.training.data import PairTokens, collate, length_grouped_batches, load_train_data
 from simpair.training.ddp import barrier, broadcast_object, init_distributed, shard_batches
+from simpair.training.inference import raw_outputs
 
 log = logging.getLogger(__name__)
 
@@ -88,44 +89,6 @@ def resolve_backbone(config: TrainConfig) -> tuple[str, ModelMetadata | None]:
             )
         return name, parent
     return name, None
-
-
-@torch.inference_mode()
-def raw_outputs(
-    model: CrossEncoder | BiEncoder,
-    pairs: PairTokens,
-    pad_id: int,
-    device: torch.device,
-    dtype: torch.dtype | None,
-    symmetric: bool = False,
-    batch_size: int = 64,
-) -> np.ndarray:
-    """Cross: logits (averaged over both orders if symmetric). Bi: cosines. In the pairs' order."""
-    was_training = model.training
-    model.eval()
-    out = np.zeros(len(pairs), dtype=np.float32)
-    for idx in iterate_sorted(pairs, batch_size):
-        if isinstance(model, CrossEncoder):
-            values = []
-            for reverse in (False, True) if symmetric else (False,):
-                batch = collate(pairs, idx, pad_id, reverse=reverse)
-                with autocast(device, dtype):
-                    values.append(
-                        model(
-                            batch["input_ids"].to(device),
-                            batch["attention_mask"].to(device),
-                            batch["token_type_ids"].to(device),
-                        ).float()
-                    )
-            out[idx] = torch.stack(values).mean(0).cpu().numpy()
-        else:
-            batch = collate(pairs, idx, pad_id)
-            with autocast(device, dtype):
-                u = model(batch["a_input_ids"].to(device), batch["a_attention_mask"].to(device))
-                v = model(batch["b_input_ids"].to(device), batch["b_attention_mask"].to(device))
-            out[idx] = torch.nn.functional.cosine_similarity(u.float(), v.float(), dim=-1).cpu().numpy()
-    model.train(was_training)
-    return out
 
 
 def dev_scores(raw: np.ndarray, kind: str) -> np.ndarray:

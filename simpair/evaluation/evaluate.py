@@ -1,0 +1,230 @@
+"""`evaluate_model`: metrics, plots and a markdown report for a saved model on ingested splits.
+
+The model's own decision threshold (chosen on dev at training time) is applied unchanged; nothing is
+tuned on the evaluated data. Pairs the ingest leakage report finds among the pairs this model was
+trained on (parents included) are excluded and counted, so a score never rests on memorised pairs.
+Tokens come from the cache (`simpair.tokens`), the same ids training used.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from simpair.catalog import Catalog, CatalogError
+from simpair.evaluation.binary_classification import binary_metrics
+from simpair.evaluation.graded_similarity import graded_metrics
+from simpair.evaluation.plots import confusion_matrix_png, histogram_png, scatter_png
+from simpair.models.predictor import load_predictor
+from simpair.tokens import pretokenize, read_tokens
+from simpair.training.data import tokens_to_pairs
+from simpair.training.inference import raw_outputs
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class EvalResult:
+    metrics: dict[str, Any]
+    report_path: Path
+    plot_paths: list[Path] = field(default_factory=list)
+    excluded_counts: dict[str, int] = field(default_factory=dict)
+    predictions_paths: list[Path] = field(default_factory=list)
+
+
+def trained_pairs(model_dir: Path, metadata: Any) -> tuple[set[tuple[str, str, str]] | None, set[str]]:
+    """(exact trained (dataset, split, pair_id) set or None, trained 'dataset/split' labels)."""
+    splits = set(metadata.train_datasets)
+    if metadata.train_pairs_file and (model_dir / metadata.train_pairs_file).is_file():
+        rows = (model_dir / metadata.train_pairs_file).read_text().splitlines()
+        exact = {tuple(r.split("\t")) for r in rows if r}
+        return exact, splits  # type: ignore[return-value]
+    return None, splits
+
+
+def leaked_eval_ids(
+    leakage: pl.DataFrame, dataset: str, split: str, exact: set[tuple[str, str, str]] | None, splits: set[str]
+) -> set[str]:
+    """Eval pair ids of (dataset, split) whose twin sits in the model's training data."""
+    rows = leakage.filter((pl.col("dataset") == dataset) & (pl.col("split") == split))
+    out = set()
+    for pair_id, t_dataset, t_split, t_pair in rows.select(
+        "pair_id", "train_dataset", "train_split", "train_pair_id"
+    ).iter_rows():
+        if exact is not None:
+            if (t_dataset, t_split, t_pair) in exact:
+                out.add(pair_id)
+        elif f"{t_dataset}/{t_split}" in splits:
+            out.add(pair_id)
+    return out
+
+
+def default_eval_splits(home: Path, metadata: Any) -> list[tuple[str, str]]:
+    """The test-role splits of the datasets the model was trained on."""
+    catalog = Catalog(home)
+    out = []
+    for dataset in sorted({s.split("/")[0] for s in metadata.train_datasets}):
+        try:
+            roles = catalog.splits(dataset)
+        except CatalogError:
+            continue
+        out.extend((dataset, split) for split, role in roles.items() if role == "test")
+    return out
+
+
+def evaluate_model(
+    model_dir: str | Path,
+    home: str | Path,
+    datasets: list[tuple[str, str]] | None = None,
+    exclude_leaked: bool = True,
+    out_dir: str | Path | None = None,
+    batch_size: int = 64,
+) -> EvalResult:
+    """Evaluate a saved model on ingested splits; writes metrics.json, report.md, PNGs, predictions."""
+    model_dir, home = Path(model_dir), Path(home)
+    predictor = load_predictor(model_dir)
+    meta = predictor.meta
+    catalog = Catalog(home)
+    datasets = list(datasets) if datasets else default_eval_splits(home, meta)
+    if not datasets:
+        raise ValueError(f"no evaluation splits given and none found for {model_dir}")
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    out = Path(out_dir) if out_dir else home / "evaluations" / f"{model_dir.name}-{stamp}"
+    out.mkdir(parents=True, exist_ok=True)
+
+    exact, splits = trained_pairs(model_dir, meta)
+    leakage = catalog.leakage() if exclude_leaked else None
+    metrics: dict[str, Any] = {}
+    excluded_counts: dict[str, int] = {}
+    plots: list[Path] = []
+    pred_paths: list[Path] = []
+    pad_id = predictor.tokenizer.pad_token_id or 0
+    for dataset, split in datasets:
+        label = f"{dataset}/{split}"
+        tokens = pretokenize(home, dataset, split, predictor.tokenizer, meta.max_length, meta.kind)
+        frame = read_tokens(tokens)
+        leaked = leaked_eval_ids(leakage, dataset, split, exact, splits) if leakage is not None else set()
+        keep = ~frame["pair_id"].is_in(list(leaked)) if leaked else pl.Series([True] * len(frame))
+        excluded_counts[label] = int(len(frame) - keep.sum())
+        frame = frame.filter(keep)
+        pairs = tokens_to_pairs(frame, meta.kind, meta.task, dataset, split)
+        raw = raw_outputs(
+            predictor.model, pairs, pad_id, predictor.device, predictor._dtype, meta.symmetric, batch_size
+        )
+        scored = predictor.from_raw(raw)
+        score = scored.get("probability", scored["score"])
+        result: dict[str, Any] = {"evaluated": len(pairs), "excluded_leaked": excluded_counts[label]}
+        result["truncated"] = int(frame["truncated"].sum())
+        slug = label.replace("/", "-")
+        has_labels = frame["label"].null_count() == 0 and len(frame) > 0
+        has_scores = frame["score"].null_count() == 0 and len(frame) > 0
+        if has_labels:
+            gold = frame["label"].to_numpy().astype(np.int64)
+            bm = binary_metrics(score, gold, meta.threshold)
+            result.update(bm)
+            plots.append(
+                confusion_matrix_png(
+                    bm["tn"],
+                    bm["fp"],
+                    bm["fn"],
+                    bm["tp"],
+                    out / f"{slug}-confusion.png",
+                    f"{model_dir.name} on {label} (threshold {meta.threshold:.3f})",
+                )
+            )
+            plots.append(
+                histogram_png(
+                    score,
+                    gold,
+                    {0: "not paraphrase", 1: "paraphrase"},
+                    out / f"{slug}-histogram.png",
+                    f"score per class, {label}",
+                    meta.threshold,
+                )
+            )
+        if has_scores:
+            gold_score = frame["score"].to_numpy().astype(np.float64)
+            graded = graded_metrics(scored["score"], gold_score)
+            result.update(graded if not has_labels else {f"graded_{k}": v for k, v in graded.items()})
+            plots.append(
+                scatter_png(
+                    scored["score"], gold_score, out / f"{slug}-scatter.png", f"{model_dir.name} on {label}"
+                )
+            )
+            if not has_labels:
+                buckets = np.minimum((gold_score * 5).round().astype(np.int64), 5)
+                names = {b: f"gold ~{b}/5" for b in sorted(set(buckets.tolist()))}
+                plots.append(
+                    histogram_png(
+                        scored["score"],
+                        buckets,
+                        names,
+                        out / f"{slug}-histogram.png",
+                        f"score per gold grade, {label}",
+                    )
+                )
+        preds = pl.DataFrame({"pair_id": frame["pair_id"], "raw": raw, **{k: v for k, v in scored.items()}})
+        pred_path = out / f"{slug}-predictions.parquet"
+        preds.write_parquet(pred_path)
+        pred_paths.append(pred_path)
+        metrics[label] = result
+        log.info(
+            "evaluated %s on %s: %d pairs, %d leaked excluded",
+            model_dir.name,
+            label,
+            len(pairs),
+            excluded_counts[label],
+        )
+
+    summary = {
+        "model_dir": str(model_dir),
+        "kind": meta.kind,
+        "task": meta.task,
+        "objective": meta.objective,
+        "threshold": meta.threshold,
+        "dataset_versions": {d: catalog.current_version(d) for d in sorted({d for d, _ in datasets})},
+        "splits": metrics,
+    }
+    (out / "metrics.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
+    report = out / "report.md"
+    report.write_text(render_report(summary, plots, out))
+    return EvalResult(summary, report, plots, excluded_counts, pred_paths)
+
+
+def render_report(summary: dict[str, Any], plots: list[Path], out: Path) -> str:
+    """Markdown: one table row per split, then the plots."""
+    lines = [
+        f"# Evaluation of `{Path(summary['model_dir']).name}`",
+        "",
+        f"{summary['kind']}-encoder, task {summary['task']}, objective {summary['objective']}, "
+        f"threshold {summary['threshold']:.4f} (chosen on dev at training time).",
+        "",
+        "| split | evaluated | leaked excluded | accuracy | F1 | precision | recall | ROC-AUC "
+        "| Spearman | Pearson | MSE | MAE |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+
+    def fmt(m: dict[str, Any], *keys: str) -> str:
+        for key in keys:
+            if key in m:
+                return f"{m[key]:.4f}"
+        return ""
+
+    for label, m in summary["splits"].items():
+        lines.append(
+            f"| {label} | {m['evaluated']} | {m['excluded_leaked']} | {fmt(m, 'accuracy')} | {fmt(m, 'f1')} "
+            f"| {fmt(m, 'precision')} | {fmt(m, 'recall')} | {fmt(m, 'roc_auc')} "
+            f"| {fmt(m, 'spearman', 'graded_spearman')} | {fmt(m, 'pearson', 'graded_pearson')} "
+            f"| {fmt(m, 'mse', 'graded_mse')} | {fmt(m, 'mae', 'graded_mae')} |"
+        )
+    lines.append("")
+    for plot in plots:
+        lines += [f"![{plot.stem}]({plot.relative_to(out)})", ""]
+    return "\n".join(lines)

@@ -1,0 +1,78 @@
+"""Prefect tasks for pre-tokenizing, training and evaluating: thin wrappers over the domain functions.
+
+Tagged `gpu` so a deployment can route them to a GPU work pool (a tag-based concurrency limit of
+`gpu` also stops two trainings sharing one card); they run unchanged on CPU workers. No flow here:
+the nightly flow (registry area) calls these tasks. Caching is off: the token cache is already
+content-addressed, and retraining nightly on unchanged arguments is the point.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from prefect import task
+from prefect.artifacts import create_markdown_artifact
+from prefect.cache_policies import NO_CACHE
+
+from simpair.evaluation import EvalResult, evaluate_model
+from simpair.tokens import TokenSplit
+from simpair.training import TrainConfig, TrainResult, train
+from simpair.training.pretokenize import pretokenize_config
+
+
+def _config(config: TrainConfig | str | Path) -> TrainConfig:
+    return config if isinstance(config, TrainConfig) else TrainConfig.from_yaml(config)
+
+
+@task(name="pretokenize", tags=["gpu"], cache_policy=NO_CACHE, retries=1, retry_delay_seconds=10)
+def pretokenize_task(config: TrainConfig | str | Path, home: Path) -> list[TokenSplit]:
+    """Tokenize every split the config reads (reuses cached tokens for unchanged data and tokenizer)."""
+    return pretokenize_config(_config(config), Path(home))
+
+
+@task(
+    name="train",
+    tags=["gpu"],
+    cache_policy=NO_CACHE,
+    timeout_seconds=4 * 3600,
+)
+def train_task(config: TrainConfig | str | Path, home: Path) -> TrainResult:
+    """Train one model; its directory holds weights, tokenizer, simpair.json and metrics.json."""
+    cfg = _config(config)
+    result = train(cfg, Path(home))
+    dev = result.metrics.get("dev", {})
+    rows = "\n".join(f"| {k} | {v:.4f} |" for k, v in dev.items() if isinstance(v, float))
+    create_markdown_artifact(
+        key=f"train-{cfg.name}".lower().replace("_", "-").replace(".", "-"),
+        markdown=(
+            f"# Trained `{cfg.name}`\n\nModel: `{result.model_dir}`\n\n"
+            f"| dev metric | value |\n|---|---|\n{rows}\n"
+        ),
+        description=f"{cfg.kind}-encoder {cfg.objective} on {[r.label() for r in cfg.train]}",
+    )
+    return result
+
+
+@task(name="evaluate", tags=["gpu"], cache_policy=NO_CACHE, retries=1, retry_delay_seconds=10)
+def evaluate_task(
+    model_dir: Path,
+    home: Path,
+    datasets: list[tuple[str, str]] | None = None,
+    exclude_leaked: bool = True,
+) -> EvalResult:
+    """Evaluate a saved model (threshold from dev; leaked pairs excluded) and publish the report."""
+    result = evaluate_model(model_dir, Path(home), datasets, exclude_leaked=exclude_leaked)
+    create_markdown_artifact(
+        key=f"evaluate-{Path(model_dir).name}".lower().replace("_", "-").replace(".", "-")[:100],
+        markdown=result.report_path.read_text(),
+        description=f"evaluation of {Path(model_dir).name}",
+    )
+    return result
+
+
+def result_summary(result: TrainResult | EvalResult) -> dict[str, Any]:
+    """A JSON-friendly digest for logging (e.g. by the nightly flow)."""
+    if isinstance(result, TrainResult):
+        return {"model_dir": str(result.model_dir), "dev": result.metrics.get("dev", {})}
+    return {"report": str(result.report_path), "splits": result.metrics.get("splits", {})}
