@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from prefect import flow, unmapped
+from prefect.states import State
 
 from simpair import settings
 from simpair.ingest.report import IngestReport
@@ -47,17 +48,23 @@ def _as_path(value: str | Path | None) -> str | None:
     return None if value is None else str(value)
 
 
-def run(
-    sources: str | Path | None = None, home: str | Path | None = None, contracts: str | Path | None = None
-) -> IngestReport:
-    """Run the flow and return its report whether it succeeded or failed (for the CLI and tests)."""
-    state = ingest_flow(_as_path(sources), _as_path(home), _as_path(contracts), return_state=True)
+def report_from_state(state: State) -> IngestReport:
+    """The report of a finished flow run, whether it Completed or Failed because a source failed."""
     result = state.result(raise_on_failure=False)
     if isinstance(result, IngestFailedError):
         return result.report
     if isinstance(result, BaseException):
         raise result
     return result
+
+
+def run(
+    sources: str | Path | None = None, home: str | Path | None = None, contracts: str | Path | None = None
+) -> IngestReport:
+    """Run the flow and return its report whether it succeeded or failed (for the CLI and tests)."""
+    return report_from_state(
+        ingest_flow(_as_path(sources), _as_path(home), _as_path(contracts), return_state=True)
+    )
 
 
 if __name__ == "__main__":

@@ -1,0 +1,85 @@
+"""The Prefect `ingest` flow on a real (temporary) Prefect API: tasks run, the summary is published.
+
+Marked integration: it needs the session's Prefect server (about 20 s to start the first time).
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from uuid import UUID
+
+import pytest
+from prefect.client.orchestration import get_client
+from prefect.client.schemas.filters import (
+    ArtifactFilter,
+    ArtifactFilterKey,
+    FlowRunFilter,
+    FlowRunFilterId,
+    TaskRunFilter,
+)
+from prefect.client.schemas.sorting import ArtifactSort
+
+from flows.ingest import ingest_flow, report_from_state
+from simpair.catalog import Catalog
+
+REPO = Path(__file__).resolve().parents[1]
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+# Prefect 3.8's client sends None for omitted filters, sort and offset, which its own API rejects with 422,
+# so every query below passes them explicitly.
+
+
+def _summary(flow_run_id: UUID) -> str:
+    """Markdown of the ingest-summary artifact that this flow run's publishing task created."""
+    with get_client(sync_client=True) as client:
+        artifacts = client.read_artifacts(
+            artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=["ingest-summary"])),
+            flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[flow_run_id])),
+            task_run_filter=TaskRunFilter(),
+            sort=ArtifactSort.CREATED_DESC,
+            limit=1,
+            offset=0,
+        )
+    assert artifacts, "no ingest-summary artifact was published by this flow run"
+    assert artifacts[0].task_run_id is not None  # made inside the publish task, not by the flow body
+    return str(artifacts[0].data)
+
+
+def test_flow_ingests_real_data_and_publishes_summary(
+    prefect_api: None, shared_data: Path, home: Path, tmp_path: Path
+) -> None:
+    contracts = str(REPO / "data_contracts")
+    state = ingest_flow(str(shared_data), str(home), contracts, return_state=True)
+    assert state.is_completed()
+    report = report_from_state(state)
+    assert report.ok and {d.status for d in report.datasets} == {"ingested"}
+    assert Catalog(home).read_split("stsb", "dev").height == 1498
+    flow_run_id = state.state_details.flow_run_id
+    summary = _summary(flow_run_id)
+    assert "| msrp | train (train) |" in summary and "| 4076 | 4076 | 0 |" in summary
+    assert "| msrp | test | stsb | train | 498 |" in summary
+
+    # a second flow run on the same home does no work and says so
+    again = ingest_flow(str(shared_data), str(home), contracts, return_state=True)
+    assert {d.status for d in report_from_state(again).datasets} == {"unchanged"}
+    assert "nothing changed" in _summary(again.state_details.flow_run_id)
+
+
+def test_flow_with_a_broken_source_fails_after_ingesting_the_others(
+    prefect_api: None, shared_data: Path, home: Path, tmp_path: Path
+) -> None:
+    contracts = tmp_path / "contracts"
+    contracts.mkdir()
+    shutil.copy(REPO / "data_contracts" / "msrp.yaml", contracts)
+    stsb = (REPO / "data_contracts" / "stsb.yaml").read_text()
+    (contracts / "stsb.yaml").write_text(stsb.replace("stsb/sts-dev.csv", "stsb/sts-devv.csv"))
+
+    state = ingest_flow(str(shared_data), str(home), str(contracts), return_state=True)
+
+    assert state.is_failed()
+    report = report_from_state(state)
+    assert [d.dataset for d in report.failed] == ["stsb"]
+    assert Catalog(home).datasets() == ["msrp"]
+    summary = _summary(state.state_details.flow_run_id)
+    assert "FAILED" in summary and "sts-devv.csv" in summary
