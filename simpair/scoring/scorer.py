@@ -104,6 +104,28 @@ def predict_unique(
     return {key: np.asarray(value)[inverse] for key, value in out.items()}
 
 
+def truncation_flags(predictor: PairPredictor, text_a: list[str], text_b: list[str]) -> np.ndarray:
+    """`predictor.truncated`, asked only about pairs long enough to possibly exceed max_length.
+
+    A WordPiece/BPE token always covers at least one character, so a pair with fewer characters
+    than max_length minus the special tokens cannot be cut; short pairs (most questions, titles)
+    skip a second tokenization.
+    """
+    max_length = int(getattr(predictor, "max_length", 0) or 0)
+    if max_length <= 0:
+        return np.asarray(predictor.truncated(text_a, text_b), dtype=bool)
+    len_a = np.fromiter(map(len, text_a), dtype=np.int64, count=len(text_a))
+    len_b = np.fromiter(map(len, text_b), dtype=np.int64, count=len(text_b))
+    longest = len_a + len_b if predictor.kind == "cross" else np.maximum(len_a, len_b)
+    candidates = np.flatnonzero(longest + 3 > max_length)
+    flags = np.zeros(len(text_a), dtype=bool)
+    if candidates.size:
+        flags[candidates] = predictor.truncated(
+            [text_a[i] for i in candidates], [text_b[i] for i in candidates]
+        )
+    return flags
+
+
 def score_columns(
     predictor: PairPredictor,
     model: ModelRef,
@@ -117,7 +139,7 @@ def score_columns(
     n = len(text_a)
     if n:
         out = predict_unique(predictor, text_a, text_b, batch_size)
-        truncated = np.asarray(cut, dtype=bool) | np.asarray(predictor.truncated(text_a, text_b), dtype=bool)
+        truncated = np.asarray(cut, dtype=bool) | truncation_flags(predictor, text_a, text_b)
     else:
         out, truncated = {"score": np.zeros(0, np.float32)}, np.zeros(0, dtype=bool)
     probability = out.get("probability")
