@@ -44,6 +44,12 @@ def predictions_frame(task: str, out: dict[str, Any]) -> pd.DataFrame:
     return frame
 
 
+def _texts(column: pd.Series) -> list[str]:
+    """Strings of a column; a missing cell (an empty CSV field reads as NaN) is the empty text."""
+    values = column.astype(object)
+    return values.where(values.notna(), "").map(str).tolist()
+
+
 class SimpairPyfuncModel(PythonModel):
     """Loads the predictor from the logged artifact folder once; predicts a frame of text pairs."""
 
@@ -59,8 +65,7 @@ class SimpairPyfuncModel(PythonModel):
         if missing:
             raise ValueError(f"input is missing column(s) {missing}; expected {list(INPUT_COLUMNS)}")
         batch_size = int((params or {}).get("batch_size", 64))
-        text_a = model_input["text_a"].astype(str).tolist()
-        text_b = model_input["text_b"].astype(str).tolist()
+        text_a, text_b = _texts(model_input["text_a"]), _texts(model_input["text_b"])
         out = self._predictor.predict(text_a, text_b, batch_size=batch_size)
         return predictions_frame(self._predictor.task, out)
 

@@ -50,8 +50,8 @@ def dataset_refs(
             manifest = catalog.manifest(dataset, version)
         except (CatalogError, FileNotFoundError):
             continue
-        for split, info in sorted(manifest.get("splits", {}).items()):
-            role = info.get("role", "train")
+        for info in manifest.get("splits", []):
+            split, role = info["split"], info.get("role", "train")
             if role in wanted:
                 path = catalog.split_path(dataset, split, version)
                 refs.append(tracking.DatasetRef(dataset, split, version, path, ROLE_CONTEXT.get(role, role)))

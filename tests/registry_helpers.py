@@ -1,0 +1,104 @@
+"""Helpers shared by the registry-stage tests: an ingested home, tiny models, a real MLflow server."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+from simpair.catalog import Catalog
+from simpair.models import ModelMetadata, save_tiny_model
+
+MLFLOW_BIN = Path(sys.executable).with_name("mlflow")
+
+
+def tiny_model(path: Path, home: Path, task: str = "paraphrase", kind: str = "cross", seed: int = 0) -> Path:
+    """A tiny model whose metadata names the ingested dataset versions it was 'trained' on."""
+    save_tiny_model(path, task=task, kind=kind, seed=seed)
+    meta = ModelMetadata.read(path)
+    dataset = "msrp" if task == "paraphrase" else "stsb"
+    meta.dataset_versions = {dataset: Catalog(home).current_version(dataset)}
+    meta.train_datasets = [dataset]
+    meta.write(path)
+    (path / "metrics.json").write_text('{"dev": {"accuracy": 0.5}}\n')
+    return path
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class MlflowServer:
+    """A real `mlflow server` on 127.0.0.1 with a SQLite backend and artifact folder under `root`."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.proc: subprocess.Popen | None = None
+        self.url = ""
+
+    def start(self, port: int | None = None) -> str:
+        self.root.mkdir(parents=True, exist_ok=True)
+        port = port or free_port()
+        log_path = self.root / f"server-{port}.log"
+        with log_path.open("w") as log:
+            self.proc = subprocess.Popen(
+                [
+                    str(MLFLOW_BIN),
+                    "server",
+                    "--host",
+                    "127.0.0.1",
+                    "--port",
+                    str(port),
+                    "--workers",
+                    "1",
+                    "--backend-store-uri",
+                    f"sqlite:///{self.root / 'server.db'}",
+                    "--artifacts-destination",
+                    str(self.root / "artifacts"),
+                ],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                env={k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"},
+            )
+        self.url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 90
+        while True:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"mlflow server exited early: {log_path.read_text()[-2000:]}")
+            try:
+                with urllib.request.urlopen(f"{self.url}/health", timeout=2) as response:
+                    if response.status == 200:
+                        return self.url
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                self.kill()
+                raise TimeoutError(f"mlflow server on {self.url} not healthy after 90 s")
+            time.sleep(0.5)
+
+    def kill(self) -> None:
+        """SIGKILL the server's process group (its workers included), as a crash would."""
+        if self.proc is not None and self.proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(timeout=30)
+
+
+@contextlib.contextmanager
+def mlflow_server(root: Path) -> Iterator[MlflowServer]:
+    server = MlflowServer(root)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.kill()
