@@ -44,6 +44,9 @@ class CleanStats:
 
 def clean_text(text: str, stats: CleanStats) -> str:
     """Fix known mojibake, NFC-normalise, drop control characters, collapse and trim whitespace."""
+    # Fast path for the common case (plain printable ASCII, tidy spaces): nothing below could change it.
+    if text.isascii() and text.isprintable() and "  " not in text and text[:1] != " " and text[-1:] != " ":
+        return text
     fixed, n = _MOJIBAKE_RE.subn(lambda m: MOJIBAKE[m.group(0)], text)
     if n:
         stats.counts["mojibake_fixes"] += n
