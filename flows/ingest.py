@@ -23,6 +23,10 @@ class IngestFailedError(RuntimeError):
         super().__init__(report.headline() + ": " + "; ".join(d.error or "" for d in report.failed))
         self.report = report
 
+    def __reduce__(self) -> tuple[type, tuple[IngestReport]]:
+        # picklable for Prefect result persistence (the default reduce would pass the message as report)
+        return (IngestFailedError, (self.report,))
+
 
 @flow(name="ingest", log_prints=True)
 def ingest_flow(
