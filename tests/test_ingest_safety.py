@@ -21,7 +21,7 @@ from typer.testing import CliRunner
 
 from simpair.catalog import Catalog
 from simpair.cli import ingest_cmd
-from simpair.contracts import ContractError, load_contract
+from simpair.contracts import load_contract
 from simpair.ingest import run_ingest
 from simpair.ingest.versioning import dataset_version, file_sha256
 
@@ -128,33 +128,6 @@ def test_cli_reports_failure_with_exit_code_after_other_sources(tmp_path: Path, 
     assert '"status": "failed"' in (tmp_path / "report.json").read_text()
 
 
-def test_contract_errors_name_file_and_field(tmp_path: Path) -> None:
-    cases = {
-        "typo": (TOY_CONTRACT.replace("quoting:", "quotng:"), "format.quotng"),
-        "named_without_header": (
-            TOY_CONTRACT.replace("header: true", "header: false"),
-            "use 0-based positions",
-        ),
-        "graded_without_range": (
-            TOY_CONTRACT.replace("kind: binary, values: [0, 1]", "kind: graded"),
-            "needs range",
-        ),
-        "bad_role": (TOY_CONTRACT.replace("role: test", "role: eval"), "files.1.role"),
-        "position_out_of_range": (
-            TOY_CONTRACT.replace("header: true", "header: false").replace(
-                "{label: label, text_a: a, text_b: b}", "{label: 0, text_a: 1, text_b: 3}"
-            ),
-            "do not exist",
-        ),
-    }
-    for name, (text, expected) in cases.items():
-        path = tmp_path / f"{name}.yaml"
-        path.write_text(text)
-        with pytest.raises(ContractError) as info:
-            load_contract(path)
-        assert str(path) in str(info.value) and expected in str(info.value), (name, str(info.value))
-
-
 def test_changed_source_makes_new_version_beside_old(tmp_path: Path, home: Path) -> None:
     sources, contracts = _make_toy(tmp_path)
     first = run_ingest(sources, home, contracts)
@@ -207,6 +180,7 @@ def test_failed_write_leaves_previous_version_current(tmp_path: Path, home: Path
     assert not [p for p in (home / "datasets" / "toy").iterdir() if p.name.startswith(".tmp-")]
 
 
+@pytest.mark.slow
 def test_killed_mid_write_leaves_previous_version_intact(tmp_path: Path, home: Path) -> None:
     """SIGKILL an ingest subprocess while it writes a new version; the old one must stay whole and current."""
     sources, contracts = _make_toy(tmp_path)
@@ -214,7 +188,7 @@ def test_killed_mid_write_leaves_previous_version_intact(tmp_path: Path, home: P
     catalog = Catalog(home)
     v1 = catalog.current_version("toy")
     before = catalog.read_split("toy", "train")
-    (sources / "toy" / "train.tsv").write_text("label\ta\tb\n" + _toy_lines(200_000))
+    (sources / "toy" / "train.tsv").write_text("label\ta\tb\n" + _toy_lines(120_000))
     dataset_dir = home / "datasets" / "toy"
 
     code = "import sys; from simpair.ingest import run_ingest; run_ingest(*sys.argv[1:4])"
@@ -237,6 +211,6 @@ def test_killed_mid_write_leaves_previous_version_intact(tmp_path: Path, home: P
 
     report = run_ingest(sources, home, contracts)  # the next run cleans up and completes
     assert report.datasets[0].leftovers_removed == 1
-    assert catalog.read_split("toy", "train").height == 200_000
+    assert catalog.read_split("toy", "train").height == 120_000
     assert not [p for p in os.listdir(dataset_dir) if p.startswith(".tmp-")]
     assert pl.read_parquet(catalog.split_path("toy", "train", v1)).equals(before)
