@@ -247,3 +247,9 @@ def ingest_dataset(contract: Contract, sources: Path, home: Path) -> DatasetRepo
             base.splits = []
             log.error("source %s failed: %s", contract.dataset, exc)
             return base
+        except Exception as exc:  # a bug must not stop the other sources of a nightly run; it is logged whole
+            log.exception("source %s failed with an internal error", contract.dataset)
+            base.status = "failed"
+            base.error = f"internal error while ingesting {contract.source_path}: {type(exc).__name__}: {exc}"
+            base.splits = []
+            return base

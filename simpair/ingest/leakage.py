@@ -20,12 +20,14 @@ from simpair.ingest.writer import atomic_write_parquet, remove_leftovers
 from simpair.pairs import pair_key
 
 _INPUTS_KEY = b"simpair.leakage_inputs"
+# Bumped when the leakage rows computed from the same datasets change, so an old report is not reused.
+LEAKAGE_CODE_VERSION = "2"
 
 
 def _keyed(catalog: Catalog, dataset: str, split: str) -> pl.DataFrame:
     frame = catalog.read_split(dataset, split).select("pair_id", "text_a", "text_b")
     keys = [pair_key(a, b) for a, b in zip(frame["text_a"], frame["text_b"], strict=True)]
-    return pl.DataFrame({"pair_id": frame["pair_id"], "pair_key": keys}).unique("pair_key", keep="first")
+    return pl.DataFrame({"pair_id": frame["pair_id"], "pair_key": keys})
 
 
 def compute_leakage(catalog: Catalog) -> pl.DataFrame:
@@ -52,7 +54,7 @@ def compute_leakage(catalog: Catalog) -> pl.DataFrame:
 def _counts(frame: pl.DataFrame) -> list[LeakageCount]:
     grouped = (
         frame.group_by(["dataset", "split", "train_dataset", "train_split"])
-        .agg(pl.col("pair_key").n_unique().alias("pairs"))
+        .agg(pl.col("pair_id").n_unique().alias("pairs"))
         .sort(["dataset", "split", "train_dataset", "train_split"])
     )
     return [LeakageCount(**row) for row in grouped.iter_rows(named=True)]
@@ -64,6 +66,7 @@ def update_leakage(home: Path) -> LeakageReport:
     path = leakage_path(catalog.home)
     path.parent.mkdir(parents=True, exist_ok=True)
     inputs = {d: catalog.current_version(d) for d in catalog.datasets()}
+    inputs["_leakage_code"] = LEAKAGE_CODE_VERSION
     with FileLock(str(path.parent / ".lock")):
         remove_leftovers(path.parent)
         if path.is_file():
