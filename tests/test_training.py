@@ -1,0 +1,213 @@
+"""Training end to end on a toy home with a tiny real BERT: format, lineage, leakage, reproducibility."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import yaml
+from test_training_toydata import write_toy_home
+
+from simpair.catalog import Catalog
+from simpair.evaluation import binary_metrics, graded_metrics
+from simpair.models import load_predictor
+from simpair.training import TrainConfig, train
+from simpair.training.data import carve_dev, length_grouped_batches
+
+
+@pytest.fixture(autouse=True)
+def one_thread() -> Iterator[None]:
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def config(**changes: object) -> TrainConfig:
+    base: dict[str, object] = {
+        "name": "toy",
+        "task": "paraphrase",
+        "kind": "cross",
+        "objective": "bce",
+        "backbone": "tiny",
+        "train": [{"dataset": "msrp", "split": "train"}],
+        "dev": {"split": None, "carve_fraction": 0.25},
+        "evaluate_on": [{"dataset": "msrp", "split": "test"}],
+        "max_length": 48,
+        "epochs": 2,
+        "batch_size": 8,
+        "learning_rate": 2e-3,
+        "progress": False,
+        "num_threads": 1,
+    }
+    base.update(changes)
+    return TrainConfig.model_validate(base)
+
+
+def test_train_writes_a_complete_model_directory_and_round_trips(home: Path) -> None:
+    write_toy_home(home)
+    result = train(config(), home)
+    d = result.model_dir
+    assert d.parent == home / "models" and d.name.startswith("toy-")
+    names = {p.name for p in d.iterdir()}
+    assert {
+        "model.safetensors",
+        "config.json",
+        "tokenizer.json",
+        "simpair.json",
+        "train_config.yaml",
+        "metrics.json",
+        "dev_pair_ids.txt",
+        "train_pairs.txt",
+    } <= names
+    meta = json.loads((d / "simpair.json").read_text())
+    assert meta["kind"] == "cross" and meta["task"] == "paraphrase" and meta["objective"] == "bce"
+    assert meta["dataset_versions"] == {"msrp": "v1"} and meta["train_datasets"] == ["msrp/train"]
+    assert TrainConfig.model_validate(yaml.safe_load((d / "train_config.yaml").read_text())) == config()
+    metrics = json.loads((d / "metrics.json").read_text())
+    assert len(result.history) == len(metrics["history"]) <= 2
+    assert metrics["train_samples_per_s"] > 0 and metrics["dev_source"].startswith("msrp/train carved")
+
+    # Dev carved from train: 25 %, stratified, disjoint from what was trained on.
+    dev_ids = (d / "dev_pair_ids.txt").read_text().split()
+    trained = {line.split("\t")[2] for line in (d / "train_pairs.txt").read_text().splitlines()}
+    assert len(dev_ids) == 12 and not set(dev_ids) & trained and len(trained) == 36
+
+    # Round trip: the saved model, reloaded, reproduces the dev metrics recorded at training time.
+    frame = Catalog(home).read_split("msrp", "train")
+    frame = frame.filter(frame["pair_id"].is_in(dev_ids))
+    pred = load_predictor(d)
+    out = pred.predict(frame["text_a"].to_list(), frame["text_b"].to_list())
+    again = binary_metrics(out["probability"], frame["label"].to_numpy(), pred.threshold)
+    for key in ("accuracy", "f1", "roc_auc", "threshold"):
+        assert again[key] == pytest.approx(metrics["dev"][key], abs=1e-6)
+
+
+def test_same_config_and_data_give_identical_results(home: Path, tmp_path: Path) -> None:
+    write_toy_home(home)
+    first = train(config(output_dir=str(tmp_path / "a"), epochs=1), home)
+    second = train(config(output_dir=str(tmp_path / "b"), epochs=1), home)
+    assert first.metrics["dev"] == second.metrics["dev"]
+    assert first.history[0]["train_loss"] == second.history[0]["train_loss"]
+    from safetensors.numpy import load_file
+
+    wa, wb = (
+        load_file(first.model_dir / "model.safetensors"),
+        load_file(second.model_dir / "model.safetensors"),
+    )
+    assert all(np.array_equal(wa[k], wb[k]) for k in wa)
+
+
+def test_leaked_pairs_are_excluded_from_training_and_recorded(home: Path) -> None:
+    write_toy_home(home)
+    cfg = config(
+        task="sts",
+        kind="bi",
+        objective="cosent",
+        train=[{"dataset": "stsb", "split": "train"}],
+        dev={"split": "dev"},
+        evaluate_on=[{"dataset": "msrp", "split": "test"}, {"dataset": "stsb", "split": "test"}],
+        epochs=1,
+    )
+    result = train(cfg, home)
+    assert result.metrics["excluded_leaked_train_pairs"] == {"stsb/train": 2}
+    trained = (result.model_dir / "train_pairs.txt").read_text()
+    assert "stsb-train-0048" not in trained and "stsb-train-0049" not in trained
+    assert result.metrics["train_pairs"] == 48
+    assert set(result.metrics["dev"]) >= {"spearman", "pearson", "mse", "mae"}
+
+
+@pytest.mark.parametrize(
+    ("kind", "objective", "extra"),
+    [
+        ("bi", "online_contrastive", {}),
+        ("bi", "softmax", {"symmetric": True}),
+        ("cross", "bce", {"symmetric": True, "freeze_encoder_epochs": 1, "head_learning_rate": 1e-2}),
+    ],
+)
+def test_variants_train_and_predict(home: Path, kind: str, objective: str, extra: dict) -> None:
+    write_toy_home(home)
+    result = train(config(kind=kind, objective=objective, **extra), home)
+    pred = load_predictor(result.model_dir)
+    if kind == "bi":  # the cosine is calibrated into a probability on dev (Platt)
+        assert pred.meta.calibration is not None
+    if extra.get("freeze_encoder_epochs"):
+        assert result.history[0]["frozen_encoder"] and not result.history[-1]["frozen_encoder"]
+    assert pred.meta.symmetric == (kind == "cross" and bool(extra.get("symmetric")))
+    out = pred.predict(["a man saw the house."], ["the house was seen by a man."])
+    assert 0 <= out["probability"][0] <= 1
+
+
+def test_early_stopping_keeps_the_best_epoch(home: Path) -> None:
+    write_toy_home(home)
+    result = train(config(epochs=6, early_stopping_patience=1, learning_rate=5e-2), home)
+    values = [h["dev"]["accuracy"] for h in result.history]
+    best = int(np.argmax(values))
+    assert result.metrics["best_epoch"] == best + 1
+    # Stopped after one epoch without improvement, unless it ran out of epochs first.
+    assert len(values) == 6 or values[-1] <= values[best]
+    assert result.metrics["dev"]["n"] == 12
+
+
+def test_checkpoint_averaging_is_kept_only_if_better_on_dev(home: Path) -> None:
+    write_toy_home(home)
+    result = train(config(epochs=3, average_last_checkpoints=2, early_stopping_patience=None), home)
+    assert result.metrics["weights"] in {"best_epoch", "average_of_last_2"}
+    best_single = max(h["dev"]["accuracy"] for h in result.history)
+    assert (
+        result.metrics["dev"]["accuracy"] >= best_single - 1e-9 or result.metrics["weights"] == "best_epoch"
+    )
+
+
+def test_intermediate_training_inherits_lineage(home: Path) -> None:
+    write_toy_home(home)
+    sts = train(
+        config(task="sts", train=[{"dataset": "stsb", "split": "train"}], dev={"split": "dev"}, epochs=1),
+        home,
+    )
+    para = train(config(backbone=str(sts.model_dir), epochs=1), home)
+    meta = load_predictor(para.model_dir).meta
+    assert meta.train_datasets == ["msrp/train", "stsb/train"] and meta.init_from == str(sts.model_dir)
+    lines = (para.model_dir / "train_pairs.txt").read_text().splitlines()
+    assert any(line.startswith("stsb\ttrain\t") for line in lines)
+    assert any(line.startswith("msrp\ttrain\t") for line in lines)
+
+
+def test_batches_are_length_grouped_seeded_and_cover_everything() -> None:
+    lengths = np.random.default_rng(0).integers(5, 100, size=1000)
+    batches = length_grouped_batches(lengths, 16, seed=3)
+    assert sorted(np.concatenate(batches).tolist()) == list(range(1000))
+    assert [b.tolist() for b in batches] == [b.tolist() for b in length_grouped_batches(lengths, 16, seed=3)]
+    grouped_pad = sum(lengths[b].max() * len(b) - lengths[b].sum() for b in batches)
+    random_pad = sum(
+        lengths[b].max() * len(b) - lengths[b].sum() for b in length_grouped_batches(lengths, 16, 3, False)
+    )
+    assert grouped_pad < 0.2 * random_pad
+
+
+def test_dev_carve_is_stratified_and_fixed() -> None:
+    from simpair.training.data import PairTokens
+
+    labels = np.array([1] * 70 + [0] * 30)
+    pairs = PairTokens(
+        "bi",
+        ["d"] * 100,
+        ["train"] * 100,
+        [str(i) for i in range(100)],
+        labels.astype(np.float32),
+        labels,
+        {"ids_a": [[1]] * 100, "ids_b": [[1]] * 100},
+        np.ones(100, dtype=np.int64),
+    )
+    tr, dev = carve_dev(pairs, 0.2, seed=13)
+    assert len(dev) == 20 and labels[dev].sum() == 14 and not set(tr) & set(dev)
+    assert carve_dev(pairs, 0.2, seed=13)[1].tolist() == dev.tolist()
+
+
+def test_graded_metrics_are_on_the_0_1_scale() -> None:
+    m = graded_metrics(np.array([0.1, 0.5, 0.9]), np.array([0.0, 0.5, 1.0]))
+    assert m["spearman"] == pytest.approx(1.0) and m["mae"] == pytest.approx(0.2 / 3)
