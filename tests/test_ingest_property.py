@@ -131,3 +131,8 @@ def _check(data: bytes, delimiter: str, quoting: str, header: bool, expected: in
         assert (quarantine["reason"].str.len_chars() > 0).all()
         assert not clean["text_a"].str.contains(r"^\s|\s$|[\x00-\x1f]").any()
         assert set(clean["label"].to_list()) <= {0, 1}
+        if quoting == "none":  # quarantine keeps each rejected line as it was in the file
+            physical = data.removeprefix(b"\xef\xbb\xbf").split(b"\n")
+            for row in quarantine.iter_rows(named=True):
+                original = physical[row["source_line"] - 1].removesuffix(b"\r")
+                assert row["raw_line"] == original.decode("utf-8", errors="backslashreplace")
