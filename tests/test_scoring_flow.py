@@ -1,0 +1,90 @@
+"""The `nightly-score` flow on real Prefect: default task runner vs a prefect-dask LocalCluster.
+
+Both runs score the same inbox (good batches with bad rows, a bad file) into separate outputs; the
+outputs must be identical row by row apart from the run id and timestamp, and the summary must be
+published as a Prefect artifact.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import test_scoring_support as support
+from test_scoring_support import assert_exactly_once, make_pairs, write_batch
+
+from flows.nightly_score import run as run_flow
+
+tiny_cross = support.tiny_cross
+pytestmark = [pytest.mark.slow, pytest.mark.integration]
+RUN_COLUMNS = ["run_id", "scored_at"]
+
+
+def _inbox(root: Path) -> dict[str, pa.Table]:
+    tables = {
+        "a.parquet": make_pairs(2000, seed=30, prefix="a"),
+        "b.parquet": make_pairs(900, seed=31, prefix="b"),
+    }
+    text_b = tables["b.parquet"].column("text_b").to_pylist()
+    text_b[10] = None
+    tables["b.parquet"] = tables["b.parquet"].set_column(2, "text_b", pa.array(text_b, pa.string()))
+    for name, table in tables.items():
+        write_batch(table, root / name, row_group_size=333)
+    (root / "c-broken.parquet").write_bytes(b"PAR1 truncated upload")
+    return tables
+
+
+def _outputs(out: Path) -> dict[str, pa.Table]:
+    return {p.relative_to(out).as_posix(): pq.read_table(p) for p in sorted(out.glob("date=*/*.parquet"))}
+
+
+def test_flow_on_dask_local_cluster_matches_default_runner(
+    prefect_api: None, tmp_path: Path, tiny_cross: Path
+) -> None:
+    inbox = tmp_path / "inbox"
+    tables = _inbox(inbox)
+    home = tmp_path / "home"
+
+    plain = run_flow(str(inbox), tmp_path / "out-default", str(tiny_cross), home, chunk_rows=400)
+    dask = run_flow(str(inbox), tmp_path / "out-dask", str(tiny_cross), home, chunk_rows=400, local_cluster=2)
+
+    for summary in (plain, dask):
+        counts = (summary.files_scored, summary.files_quarantined, summary.rows_scored, summary.rows_rejected)
+        assert counts == (2, 1, 2899, 1)
+        assert summary.run_id.startswith("prefect-")
+    first, second = _outputs(tmp_path / "out-default"), _outputs(tmp_path / "out-dask")
+    assert list(first) == list(second) and len(first) == 2
+    for name in first:
+        left, right = first[name].drop_columns(RUN_COLUMNS), second[name].drop_columns(RUN_COLUMNS)
+        assert left.drop_columns(["score", "probability"]).equals(
+            right.drop_columns(["score", "probability"])
+        )
+        for column in (
+            "score",
+            "probability",
+        ):  # 2 threads vs 1 per worker: float sums may differ in the last bit
+            np.testing.assert_allclose(
+                left.column(column).to_numpy(), right.column(column).to_numpy(), atol=1e-6
+            )
+    assert_exactly_once(tables["a.parquet"], next(t for n, t in first.items() if "/a-" in n))
+    assert_exactly_once(tables["b.parquet"], next(t for n, t in second.items() if "/b-" in n), {"b0000010"})
+
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey, FlowRunFilter, TaskRunFilter
+    from prefect.client.schemas.sorting import ArtifactSort
+
+    with get_client(sync_client=True) as client:
+        artifacts = client.read_artifacts(
+            artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=["nightly-score-summary"])),
+            flow_run_filter=FlowRunFilter(),  # Prefect 3.8's sync client sends null for omitted arguments
+            task_run_filter=TaskRunFilter(),
+            sort=ArtifactSort.CREATED_DESC,
+            limit=50,
+            offset=0,
+        )
+    published = [a.data for a in artifacts if plain.run_id in str(a.data) or dask.run_id in str(a.data)]
+    assert len(published) == 2
+    assert all("| 2 | 0 | 1 | 2899 | 1 |" in text and "c-broken.parquet" in text for text in published)
