@@ -98,6 +98,9 @@ def test_qqp_csv_ingests_through_its_contract_alone(tmp_path: Path, home: Path, 
         "label_domain": 1,
     }
 
+    assert train_report.examples[0].startswith("bad_label: qqp/train.csv:12:")
+    assert len(train_report.examples) == 5  # one per reason
+
     catalog = Catalog(home)
     train = catalog.read_split("qqp", "train")
     assert train["pair_id"].to_list() == ["0", "1", "2", "4"]

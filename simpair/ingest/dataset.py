@@ -157,9 +157,17 @@ def _split_tables(
         clean=clean.height,
         quarantined=len(quarantine),
         reasons=dict(reasons),
+        examples=_examples(quarantine),
         stats={k: int(stats.get(k, 0)) for k in (*STAT_KEYS, "undecodable_lines")},
     )
     return clean, quarantine, report
+
+
+def _examples(quarantine: list[dict[str, object]]) -> list[str]:
+    first: dict[str, str] = {}
+    for row in sorted(quarantine, key=lambda r: (str(r["source_file"]), int(str(r["source_line"])))):
+        first.setdefault(str(row["reason"]), f"{row['reason']}: {row['detail']}"[:300])
+    return [first[k] for k in sorted(first)]
 
 
 def _reason_rank(reason: str) -> int:

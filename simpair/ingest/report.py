@@ -11,6 +11,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 from rich.console import Group
 from rich.table import Table
+from rich.text import Text
 
 STAT_KEYS = (
     "bom",
@@ -32,6 +33,8 @@ class SplitReport(BaseModel):
     quarantined: int
     reasons: dict[str, int] = Field(default_factory=dict)
     stats: dict[str, int] = Field(default_factory=dict)
+    # first quarantined record of each reason, "file:line: detail", so a reader sees what went wrong
+    examples: list[str] = Field(default_factory=list)
 
 
 class DatasetReport(BaseModel):
@@ -144,18 +147,24 @@ def summary_renderable(report: IngestReport) -> Group:
     for h in _SPLIT_HEADERS:
         splits.add_column(h, overflow="fold")
     for row in _split_rows(report):
-        splits.add_row(*row, style="red" if row[3] == "FAILED" else None)
+        splits.add_row(*(Text(c) for c in row), style="red" if row[3] == "FAILED" else None)
     parts: list[object] = [splits]
     if report.leakage is not None:
         leak = Table(title=f"leakage ({report.leakage.status}, {report.leakage.rows} rows)")
         for h in _LEAK_HEADERS:
             leak.add_column(h)
         for row in _leak_rows(report):
-            leak.add_row(*row)
+            leak.add_row(*(Text(c) for c in row))
         parts.append(leak)
         if report.leakage.error:
-            parts.append(f"[red]leakage failed: {report.leakage.error}[/red]")
-    parts.append(report.headline())
+            parts.append(Text(f"leakage failed: {report.leakage.error}", style="red"))
+    examples = [
+        f"  {d.dataset}/{s.split}: {e}" for d in report.datasets for s in d.splits for e in s.examples
+    ]
+    if examples:
+        # Text, not a str: raw file content must never be read as rich markup ("[b]" in a sentence)
+        parts.append(Text("quarantine examples (first of each reason):\n" + "\n".join(examples)))
+    parts.append(Text(report.headline()))
     return Group(*parts)
 
 
@@ -184,4 +193,8 @@ def summary_markdown(report: IngestReport) -> str:
             "",
             _md_table(_LEAK_HEADERS, _leak_rows(report)),
         ]
+    examples = [(d.dataset, s.split, e) for d in report.datasets for s in d.splits for e in s.examples]
+    if examples:
+        parts += ["", "## Quarantine examples (first of each reason)", ""]
+        parts += [f"- {dataset}/{split}: `{text}`" for dataset, split, text in examples]
     return "\n".join(parts) + "\n"
