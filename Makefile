@@ -5,6 +5,8 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 export HF_HUB_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
+# Prefect's temporary server otherwise logs a "database is locked" traceback from its telemetry.
+export PREFECT_SERVER_ANALYTICS_ENABLED := false
 
 .PHONY: install run test test-fast lint format bench clean
 

@@ -20,6 +20,7 @@ os.environ["TOKENIZERS_PARALLELISM"] = "false"
 os.environ["PREFECT_HOME"] = str(_SESSION_TMP / "prefect-home")
 os.environ["PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS"] = "120"
 os.environ["PREFECT_LOGGING_LEVEL"] = "WARNING"
+os.environ["PREFECT_SERVER_ANALYTICS_ENABLED"] = "false"
 os.environ.pop("PREFECT_API_URL", None)
 os.environ.pop("MLFLOW_TRACKING_URI", None)
 os.environ.pop("SIMPAIR_HOME", None)

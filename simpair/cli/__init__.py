@@ -13,5 +13,11 @@ app = typer.Typer(
     add_completion=False,
 )
 
+
+@app.callback()
+def main() -> None:
+    """Semantic similarity of text pairs: ingest, pre-tokenize, train, evaluate, register, score."""
+
+
 for module in (ingest_cmd, train_cmd, registry_cmd, score_cmd):
     module.register(app)
