@@ -33,8 +33,11 @@ def main(argv: list[str] | None = None) -> None:
     if changes:
         config = config.with_overrides(**changes)
     result = train(config, settings.home_dir(args.home))
-    if int(os.environ.get("RANK", "0")) == 0:
-        print(json.dumps({"model_dir": str(result.model_dir), "dev": result.metrics.get("dev", {})}))
+    rank = int(os.environ.get("RANK", "0"))
+    line = {"rank": rank, "model_dir": str(result.model_dir), "final_weights_sha1": result.final_weights_sha1}
+    if rank == 0:
+        line["dev"] = result.metrics.get("dev", {})
+    print(json.dumps(line), flush=True)
 
 
 if __name__ == "__main__":

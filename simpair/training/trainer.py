@@ -8,6 +8,7 @@ dev evaluation each epoch -> early stopping -> best (or averaged) weights -> thr
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 import logging
 import math
@@ -47,6 +48,8 @@ class TrainResult:
     model_dir: Path
     metrics: dict[str, Any]
     history: list[dict[str, Any]] = field(default_factory=list)
+    # sha1 of the weights at the end of the training loop on this process: equal on every DDP rank.
+    final_weights_sha1: str = ""
 
 
 class TrainModule(nn.Module):
@@ -132,6 +135,15 @@ def _average(states: list[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
         else:
             out[key] = states[-1][key]
     return out
+
+
+def weights_sha1(model: nn.Module) -> str:
+    """Fingerprint of a module's weights (checks that DDP ranks stayed in sync)."""
+    digest = hashlib.sha1()
+    for key, value in sorted(model.state_dict().items()):
+        digest.update(key.encode())
+        digest.update(value.detach().float().cpu().contiguous().numpy().tobytes())
+    return digest.hexdigest()
 
 
 def _better(new: float, old: float | None) -> bool:
@@ -300,6 +312,7 @@ def _train(config: TrainConfig, home: Path) -> TrainResult:
         if stop:
             break
 
+    final_sha1 = weights_sha1(module.model)
     model_dir: Path | None = None
     metrics: dict[str, Any] = {}
     if dist_info.is_main:
@@ -344,7 +357,7 @@ def _train(config: TrainConfig, home: Path) -> TrainResult:
         metrics = json.loads((model_dir / "metrics.json").read_text())
     model_dir = broadcast_object(model_dir, dist_info)
     barrier(dist_info)
-    return TrainResult(Path(model_dir), metrics, history)
+    return TrainResult(Path(model_dir), metrics, history, final_sha1)
 
 
 def _finish(
