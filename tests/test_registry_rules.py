@@ -69,7 +69,9 @@ def test_corrupt_champion_falls_back_to_zero_shot_bar() -> None:
 
 def test_nan_challenger_is_never_promoted_and_nan_reference_is_beatable() -> None:
     assert not decide(POLICY, "2", {"f1": math.nan}, zero_shot={"f1": 0.1}).promote
-    assert decide(GatePolicy(primary="spearman"), "1", {"spearman": 0.2}, zero_shot={"spearman": math.nan}).promote
+    assert decide(
+        GatePolicy(primary="spearman"), "1", {"spearman": 0.2}, zero_shot={"spearman": math.nan}
+    ).promote
 
 
 def test_decision_tags_and_markdown_carry_both_metric_sets() -> None:
@@ -80,12 +82,13 @@ def test_decision_tags_and_markdown_carry_both_metric_sets() -> None:
     assert "| f1 (primary) | 0.8500 | 0.8300 | +0.0200 |" in md
 
 
-def test_metric_lookup_by_suffix_and_ambiguity() -> None:
+def test_metric_lookup_by_suffix_averages_over_splits() -> None:
     flat = flatten_metrics({"msrp/test": {"f1": 0.5, "n": 10}, "note": "x"})
     assert flat == {"msrp/test/f1": 0.5, "msrp/test/n": 10.0}
     assert metric(flat, "f1") == 0.5
-    with pytest.raises(KeyError, match="ambiguous"):
-        metric({"a/f1": 1.0, "b/f1": 2.0}, "f1")
+    assert metric({"a/test/f1": 1.0, "b/test/f1": 2.0}, "f1") == 1.5
+    with pytest.raises(KeyError, match="not among"):
+        metric(flat, "spearman")
 
 
 def test_history_promote_and_rollback_replay_as_a_stack() -> None:
@@ -175,8 +178,9 @@ def test_second_nightly_exits_with_a_message_while_another_process_holds_the_loc
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
         started = time.monotonic()
-        with pytest.raises(NightlyBusy, match=r"another nightly run is in progress .*held by pid"), nightly_lock(
-            tmp_path, wait_seconds=1.0
+        with (
+            pytest.raises(NightlyBusy, match=r"another nightly run is in progress .*held by pid"),
+            nightly_lock(tmp_path, wait_seconds=1.0),
         ):
             pass
         assert time.monotonic() - started >= 0.9  # it waited the configured time first

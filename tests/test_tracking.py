@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from registry_helpers import MLFLOW_BIN, mlflow_server, tiny_model
+from registry_helpers import MLFLOW_BIN, mlflow_server, one_torch_thread, tiny_model  # noqa: F401 - fixture
 
 import mlflow
 from mlflow import MlflowClient
@@ -36,6 +36,8 @@ PAIRS = pd.DataFrame(
         ],
     }
 )
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")
@@ -144,7 +146,7 @@ def test_mlflow_models_predict_cli_works_offline_on_the_champion(store: Path, tm
     promote_manual(store, registered.name, registered.version, reason="test", by="test")
     csv = tmp_path / "pairs.csv"
     PAIRS.to_csv(csv, index=False)
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "NO_PROXY": "*", "no_proxy": "*"}
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "NO_PROXY": "*", "no_proxy": "*"}
     done = subprocess.run(
         [
             str(MLFLOW_BIN),

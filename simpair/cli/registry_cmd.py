@@ -6,6 +6,7 @@ The nightly flow (and so Prefect) is imported inside its command only, so the re
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated
 
@@ -60,7 +61,12 @@ def models_table(home: Path) -> Table:
         table.add_column(column)
     for task, name in MODEL_NAMES.items():
         primary = DEFAULT_PRIMARY[task]
-        for mv in registry.list_versions(c, name):
+        versions = registry.list_versions(c, name)
+        aliases_of: dict[str, list[str]] = {}
+        if versions:  # search results do not carry aliases; the registered model does
+            for alias, version in (c.get_registered_model(name).aliases or {}).items():
+                aliases_of.setdefault(str(version), []).append(alias)
+        for mv in versions:
             tags = mv.tags or {}
             gated = [v for k, v in tags.items() if k.startswith("gate.challenger.") and k.endswith(primary)]
             compared = [
@@ -68,13 +74,11 @@ def models_table(home: Path) -> Table:
                 for k, v in tags.items()
                 if k.startswith(("gate.champion.", "gate.zero_shot.")) and k.endswith(primary)
             ]
-            from datetime import UTC, datetime
-
             created = datetime.fromtimestamp(mv.creation_timestamp / 1000, UTC).strftime("%Y-%m-%d %H:%M")
             table.add_row(
                 name,
                 str(mv.version),
-                ", ".join(sorted(mv.aliases or [])),
+                ", ".join(sorted(aliases_of.get(str(mv.version), []))),
                 created,
                 primary,
                 gated[0] if gated else "",

@@ -118,15 +118,16 @@ def _or_floor(value: float) -> float:
 
 
 def metric(metrics: Mapping[str, float], name: str) -> float:
-    """Look a metric up by exact key, else by a unique key ending in `/<name>` or `.<name>`."""
+    """A metric by exact key, else the mean over keys ending in `/<name>` (one per evaluation split).
+
+    With several evaluation splits the gate compares the unweighted mean, so no split dominates by size.
+    """
     if name in metrics:
         return float(metrics[name])
-    hits = [k for k in metrics if k.endswith(f"/{name}") or k.endswith(f".{name}")]
-    if len(hits) == 1:
-        return float(metrics[hits[0]])
+    hits = [float(metrics[k]) for k in metrics if k.endswith(f"/{name}") or k.endswith(f".{name}")]
     if not hits:
         raise KeyError(f"metric {name!r} not among {sorted(metrics)}")
-    raise KeyError(f"metric {name!r} is ambiguous: {sorted(hits)}; name it fully in the gate policy")
+    return float(sum(hits) / len(hits))
 
 
 def flatten_metrics(metrics: Mapping[str, Any], prefix: str = "") -> dict[str, float]:

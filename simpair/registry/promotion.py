@@ -11,38 +11,78 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
+
+import polars as pl
+import yaml
 
 import mlflow
 from simpair.catalog import Catalog
 from simpair.models import ModelMetadata
 from simpair.registry import registry, tracking
-from simpair.registry.gate import GateDecision, GatePolicy, decide, flatten_metrics
+from simpair.registry.gate import GateDecision, GatePolicy, decide
 from simpair.registry.registry import CHALLENGER, CHAMPION, CorruptModel, ModelNotFound
 from simpair.registry.zero_shot import zero_shot_model
 
 
 @dataclass
 class Evaluation:
-    """Flat metrics of one model on the gate's splits, plus what evaluation excluded and wrote."""
+    """Flat metrics (`<dataset>/<split>/<metric>`) of one model on the gate's common pair set."""
 
     metrics: dict[str, float]
-    excluded: dict[str, int] = field(default_factory=dict)
     artifacts: list[Path] = field(default_factory=list)
 
 
-def evaluate(model_dir: Path, home: Path, eval_sets: Sequence[tuple[str, str]]) -> Evaluation:
-    """Evaluate one model directory on `eval_sets`, leaked pairs excluded (counted per split)."""
-    from simpair.evaluation import evaluate_model
+def leaked_ids(home: Path, eval_sets: Sequence[tuple[str, str]]) -> dict[str, set[str]]:
+    """Evaluation pair ids that also occur in *any* training split (ingest's leakage report).
 
-    result = evaluate_model(model_dir, home, datasets=[tuple(s) for s in eval_sets], exclude_leaked=True)
-    excluded = {str(k): int(v) for k, v in dict(getattr(result, "excluded_counts", {}) or {}).items()}
-    paths = [
-        Path(p)
-        for p in [getattr(result, "report_path", None), *(getattr(result, "plot_paths", []) or [])]
-        if p
-    ]
-    return Evaluation(metrics=flatten_metrics(result.metrics), excluded=excluded, artifacts=paths)
+    The gate excludes the union for every model it compares, so challenger, champion and zero-shot
+    are scored on exactly the same pairs even when they were trained on different splits.
+    """
+    leakage = Catalog(home).leakage()
+    out: dict[str, set[str]] = {}
+    for dataset, split in eval_sets:
+        rows = leakage.filter((pl.col("dataset") == dataset) & (pl.col("split") == split))
+        out[f"{dataset}/{split}"] = set(rows["pair_id"].to_list())
+    return out
+
+
+def evaluate(
+    model_dir: Path,
+    home: Path,
+    eval_sets: Sequence[tuple[str, str]],
+    excluded: Mapping[str, set[str]],
+    out_dir: Path,
+) -> Evaluation:
+    """Score every pair with `evaluate_model` (plots, report), then compute the gate's metrics on the
+    common set: all pairs of each split minus `excluded`, at the model's own dev-chosen threshold."""
+    from simpair.evaluation import evaluate_model
+    from simpair.evaluation.binary_classification import binary_metrics
+    from simpair.evaluation.graded_similarity import graded_metrics
+
+    result = evaluate_model(
+        model_dir, home, datasets=[tuple(s) for s in eval_sets], exclude_leaked=False, out_dir=out_dir
+    )
+    threshold = float(ModelMetadata.read(model_dir).threshold)
+    catalog = Catalog(home)
+    metrics: dict[str, float] = {}
+    for (dataset, split), pred_path in zip(eval_sets, result.predictions_paths, strict=True):
+        label = f"{dataset}/{split}"
+        gold = catalog.read_split(dataset, split).select(
+            "pair_id", pl.col("label").alias("gold_label"), pl.col("score").alias("gold_score")
+        )
+        frame = pl.read_parquet(pred_path).join(gold, on="pair_id", how="inner")
+        frame = frame.filter(~pl.col("pair_id").is_in(list(excluded.get(label, set()))))
+        values: dict[str, float] = {"evaluated": float(frame.height)}
+        if frame.height and frame["gold_label"].null_count() == 0:
+            prob = frame["probability" if "probability" in frame.columns else "score"].to_numpy()
+            values.update(binary_metrics(prob, frame["gold_label"].to_numpy(), threshold))
+        elif frame.height and frame["gold_score"].null_count() == 0:
+            values.update(graded_metrics(frame["score"].to_numpy(), frame["gold_score"].to_numpy()))
+        metrics.update({f"{label}/{k}": float(v) for k, v in values.items()})
+    artifacts = [result.report_path, *result.plot_paths]
+    return Evaluation(metrics=metrics, artifacts=[Path(p) for p in artifacts if p])
 
 
 def _log_gate_run(
@@ -80,6 +120,16 @@ def _log_gate_run(
         return run.info.run_id
 
 
+def _train_seed(model_dir: Path) -> int:
+    """Seed the model was initialised with (tiny backbones: the zero-shot twin uses the same init)."""
+    path = model_dir / "train_config.yaml"
+    if path.is_file():
+        seed = (yaml.safe_load(path.read_text()) or {}).get("seed")
+        if isinstance(seed, int):
+            return seed
+    return 0
+
+
 def run_gate(
     home: Path,
     task: str,
@@ -95,8 +145,13 @@ def run_gate(
     if version is None:
         raise ModelNotFound(f"{name} has no challenger: train and register a model first")
     champion_version = registry.version_for(c, name, CHAMPION)
-    challenger = registry.resolve_model(f"{name}/{version}", home)  # a corrupt challenger fails loudly
-    chal_eval = evaluate(challenger.local_dir, home, eval_sets)
+    challenger = registry.resolve_model(
+        f"{name}/{version}", home, fresh=True
+    )  # a corrupt challenger fails loudly
+    excluded = leaked_ids(home, eval_sets)
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    out = home / "gate" / name / f"v{version}-{stamp}"
+    chal_eval = evaluate(challenger.local_dir, home, eval_sets, excluded, out / "challenger")
 
     champ_metrics: dict[str, float] | None = None
     champ_error: str | None = None
@@ -105,18 +160,26 @@ def run_gate(
         champ_metrics = dict(chal_eval.metrics)  # re-gating the champion itself: never a promotion
     elif champion_version is not None:
         try:
-            champion = registry.resolve_model(f"{name}/{champion_version}", home)
-            champ_metrics = evaluate(champion.local_dir, home, eval_sets).metrics
+            champion = registry.resolve_model(f"{name}/{champion_version}", home, fresh=True)
+            champ_eval = evaluate(champion.local_dir, home, eval_sets, excluded, out / "champion")
+            champ_metrics = champ_eval.metrics
+            artifacts += champ_eval.artifacts
         except (CorruptModel, ModelNotFound, OSError, ValueError, RuntimeError) as exc:
             champ_error = f"{type(exc).__name__}: {exc}"
 
     zero_metrics: dict[str, float] | None = None
     if champ_metrics is None:
-        backbone = policy.zero_shot_backbone or ModelMetadata.read(challenger.local_dir).backbone
+        meta = ModelMetadata.read(challenger.local_dir)
+        backbone = policy.zero_shot_backbone or meta.backbone
         zs_dir = zero_shot_model(
-            backbone, task, home, threshold_dataset=eval_sets[0][0] if eval_sets else None
+            backbone,
+            task,
+            home,
+            threshold_dataset=eval_sets[0][0] if eval_sets else None,
+            seed=_train_seed(challenger.local_dir),
         )
-        zero_metrics = evaluate(zs_dir, home, eval_sets).metrics
+        zero_eval = evaluate(zs_dir, home, eval_sets, excluded, out / "zero-shot")
+        zero_metrics = zero_eval.metrics
 
     decision = decide(
         policy,
@@ -130,7 +193,7 @@ def run_gate(
     if champion_version == version:
         decision.promote = False
         decision.reason = f"v{version} is already the champion; nothing to do"
-    decision.excluded = chal_eval.excluded
+    decision.excluded = {label: len(ids) for label, ids in excluded.items()}
     catalog = Catalog(home)
     decision.dataset_versions = {ds: catalog.current_version(ds) for ds, _ in eval_sets}
 

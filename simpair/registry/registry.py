@@ -105,10 +105,12 @@ def _model_dir_in(downloaded: Path) -> Path:
     return path
 
 
-def download_version(c: MlflowClient, name: str, version: str, home: Path) -> Path:
+def download_version(c: MlflowClient, name: str, version: str, home: Path, fresh: bool = False) -> Path:
     """Model directory of a version, downloaded once into `<home>/registry-cache/<store>/<name>/<version>`."""
     store = hashlib.sha1(c.tracking_uri.encode()).hexdigest()[:8]  # versions are numbered per store
     target = home / CACHE_DIR / store / name / version
+    if target.exists() and fresh:
+        shutil.rmtree(target, ignore_errors=True)
     if target.exists():
         try:
             return _model_dir_in(target)
@@ -132,8 +134,12 @@ def download_version(c: MlflowClient, name: str, version: str, home: Path) -> Pa
     return _model_dir_in(target)
 
 
-def resolve_model(spec: str, home: Path) -> ResolvedModel:
-    """Pin `spec` to one version and return it with a local directory `load_predictor` accepts."""
+def resolve_model(spec: str, home: Path, fresh: bool = False) -> ResolvedModel:
+    """Pin `spec` to one version and return it with a local directory `load_predictor` accepts.
+
+    Downloads are cached per store and version; `fresh=True` (the gate) re-downloads, so a model whose
+    artifacts were lost from the store is found out even where an old local copy survives.
+    """
     c = client(home)
     name, version, alias = parse_spec(spec)
     if version is None:
@@ -145,7 +151,7 @@ def resolve_model(spec: str, home: Path) -> ResolvedModel:
         mv = c.get_model_version(name, version)
     except MlflowException as exc:
         raise ModelNotFound(f"{name} version {version}: not registered ({exc.error_code})") from exc
-    local_dir = download_version(c, name, version, home)
+    local_dir = download_version(c, name, version, home, fresh=fresh)
     return ResolvedModel(
         name=name,
         version=str(mv.version),

@@ -49,13 +49,15 @@ def _threshold_split(catalog: Catalog, dataset: str) -> str | None:
     return None
 
 
-def zero_shot_model(backbone: str, task: str, home: Path, threshold_dataset: str | None = None) -> Path:
+def zero_shot_model(
+    backbone: str, task: str, home: Path, threshold_dataset: str | None = None, seed: int = 0
+) -> Path:
     """Saved model dir of the untrained backbone as a bi-encoder (cached per backbone, task and data)."""
     catalog = Catalog(home)
     data_version = catalog.current_version(threshold_dataset) if threshold_dataset else "none"
-    key = hashlib.sha1(f"{backbone}\x00{task}\x00{threshold_dataset}\x00{data_version}".encode()).hexdigest()[
-        :12
-    ]
+    key = hashlib.sha1(
+        f"{backbone}\x00{task}\x00{threshold_dataset}\x00{data_version}\x00{seed}".encode()
+    ).hexdigest()[:12]
     target = Path(home) / ZERO_SHOT_DIR / f"{task}-{key}"
     done = target / "zero_shot.done"
     if done.exists():
@@ -63,7 +65,7 @@ def zero_shot_model(backbone: str, task: str, home: Path, threshold_dataset: str
     backbone = backbone or default_backbone()
     if backbone in TINY_NAMES:
         # tests and the smoke profile: the "backbone" is the seeded random tiny model itself
-        save_tiny_model(target, task=task, kind="bi")
+        save_tiny_model(target, task=task, kind="bi", seed=seed)
         meta = ModelMetadata.read(target)
         meta.objective = "zero-shot"
         meta.write(target)
