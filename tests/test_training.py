@@ -172,6 +172,9 @@ def test_intermediate_training_inherits_lineage(home: Path) -> None:
     para = train(config(backbone=str(sts.model_dir), epochs=1), home)
     meta = load_predictor(para.model_dir).meta
     assert meta.train_datasets == ["msrp/train", "stsb/train"] and meta.init_from == str(sts.model_dir)
+    # "home:NAME" picks the newest trained model of that run name (chained nightly runs).
+    chained = train(config(backbone="home:toy", epochs=1, output_dir=str(home / "chained")), home)
+    assert load_predictor(chained.model_dir).meta.init_from == str(para.model_dir)
     lines = (para.model_dir / "train_pairs.txt").read_text().splitlines()
     assert any(line.startswith("stsb\ttrain\t") for line in lines)
     assert any(line.startswith("msrp\ttrain\t") for line in lines)

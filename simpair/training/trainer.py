@@ -78,11 +78,17 @@ def seed_everything(seed: int) -> None:
         torch.cuda.manual_seed_all(seed)
 
 
-def resolve_backbone(config: TrainConfig) -> tuple[str, ModelMetadata | None]:
+def resolve_backbone(config: TrainConfig, home: Path) -> tuple[str, ModelMetadata | None]:
     """(name or path, parent metadata if the backbone is a simpair model directory)."""
     name = config.backbone or default_backbone()
     if name == "tiny":
         return name, None
+    if name.startswith("home:"):  # newest model of a run name under <home>/models (chained nightly runs)
+        prefix = name.removeprefix("home:")
+        found = [p for p in (home / "models").glob(f"{prefix}-*") if (p / METADATA_FILE).is_file()]
+        if not found:
+            raise ValueError(f"backbone {name}: no trained model {prefix}-* under {home / 'models'}")
+        name = str(max(found, key=lambda p: (p / METADATA_FILE).stat().st_mtime))
     meta_path = Path(name) / METADATA_FILE
     if meta_path.is_file():
         parent = ModelMetadata.read(Path(name))
@@ -170,7 +176,7 @@ def _train(config: TrainConfig, home: Path) -> TrainResult:
         torch.set_num_threads(config.num_threads)
     seed_everything(config.seed)
 
-    backbone, parent = resolve_backbone(config)
+    backbone, parent = resolve_backbone(config, home)
     with quiet_transformers():
         if backbone == "tiny":
             model, tokenizer = build_tiny(config.kind, seed=config.seed)
@@ -337,6 +343,7 @@ def _train(config: TrainConfig, home: Path) -> TrainResult:
             trained_pairs,
             dev_pairs,
             parent,
+            backbone if parent is not None else None,
             backbone_label,
             device,
             dtype,
@@ -369,6 +376,7 @@ def _finish(
     trained: PairTokens,
     dev_pairs: PairTokens,
     parent: ModelMetadata | None,
+    parent_dir: str | None,
     backbone_label: str,
     device: torch.device,
     dtype: torch.dtype | None,
@@ -401,8 +409,8 @@ def _finish(
     train_lines = [
         f"{d}\t{s}\t{p}" for d, s, p in zip(trained.dataset, trained.split, trained.pair_ids, strict=True)
     ]
-    if parent is not None and parent.train_pairs_file and config.backbone:
-        parent_file = Path(config.backbone) / parent.train_pairs_file
+    if parent is not None and parent.train_pairs_file and parent_dir is not None:
+        parent_file = Path(parent_dir) / parent.train_pairs_file
         if parent_file.is_file():
             train_lines = parent_file.read_text().splitlines() + train_lines
     train_splits = sorted({f"{d}/{s}" for d, s in zip(trained.dataset, trained.split, strict=True)})
@@ -422,7 +430,7 @@ def _finish(
         dev_pair_ids_file="dev_pair_ids.txt",
         train_pairs_file="train_pairs.txt",
         tokenizer_fingerprint=tokenizer_fingerprint(tokenizer),
-        init_from=config.backbone if parent is not None else None,
+        init_from=parent_dir if parent is not None else None,
     )
     metrics = {
         "dev": dev,
