@@ -21,6 +21,8 @@ from simpair.scoring import score_inbox
 from simpair.scoring.contract import load_contract
 from simpair.scoring.ledger import Ledger, RunLocked, run_lock
 from simpair.scoring.reader import inspect_file, read_chunk
+from simpair.scoring.run import ChunkResult
+from simpair.scoring.scorer import truncation_flags
 
 tiny_cross = support.tiny_cross
 tiny_bi = support.tiny_bi
@@ -232,3 +234,39 @@ def test_second_run_exits_with_message_while_first_holds_lock(tmp_path: Path, ti
     with run_lock(out, wait_seconds=5):  # released when the run ended
         pass
     assert_exactly_once(table, read_outputs(out))
+
+
+def test_truncation_prefilter_agrees_with_predictor(tiny_cross: Path, tiny_bi: Path) -> None:
+    words = make_pairs(300, seed=14)
+    text_a = [t * (1 + i % 9) for i, t in enumerate(words.column("text_a").to_pylist())]  # short to very long
+    text_b = words.column("text_b").to_pylist()
+    for model in (tiny_cross, tiny_bi):
+        predictor = load_predictor(model)
+        want = predictor.truncated(text_a, text_b)
+        assert want.any() and not want.all()
+        assert truncation_flags(predictor, text_a, text_b).tolist() == want.tolist()
+
+
+def test_resume_with_another_model_rescores_its_chunks(tmp_path: Path, tiny_cross: Path) -> None:
+    """A run dies mid-file (its callback raises); the next run pins another model: no mixed versions."""
+    from simpair.models import save_tiny_model
+
+    other = save_tiny_model(tmp_path / "other-model", task="paraphrase", kind="cross", seed=3)
+    inbox, out = tmp_path / "inbox", tmp_path / "out"
+    table = make_pairs(1000, seed=15)
+    write_batch(table, inbox / "b.parquet")
+
+    def die_after_two(result: ChunkResult) -> None:
+        if result.idx == 1:
+            raise KeyboardInterrupt("operator pressed ctrl-c")
+
+    with pytest.raises(KeyboardInterrupt):
+        score_inbox(
+            str(inbox), out, str(tiny_cross), tmp_path / "home", chunk_rows=250, on_chunk_done=die_after_two
+        )
+    assert len(Ledger(out).chunks(Ledger(out).files()[0].sha256)) == 2
+    summary = score_inbox(str(inbox), out, str(other), tmp_path / "home", chunk_rows=250)
+    assert summary.rows_scored_this_run == 1000  # the two chunks of the first model were redone
+    output = read_outputs(out)
+    assert_exactly_once(table, output)
+    assert set(output.column("model_name").to_pylist()) == {"other-model"}
