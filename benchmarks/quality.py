@@ -188,6 +188,48 @@ def throughput(
     typer.echo(json.dumps(row, indent=1))
 
 
+def _dev_frame(model_dir: Path, home: Path) -> Any:
+    """The model's own dev pairs (from dev_pair_ids.txt and its train config), with texts and gold."""
+    from simpair.catalog import Catalog
+    from simpair.training import TrainConfig
+
+    config = TrainConfig.from_yaml(model_dir / "train_config.yaml")
+    dataset = config.dev.dataset or config.train[0].dataset
+    split = config.dev.split or next(r.split for r in config.train if r.dataset == dataset)
+    ids = (model_dir / "dev_pair_ids.txt").read_text().split()
+    frame = Catalog(home).read_split(dataset, split)
+    return frame.filter(frame["pair_id"].is_in(ids))
+
+
+@app.command()
+def symmetric(name: str, model_dir: Path, home: HOME) -> None:
+    """Variant of a trained cross-encoder that averages both input orders at prediction.
+
+    The decision threshold is re-chosen on the model's own dev pairs (never on test); the copy is
+    recorded as its own row, so the gain (or loss) of test-time symmetry is measured, not assumed.
+    """
+    import shutil
+
+    from simpair.evaluation import best_threshold, binary_metrics
+    from simpair.models import ModelMetadata, load_predictor
+
+    target = home / "models" / f"{model_dir.name}-sym"
+    if target.exists():
+        shutil.rmtree(target)
+    shutil.copytree(model_dir, target)
+    meta = ModelMetadata.read(target)
+    meta.symmetric = True
+    meta.write(target)
+    dev = _dev_frame(target, home)
+    prob = load_predictor(target).predict(dev["text_a"].to_list(), dev["text_b"].to_list())["probability"]
+    meta.threshold = best_threshold(prob, dev["label"].to_numpy(), "accuracy")
+    meta.write(target)
+    metrics = json.loads((target / "metrics.json").read_text())
+    metrics["dev"] = binary_metrics(prob, dev["label"].to_numpy(), meta.threshold)
+    (target / "metrics.json").write_text(json.dumps(metrics, indent=2, sort_keys=True) + "\n")
+    _record(name, target, home, f"benchmarks/quality.py symmetric {name} MODEL_DIR --home HOME", None)
+
+
 def _fmt(value: Any) -> str:
     return f"{value:.3f}" if isinstance(value, float) else str(value)
 

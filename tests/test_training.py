@@ -214,3 +214,25 @@ def test_dev_carve_is_stratified_and_fixed() -> None:
 def test_graded_metrics_are_on_the_0_1_scale() -> None:
     m = graded_metrics(np.array([0.1, 0.5, 0.9]), np.array([0.0, 0.5, 1.0]))
     assert m["spearman"] == pytest.approx(1.0) and m["mae"] == pytest.approx(0.2 / 3)
+
+
+def test_intermediate_stage_in_one_config_protects_the_final_evaluation_splits(home: Path) -> None:
+    write_toy_home(home)
+    cfg = config(
+        epochs=1,
+        intermediate={
+            "task": "sts",
+            "train": [{"dataset": "stsb", "split": "train"}],
+            "dev": {"split": "dev"},
+        },
+    )
+    result = train(cfg, home)
+    stage = result.metrics["intermediate"]
+    parent_metrics = json.loads((Path(stage["model_dir"]) / "metrics.json").read_text())
+    assert parent_metrics["excluded_leaked_train_pairs"] == {"stsb/train": 2}  # the msrp/test twins
+    meta = load_predictor(result.model_dir).meta
+    assert meta.init_from == stage["model_dir"] and meta.train_datasets == ["msrp/train", "stsb/train"]
+    assert (
+        TrainConfig.model_validate(yaml.safe_load((result.model_dir / "train_config.yaml").read_text()))
+        == cfg
+    )

@@ -43,6 +43,24 @@ class DevConfig(BaseModel):
     carve_seed: int = 13
 
 
+class IntermediateConfig(BaseModel):
+    """An optional first stage on other data whose weights start the main stage (STILTs).
+
+    Phang et al. (2018), "Sentence Encoders on STILTs": supplementary training on a related labelled
+    task before the target task helps small target sets such as MRPC. The stage is protected by the
+    main run's `evaluate_on` splits too, so no evaluation pair is ever trained on.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    task: Literal["paraphrase", "sts"]
+    train: list[SplitRef]
+    dev: DevConfig = Field(default_factory=DevConfig)
+    epochs: int = Field(1, ge=1)
+    learning_rate: float = Field(1e-4, gt=0)
+    objective: str | None = None  # default: the main stage's objective
+
+
 class TrainConfig(BaseModel):
     """Everything a training run needs; see docs/training.md for each field's meaning and defaults."""
 
@@ -59,6 +77,7 @@ class TrainConfig(BaseModel):
     # Splits this model will be evaluated on: training drops any train pair the leakage report finds there.
     evaluate_on: list[SplitRef] = Field(default_factory=list)
     max_length: int = Field(128, ge=8, le=4096)
+    intermediate: IntermediateConfig | None = None
 
     epochs: int = Field(3, ge=1)
     batch_size: int = Field(16, ge=2)
