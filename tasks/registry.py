@@ -15,7 +15,7 @@ from typing import Any
 from prefect import task
 from prefect.artifacts import create_markdown_artifact
 from prefect.cache_policies import NO_CACHE
-from prefect.runtime import flow_run
+from prefect.runtime import deployment, flow_run
 
 from simpair.registry import faults, tracking
 from simpair.registry.gate import GateDecision, GatePolicy
@@ -46,7 +46,7 @@ def flow_tags() -> dict[str, str]:
         "prefect.flow_run_id": str(run_id),
         "prefect.flow_run_name": str(flow_run.get_name() or ""),
         "prefect.flow_name": str(flow_run.get_flow_name() or ""),
-        "prefect.deployment_id": str(flow_run.get_deployment_id() or ""),
+        "prefect.deployment_id": str(deployment.get_id() or ""),
     }
 
 

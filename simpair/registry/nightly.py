@@ -153,3 +153,45 @@ def nightly_lock(home: Path, wait_seconds: float = 0.0) -> Iterator[Path]:
     finally:
         holder.unlink(missing_ok=True)
         lock.release()
+
+
+class TaskOutcome(BaseModel):
+    """What one task did tonight."""
+
+    task: str
+    model: str
+    version: str | None = None
+    decision: str | None = None  # promoted | rejected
+    reason: str | None = None
+    model_dir: str | None = None
+    train_seconds: float | None = None
+
+
+class NightlySummary(BaseModel):
+    """The night in one object: printed by the CLI, published as a Prefect artifact, kept as JSON."""
+
+    profile: str
+    status: str  # "trained" | "skipped"
+    message: str
+    dataset_versions: dict[str, str] = Field(default_factory=dict)
+    tasks: list[TaskOutcome] = Field(default_factory=list)
+    seconds: float = 0.0
+    flow_run_id: str | None = None
+
+    def to_markdown(self) -> str:
+        lines = [
+            f"## Nightly retrain ({self.profile}): {self.status}",
+            "",
+            self.message,
+            "",
+            "Dataset versions: "
+            + (", ".join(f"{k}={v}" for k, v in sorted(self.dataset_versions.items())) or "-"),
+            f"Duration: {self.seconds / 60:.1f} min",
+        ]
+        if self.tasks:
+            lines += ["", "| task | model | version | gate | reason |", "|---|---|---|---|---|"]
+            for t in self.tasks:
+                reason = (t.reason or "").replace("|", "/")
+                version, decision = t.version or "-", t.decision or "-"
+                lines.append(f"| {t.task} | {t.model} | {version} | {decision} | {reason} |")
+        return "\n".join(lines) + "\n"

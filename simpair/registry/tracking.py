@@ -119,19 +119,31 @@ def flatten(config: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
 
 
 def log_history(history: Iterable[Mapping[str, Any]]) -> int:
-    """Per-epoch (or per-eval-step) metrics; each row's `epoch` or `step` becomes the MLflow step."""
+    """Per-epoch (or per-eval-step) metrics; each row's `epoch` or `step` becomes the MLflow step.
+
+    Nested values (`{"dev": {"f1": ...}}`) become `dev/f1`, so dev curves sit next to the loss.
+    """
     count = 0
     for index, row in enumerate(history):
         step = int(row.get("step", row.get("epoch", index)))
         numbers = {
-            k: float(v)
-            for k, v in row.items()
-            if k not in {"step", "epoch"} and isinstance(v, int | float) and not isinstance(v, bool)
+            _metric_key(k): v
+            for k, v in _flat_numbers({k: v for k, v in row.items() if k not in {"step", "epoch"}}).items()
         }
         if numbers:
             mlflow.log_metrics(numbers, step=step)
             count += 1
     return count
+
+
+def _flat_numbers(values: Mapping[str, Any], prefix: str = "") -> dict[str, float]:
+    out: dict[str, float] = {}
+    for key, value in values.items():
+        if isinstance(value, Mapping):
+            out.update(_flat_numbers(value, prefix=f"{prefix}{key}/"))
+        elif isinstance(value, int | float) and not isinstance(value, bool):
+            out[f"{prefix}{key}"] = float(value)
+    return out
 
 
 def log_numeric_metrics(metrics: Mapping[str, Any], prefix: str = "") -> dict[str, float]:
