@@ -49,6 +49,7 @@ def nightly_score(
     threads: int | None = None,
     lock_wait: float = 0.0,
     contract: str | None = None,
+    backend: str = "torch",
 ) -> ScoreSummary:
     """Score the inbox into `out`; see docs/scoring.md."""
     out_dir = Path(out).expanduser().resolve()
@@ -66,7 +67,7 @@ def nightly_score(
         chunks = {
             p.sha256: score_chunk_task.map(
                 unmapped(p), p.pending, unmapped(pinned), unmapped(run_id), unmapped(rules),
-                unmapped(batch_size), unmapped(threads),
+                unmapped(batch_size), unmapped(threads), unmapped(backend),
             )
             for p in to_score
         }  # fmt: skip
@@ -93,6 +94,7 @@ def run(
     chunk_rows: int = DEFAULT_CHUNK_ROWS,
     batch_size: int = DEFAULT_BATCH_SIZE,
     threads: int | None = None,
+    backend: str = "torch",
     lock_wait: float = 0.0,
     dask_address: str | None = None,
     local_cluster: int | None = None,
@@ -120,4 +122,5 @@ def run(
         batch_size=batch_size,
         threads=threads,
         lock_wait=lock_wait,
+        backend=backend,
     )

@@ -81,8 +81,9 @@ def score_chunk_task(
     contract: ScoringContract,
     batch_size: int,
     threads: int | None,
+    backend: str = "torch",
 ) -> ChunkResult:
-    return score_chunk(plan, idx, model, run_id, contract, batch_size, threads)
+    return score_chunk(plan, idx, model, run_id, contract, batch_size, threads, backend)
 
 
 @task(name="finalize-file", task_run_name="finalize-{plan.name}", cache_policy=NO_CACHE)

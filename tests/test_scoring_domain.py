@@ -270,3 +270,20 @@ def test_resume_with_another_model_rescores_its_chunks(tmp_path: Path, tiny_cros
     output = read_outputs(out)
     assert_exactly_once(table, output)
     assert set(output.column("model_name").to_pylist()) == {"other-model"}
+
+
+def test_onnx_backend_gives_the_same_scores_as_torch(tmp_path: Path, tiny_cross: Path, tiny_bi: Path) -> None:
+    table = make_pairs(600, seed=16)
+    write_batch(table, tmp_path / "inbox" / "b.parquet")
+    for model in (tiny_cross, tiny_bi):
+        outputs = {}
+        for backend in ("torch", "onnx"):
+            out = tmp_path / f"out-{model.name}-{backend}"
+            score_inbox(
+                str(tmp_path / "inbox"), out, str(model), tmp_path / "home", chunk_rows=256, backend=backend
+            )
+            outputs[backend] = read_outputs(out)
+        assert_exactly_once(table, outputs["onnx"])
+        np.testing.assert_allclose(
+            outputs["onnx"].column("score").to_numpy(), outputs["torch"].column("score").to_numpy(), atol=1e-5
+        )

@@ -66,6 +66,9 @@ def register(app: typer.Typer) -> None:
         threads: Annotated[
             int | None, typer.Option(min=1, help="Torch threads per worker. Default: CPUs/workers.")
         ] = (None),
+        backend: Annotated[
+            str, typer.Option(help="Forward pass: torch, or onnx (ONNX Runtime; needs onnx + onnxruntime).")
+        ] = "torch",
         wait: Annotated[
             float,
             typer.Option(min=0, help="Seconds to wait if another run holds the output; 0 exits at once."),
@@ -97,14 +100,14 @@ def register(app: typer.Typer) -> None:
 
                 summary = score_inbox(
                     inbox, out, model, home, chunk_rows=chunk_rows, batch_size=batch_size,
-                    threads=threads, lock_wait=wait,
+                    threads=threads, backend=backend, lock_wait=wait,
                 )  # fmt: skip
             else:
                 from flows.nightly_score import run as run_flow
 
                 summary = run_flow(
                     inbox, out, model, home, chunk_rows=chunk_rows, batch_size=batch_size, threads=threads,
-                    lock_wait=wait, dask_address=dask_address, local_cluster=local_cluster,
+                    backend=backend, lock_wait=wait, dask_address=dask_address, local_cluster=local_cluster,
                 )  # fmt: skip
         except RunLocked as exc:
             console.print(f"[yellow]not started:[/] {exc}")

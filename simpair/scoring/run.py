@@ -29,7 +29,14 @@ from simpair.scoring.inbox import InboxFile, content_hash, list_inbox
 from simpair.scoring.ledger import ChunkRecord, Ledger, run_lock
 from simpair.scoring.model_ref import ModelRef, resolve_model_spec
 from simpair.scoring.reader import FileLayout, FileProblem, inspect_file, read_chunk, validate_rows
-from simpair.scoring.scorer import SCORE_COLUMNS, SCORE_SCHEMA, default_threads, load_pinned, score_columns
+from simpair.scoring.scorer import (
+    BACKENDS,
+    SCORE_COLUMNS,
+    SCORE_SCHEMA,
+    default_threads,
+    load_pinned,
+    score_columns,
+)
 from simpair.scoring.writer import REJECTS_SCHEMA, chunk_paths, merge_parts, output_paths, staging_dir
 from simpair.scoring.writer import write_atomic as write_part
 
@@ -201,6 +208,7 @@ def score_chunk(
     contract: ScoringContract,
     batch_size: int = DEFAULT_BATCH_SIZE,
     threads: int | None = None,
+    backend: str = "torch",
 ) -> ChunkResult:
     """Read, validate, score and write chunk `idx` of a planned file, then record it in the ledger."""
     assert plan.sha256 and plan.layout and plan.output_schema, "score_chunk needs a file planned to score"
@@ -211,7 +219,7 @@ def score_chunk(
     except FileProblem as problem:
         return ChunkResult(plan.sha256, idx, problem=str(problem))
     checked = validate_rows(table, contract, start)
-    predictor = load_pinned(model.local_dir, threads or default_threads())
+    predictor = load_pinned(model.local_dir, threads or default_threads(), backend)
     scores = score_columns(predictor, model, run_id, checked.text_a, checked.text_b, checked.cut, batch_size)
     kept = checked.kept
     scored = pa.Table.from_arrays(kept.columns + scores.columns, schema=plan.output_schema)
@@ -401,18 +409,22 @@ def score_inbox(
     chunk_rows: int = DEFAULT_CHUNK_ROWS,
     batch_size: int = DEFAULT_BATCH_SIZE,
     threads: int | None = None,
+    backend: str = "torch",
     lock_wait: float = 0.0,
     contract_path: Path | None = None,
     on_chunk_done: Callable[[ChunkResult], None] | None = None,
 ) -> ScoreSummary:
     """Score every new batch in `inbox` into `out`, sequentially in this process.
 
-    `model` is resolved once, here, before the first chunk. `on_chunk_done` is called after each
+    `model` is resolved once, here, before the first chunk. `backend` is "torch" or "onnx"
+    (ONNX Runtime forward pass, same scores to ~1e-7). `on_chunk_done` is called after each
     chunk is recorded (progress bars; tests use it to promote a model mid-run).
     Raises `RunLocked` if another run holds `out` for longer than `lock_wait` seconds.
     """
     from simpair.settings import home_dir
 
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
     out = Path(out).expanduser().resolve()
     contract = load_contract(contract_path)
     with run_lock(out, lock_wait):
@@ -428,7 +440,7 @@ def score_inbox(
         for plan in (p for p in plans if p.action == "score"):
             results = []
             for idx in plan.pending:
-                result = score_chunk(plan, idx, pinned, run_id, contract, batch_size, threads)
+                result = score_chunk(plan, idx, pinned, run_id, contract, batch_size, threads, backend)
                 results.append(result)
                 if on_chunk_done:
                     on_chunk_done(result)

@@ -65,25 +65,34 @@ def default_threads(workers: int = 1) -> int:
 
 
 _LOAD_LOCK = threading.Lock()
+BACKENDS = ("torch", "onnx")
 
 
-def load_pinned(local_dir: str, threads: int) -> PairPredictor:
+def load_pinned(local_dir: str, threads: int, backend: str = "torch") -> PairPredictor:
     """Load a pinned model once per process (each Dask worker process keeps its own copy).
 
     The lock stops several chunk threads of one process from all loading the same model at once.
+    `backend="onnx"` runs the forward pass in ONNX Runtime (see `onnx_backend`).
     """
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
     with _LOAD_LOCK:
-        return _load(local_dir, threads)
+        return _load(local_dir, threads, backend)
 
 
 @lru_cache(maxsize=2)
-def _load(local_dir: str, threads: int) -> PairPredictor:
+def _load(local_dir: str, threads: int, backend: str) -> PairPredictor:
     import torch
 
     from simpair.models import load_predictor
 
     torch.set_num_threads(threads)
-    return load_predictor(local_dir)
+    predictor = load_predictor(local_dir)
+    if backend == "onnx":
+        from simpair.scoring.onnx_backend import use_onnx
+
+        predictor = use_onnx(predictor, threads)
+    return predictor
 
 
 def predict_unique(
