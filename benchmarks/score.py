@@ -117,11 +117,11 @@ def _peak_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def worker_ours(model: Path, pairs: Path, threads: int, scores_out: Path) -> dict:
+def worker_ours(model: Path, pairs: Path, threads: int, scores_out: Path, backend: str) -> dict:
     from simpair.scoring import score_inbox
     from simpair.scoring.scorer import load_pinned
 
-    load_pinned(str(model), threads)
+    load_pinned(str(model), threads, backend)
     loaded = _rss_mb()
     work = Path(tempfile.mkdtemp(prefix="bench-ours-"))
     try:
@@ -130,7 +130,13 @@ def worker_ours(model: Path, pairs: Path, threads: int, scores_out: Path) -> dic
         os.symlink(pairs, inbox / pairs.name)
         began = time.perf_counter()
         summary = score_inbox(
-            str(inbox), work / "out", str(model), work / "home", threads=threads, batch_size=BATCH
+            str(inbox),
+            work / "out",
+            str(model),
+            work / "home",
+            threads=threads,
+            batch_size=BATCH,
+            backend=backend,
         )
         seconds = time.perf_counter() - began
         [output] = list((work / "out").glob("date=*/*.parquet"))
@@ -188,32 +194,36 @@ def run_worker(args: list[str], threads: int) -> dict:
 
 # --------------------------------------------------------------------------------------- driver
 def measure(label: str, model_kind: str, model: Path, st_model: Path | None, pool: list[str], n: int,
-            threads: int, reps: int, work: Path, note: str) -> dict:  # fmt: skip
-    """Ours and theirs on the same pairs, alternating `reps` times; best pairs/s and worst RSS kept.
+            threads: int, reps: int, backends: tuple[str, ...], work: Path, note: str) -> dict:  # fmt: skip
+    """Ours (each backend) and theirs on the same pairs, alternating `reps` times, fresh processes.
 
-    Alternating in fresh processes spreads the noise of a shared machine over both sides evenly.
+    Best pairs/s and worst peak RSS are kept: alternating spreads a shared machine's noise evenly.
     """
     pairs = work / f"pairs-{n}.parquet"
     distinct = write_pairs(pool, n, pairs)
-    ours_scores, st_scores = work / f"ours-{label}-{n}.npy", work / f"st-{label}-{n}.npy"
     row: dict = {"model": label, "pairs": n, "threads": threads, "note": note, "distinct_share": distinct}
-    ours_runs, st_runs = [], []
+    runs: dict[str, list[dict]] = {b: [] for b in (*backends, "st")}
+    scores = {name: work / f"{name}-{n}.npy" for name in runs}
     for _ in range(reps):
-        ours_runs.append(run_worker(["ours", str(model), str(pairs), str(ours_scores)], threads))
-        if st_model is not None:
-            st_runs.append(
-                run_worker([f"st-{model_kind}", str(st_model), str(pairs), str(st_scores)], threads)
+        for backend in backends:
+            runs[backend].append(
+                run_worker(["ours", str(model), str(pairs), str(scores[backend]), backend], threads)
             )
-    best = max(r["rows"] / r["seconds"] for r in ours_runs)
-    row.update(ours_pairs_per_s=best, ours_peak_rss_mb=max(r["peak_rss_mb"] for r in ours_runs),
-               ours_rss_after_load_mb=ours_runs[0]["rss_after_load_mb"],
-               ours_all_pairs_per_s=[r["rows"] / r["seconds"] for r in ours_runs])  # fmt: skip
-    if st_runs:
-        theirs = max(r["rows"] / r["seconds"] for r in st_runs)
-        row.update(st_pairs_per_s=theirs, st_peak_rss_mb=max(r["peak_rss_mb"] for r in st_runs),
-                   st_rss_after_load_mb=st_runs[0]["rss_after_load_mb"],
-                   st_all_pairs_per_s=[r["rows"] / r["seconds"] for r in st_runs], speedup=best / theirs,
-                   max_abs_diff=float(np.abs(np.load(ours_scores) - np.load(st_scores)).max()))  # fmt: skip
+        if st_model is not None:
+            args = [f"st-{model_kind}", str(st_model), str(pairs), str(scores["st"]), "-"]
+            runs["st"].append(run_worker(args, threads))
+    for name, done in runs.items():
+        if not done:
+            continue
+        row[f"{name}_pairs_per_s"] = max(r["rows"] / r["seconds"] for r in done)
+        row[f"{name}_all_pairs_per_s"] = [r["rows"] / r["seconds"] for r in done]
+        row[f"{name}_peak_rss_mb"] = max(r["peak_rss_mb"] for r in done)
+        row[f"{name}_rss_after_load_mb"] = done[0]["rss_after_load_mb"]
+    if runs["st"]:
+        theirs = np.load(scores["st"])
+        for backend in backends:
+            row[f"{backend}_speedup"] = row[f"{backend}_pairs_per_s"] / row["st_pairs_per_s"]
+            row[f"{backend}_max_abs_diff"] = float(np.abs(np.load(scores[backend]) - theirs).max())
     print(json.dumps(row), flush=True)
     return row
 
@@ -230,22 +240,26 @@ def markdown(result: dict) -> str:
         f"batch {BATCH}, max length {MAX_LENGTH}. Command: `{result['command']}`.",
         "",
         "Ours = `score_inbox` end to end from a Parquet file to the scored Parquet output (read, validate, "
-        "score, write, ledger). Theirs = sentence-transformers `CrossEncoder.predict` / "
-        "`SentenceTransformer.encode` + cosine on the same pairs in memory. Model load excluded for both. "
-        "Peak RSS is the whole process (Python + torch + model + data).",
+        "score, write, ledger), with the torch forward pass (default) or `--backend onnx` (ONNX Runtime). "
+        "Theirs = sentence-transformers `CrossEncoder.predict` / `SentenceTransformer.encode` + cosine on "
+        "the same pairs already in memory. Model load excluded for both. Peak RSS is the whole process "
+        "(Python + torch + model + data). Speed-up and max abs diff are against theirs.",
         "",
-        "| model | pairs | threads | distinct sentences | ours pairs/s | theirs pairs/s | speed-up "
-        "| max abs diff | ours peak RSS MB | theirs peak RSS MB | note |",
+        "| model | pairs | threads | distinct sentences | ours torch pairs/s | ours onnx pairs/s "
+        "| theirs pairs/s | speed-up torch / onnx | max abs diff torch / onnx "
+        "| peak RSS MB ours / theirs | note |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     for r in result["rows"]:
-        speedup = "–" if r.get("speedup") is None else f"{r['speedup']:.2f}×"
-        diff = "–" if r.get("max_abs_diff") is None else f"{r['max_abs_diff']:.1e}"
+        speed = " / ".join(_fmt(r.get(f"{b}_speedup"), 2) + "×" if r.get(f"{b}_speedup") else "–"
+                           for b in ("torch", "onnx"))  # fmt: skip
+        diff = " / ".join(f"{r[f'{b}_max_abs_diff']:.1e}" if r.get(f"{b}_max_abs_diff") is not None else "–"
+                          for b in ("torch", "onnx"))  # fmt: skip
         lines.append(
             f"| {r['model']} | {r['pairs']:,} | {r['threads']} | {r['distinct_share']:.0%} | "
-            f"{_fmt(r['ours_pairs_per_s'])} | "
-            f"{_fmt(r.get('st_pairs_per_s'))} | {speedup} | {diff} | "
-            f"{_fmt(r['ours_peak_rss_mb'])} | {_fmt(r.get('st_peak_rss_mb'))} | {r['note']} |"
+            f"{_fmt(r.get('torch_pairs_per_s'))} | {_fmt(r.get('onnx_pairs_per_s'))} | "
+            f"{_fmt(r.get('st_pairs_per_s'))} | {speed} | {diff} | "
+            f"{_fmt(r.get('torch_peak_rss_mb'))} / {_fmt(r.get('st_peak_rss_mb'))} | {r['note']} |"
         )
     lines += ["", *result.get("findings", []), ""]
     return "\n".join(lines)
@@ -268,8 +282,8 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="small sizes (smoke check), results not saved")
     parser.add_argument("--reps", type=int, default=2, help="alternating repetitions of the real-model rows")
     parser.add_argument("--tiny-threads", type=int, default=1, help="threads for the tiny-model RSS rows")
-    parser.add_argument("--real-cross-pairs", type=int, default=800)
-    parser.add_argument("--real-bi-pairs", type=int, default=2000)
+    parser.add_argument("--real-cross-pairs", type=int, default=500)
+    parser.add_argument("--real-bi-pairs", type=int, default=1500)
     parser.add_argument("--tiny-sizes", type=int, nargs="*", default=[10_000, 100_000, 1_000_000])
     parser.add_argument("--tiny-st-max", type=int, default=100_000, help="largest size also run through ST")
     args = parser.parse_args()
@@ -277,9 +291,9 @@ def main() -> None:
         import torch
 
         torch.set_num_threads(args.threads)
-        role, model, pairs, scores = args.worker
+        role, model, pairs, scores, backend = args.worker
         if role == "ours":
-            out = worker_ours(Path(model), Path(pairs), args.threads, Path(scores))
+            out = worker_ours(Path(model), Path(pairs), args.threads, Path(scores), backend)
         else:
             out = worker_st(Path(model), role.removeprefix("st-"), Path(pairs), args.threads, Path(scores))
         print(json.dumps(out))
@@ -299,17 +313,17 @@ def main() -> None:
         rows = []
         plan = [
             ("backbone cross-encoder", "cross", models["backbone-cross"], models["backbone-cross"],
-             args.real_cross_pairs, args.threads, args.reps, "real weights: throughput"),
+             args.real_cross_pairs, args.threads, args.reps, ("torch", "onnx"), "real weights: throughput"),
             ("backbone bi-encoder", "bi", models["backbone-bi"], Path(default_backbone()),
-             args.real_bi_pairs, args.threads, args.reps, "real weights: throughput"),
+             args.real_bi_pairs, args.threads, args.reps, ("torch", "onnx"), "real weights: throughput"),
         ] + [
             ("tiny cross-encoder", "cross", models["tiny-cross"],
-             models["tiny-cross"] if n <= args.tiny_st_max else None, n, args.tiny_threads, 1,
+             models["tiny-cross"] if n <= args.tiny_st_max else None, n, args.tiny_threads, 1, ("torch",),
              "tiny model: RSS flatness")
             for n in args.tiny_sizes
         ]  # fmt: skip
-        for label, kind, model, st_model, n, threads, reps, note in plan:
-            rows.append(measure(label, kind, model, st_model, pool, n, threads, reps, work, note))
+        for label, kind, model, st_model, n, threads, reps, backends, note in plan:
+            rows.append(measure(label, kind, model, st_model, pool, n, threads, reps, backends, work, note))
     finally:
         shutil.rmtree(work, ignore_errors=True)
     result = {
