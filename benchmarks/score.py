@@ -181,6 +181,66 @@ def worker_st(model: Path, kind: str, pairs: Path, threads: int, scores_out: Pat
     return {"seconds": seconds, "rows": len(text_a), "rss_after_load_mb": loaded, "peak_rss_mb": _peak_mb()}
 
 
+def worker_interleaved(
+    model: Path, kind: str, st_model: Path, pairs: Path, threads: int, slices: int
+) -> dict:
+    """Ours (torch, onnx) and theirs in one process, taking turns slice by slice.
+
+    On a shared machine the load changes minute to minute; taking turns on small slices exposes all
+    three to the same load, so their ratio is trustworthy even when absolute numbers are not.
+    Ours is the scoring step of a chunk (`score_columns`: pair dedup, predictor, truncation flags,
+    output columns), without Parquet I/O.
+    """
+    import torch
+
+    from simpair.scoring.model_ref import ModelRef
+    from simpair.scoring.scorer import load_pinned, score_columns
+
+    table = pq.read_table(pairs, columns=["text_a", "text_b"])
+    text_a, text_b = table.column("text_a").to_pylist(), table.column("text_b").to_pylist()
+    ref = ModelRef(model.name, "bench", "", str(model), "paraphrase" if kind == "cross" else "sts", kind)
+    ours = {b: load_pinned(str(model), threads, b) for b in ("torch", "onnx")}
+    if kind == "cross":
+        from sentence_transformers import CrossEncoder
+
+        cross = CrossEncoder(str(st_model), device="cpu", max_length=MAX_LENGTH, local_files_only=True)
+
+        def theirs(a: list[str], b: list[str]) -> np.ndarray:
+            return cross.predict(list(zip(a, b, strict=True)), batch_size=BATCH,
+                                 activation_fn=torch.nn.Sigmoid(), show_progress_bar=False)  # fmt: skip
+    else:
+        from sentence_transformers import SentenceTransformer
+
+        bi = SentenceTransformer(str(st_model), device="cpu", local_files_only=True)
+        bi.max_seq_length = MAX_LENGTH
+
+        def theirs(a: list[str], b: list[str]) -> np.ndarray:
+            ea = bi.encode(a, batch_size=BATCH, convert_to_numpy=True, normalize_embeddings=True)
+            eb = bi.encode(b, batch_size=BATCH, convert_to_numpy=True, normalize_embeddings=True)
+            return np.clip(np.einsum("ij,ij->i", ea, eb), 0.0, 1.0)
+
+    methods = {
+        name: (lambda a, b, p=pred: score_columns(p, ref, "bench", a, b, np.zeros(len(a), bool), BATCH)
+               .column("score").to_numpy())
+        for name, pred in ours.items()
+    }  # fmt: skip
+    methods["st"] = theirs
+    seconds = dict.fromkeys(methods, 0.0)
+    scores: dict[str, list[np.ndarray]] = {name: [] for name in methods}
+    bounds = np.linspace(0, len(text_a), slices + 1).astype(int)
+    for turn, (lo, hi) in enumerate(zip(bounds[:-1], bounds[1:], strict=True)):
+        names = list(methods)
+        for name in names[turn % 3 :] + names[: turn % 3]:  # rotate who goes first
+            began = time.perf_counter()
+            scores[name].append(np.asarray(methods[name](text_a[lo:hi], text_b[lo:hi]), dtype=np.float32))
+            seconds[name] += time.perf_counter() - began
+    joined = {name: np.concatenate(parts) for name, parts in scores.items()}
+    return {
+        "pairs_per_s": {name: len(text_a) / sec for name, sec in seconds.items()},
+        "max_abs_diff": {name: float(np.abs(joined[name] - joined["st"]).max()) for name in ours},
+    }
+
+
 def run_worker(args: list[str], threads: int) -> dict:
     """One measurement in a fresh interpreter with pinned thread counts."""
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads),
@@ -194,7 +254,8 @@ def run_worker(args: list[str], threads: int) -> dict:
 
 # --------------------------------------------------------------------------------------- driver
 def measure(label: str, model_kind: str, model: Path, st_model: Path | None, pool: list[str], n: int,
-            threads: int, reps: int, backends: tuple[str, ...], work: Path, note: str) -> dict:  # fmt: skip
+            threads: int, reps: int, backends: tuple[str, ...], work: Path, note: str,
+            interleave: bool = False) -> dict:  # fmt: skip
     """Ours (each backend) and theirs on the same pairs, alternating `reps` times, fresh processes.
 
     Best pairs/s and worst peak RSS are kept: alternating spreads a shared machine's noise evenly.
@@ -219,6 +280,13 @@ def measure(label: str, model_kind: str, model: Path, st_model: Path | None, poo
         row[f"{name}_all_pairs_per_s"] = [r["rows"] / r["seconds"] for r in done]
         row[f"{name}_peak_rss_mb"] = max(r["peak_rss_mb"] for r in done)
         row[f"{name}_rss_after_load_mb"] = done[0]["rss_after_load_mb"]
+    if interleave and st_model is not None:
+        out = run_worker(["interleaved", str(model), str(pairs), str(st_model), model_kind], threads)
+        for name, value in out["pairs_per_s"].items():
+            row[f"interleaved_{name}_pairs_per_s"] = value
+        for name in ("torch", "onnx"):
+            row[f"interleaved_{name}_speedup"] = out["pairs_per_s"][name] / out["pairs_per_s"]["st"]
+            row[f"interleaved_{name}_max_abs_diff"] = out["max_abs_diff"][name]
     if runs["st"]:
         theirs = np.load(scores["st"])
         for backend in backends:
@@ -261,6 +329,24 @@ def markdown(result: dict) -> str:
             f"{_fmt(r.get('st_pairs_per_s'))} | {speed} | {diff} | "
             f"{_fmt(r.get('torch_peak_rss_mb'))} / {_fmt(r.get('st_peak_rss_mb'))} | {r['note']} |"
         )
+    lines += [
+        "",
+        "Same pairs, ours and theirs taking turns on 10 slices in one process (the ratio that survives a "
+        "noisy shared machine; ours = the chunk scoring step without Parquet I/O):",
+        "",
+        "| model | pairs | ours torch pairs/s | ours onnx pairs/s | theirs pairs/s | speed-up torch / onnx "
+        "| max abs diff torch / onnx |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in result["rows"]:
+        if "interleaved_st_pairs_per_s" not in r:
+            continue
+        lines.append(
+            f"| {r['model']} | {r['pairs']:,} | {_fmt(r['interleaved_torch_pairs_per_s'], 1)} | "
+            f"{_fmt(r['interleaved_onnx_pairs_per_s'], 1)} | {_fmt(r['interleaved_st_pairs_per_s'], 1)} | "
+            f"{r['interleaved_torch_speedup']:.2f}× / {r['interleaved_onnx_speedup']:.2f}× | "
+            f"{r['interleaved_torch_max_abs_diff']:.1e} / {r['interleaved_onnx_max_abs_diff']:.1e} |"
+        )
     lines += ["", *result.get("findings", []), ""]
     return "\n".join(lines)
 
@@ -280,7 +366,9 @@ def main() -> None:
     parser.add_argument("--worker", nargs="*", help=argparse.SUPPRESS)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--quick", action="store_true", help="small sizes (smoke check), results not saved")
-    parser.add_argument("--reps", type=int, default=2, help="alternating repetitions of the real-model rows")
+    parser.add_argument(
+        "--reps", type=int, default=1, help="fresh-process repetitions of the real-model rows"
+    )
     parser.add_argument("--tiny-threads", type=int, default=1, help="threads for the tiny-model RSS rows")
     parser.add_argument("--real-cross-pairs", type=int, default=500)
     parser.add_argument("--real-bi-pairs", type=int, default=1500)
@@ -292,7 +380,9 @@ def main() -> None:
 
         torch.set_num_threads(args.threads)
         role, model, pairs, scores, backend = args.worker
-        if role == "ours":
+        if role == "interleaved":  # model, pairs, st_model, kind
+            out = worker_interleaved(Path(model), backend, Path(scores), Path(pairs), args.threads, slices=10)
+        elif role == "ours":
             out = worker_ours(Path(model), Path(pairs), args.threads, Path(scores), backend)
         else:
             out = worker_st(Path(model), role.removeprefix("st-"), Path(pairs), args.threads, Path(scores))
@@ -323,7 +413,8 @@ def main() -> None:
             for n in args.tiny_sizes
         ]  # fmt: skip
         for label, kind, model, st_model, n, threads, reps, backends, note in plan:
-            rows.append(measure(label, kind, model, st_model, pool, n, threads, reps, backends, work, note))
+            rows.append(measure(label, kind, model, st_model, pool, n, threads, reps, backends, work, note,
+                                interleave=note.startswith("real")))  # fmt: skip
     finally:
         shutil.rmtree(work, ignore_errors=True)
     result = {
