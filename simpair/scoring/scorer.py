@@ -65,6 +65,10 @@ def default_threads(workers: int = 1) -> int:
 
 
 _LOAD_LOCK = threading.Lock()
+# Chunk tasks may run in threads of one process (Prefect's default task runner). The model already
+# uses every core it is given, and a fast tokenizer is not safe to call from two threads at once
+# ("Already borrowed"), so forward passes take turns; reading and writing chunks still overlap.
+_PREDICT_LOCK = threading.Lock()
 BACKENDS = ("torch", "onnx")
 
 
@@ -147,8 +151,9 @@ def score_columns(
     """The columns scoring adds to a chunk's kept rows (schema `SCORE_SCHEMA`)."""
     n = len(text_a)
     if n:
-        out = predict_unique(predictor, text_a, text_b, batch_size)
-        truncated = np.asarray(cut, dtype=bool) | truncation_flags(predictor, text_a, text_b)
+        with _PREDICT_LOCK:  # one forward pass at a time per process (see _PREDICT_LOCK)
+            out = predict_unique(predictor, text_a, text_b, batch_size)
+            truncated = np.asarray(cut, dtype=bool) | truncation_flags(predictor, text_a, text_b)
     else:
         out, truncated = {"score": np.zeros(0, np.float32)}, np.zeros(0, dtype=bool)
     probability = out.get("probability")
