@@ -6,6 +6,7 @@ The nightly flow (and so Prefect) is imported inside its command only, so the re
 
 from __future__ import annotations
 
+import os
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated
@@ -175,6 +176,9 @@ def register(app: typer.Typer) -> None:
         ] = None,
     ) -> None:
         """Ingest -> pre-tokenize -> train -> evaluate -> register -> gate, as one Prefect flow run."""
+        # Prefect's temporary API migrates SQLite on first start: ~17 s idle, over its 20 s default when
+        # the machine is busy ("Timed out while attempting to connect to ephemeral Prefect API server").
+        os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "180")
         from flows.nightly_retrain import NightlyFailed, run  # noqa: PLC0415 - Prefect only here
 
         console = Console(width=max(Console().width, 140))

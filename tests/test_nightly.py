@@ -1,0 +1,197 @@
+"""The nightly retraining flow for real: Prefect's temporary API, embedded MLflow, the smoke profile.
+
+One sequential story per test (each smoke night trains two tiny models in seconds):
+first night registers and gates; an unchanged night skips; --force registers version 2; a permanent
+training failure leaves the registry exactly as it was; a dead tracking server fails the night early
+with a clear error; a second concurrent night exits with a message.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+from registry_helpers import MlflowServer, one_torch_thread  # noqa: F401 - fixture
+
+import mlflow
+from flows.nightly_retrain import NightlyFailed, run
+from mlflow import MlflowClient
+from simpair import settings
+from simpair.models import load_predictor
+from simpair.registry import registry, resolve_model
+from simpair.registry.nightly import read_state
+
+pytestmark = [
+    pytest.mark.usefixtures("prefect_api", "one_torch_thread"),
+    pytest.mark.slow,
+    pytest.mark.integration,
+]
+NAMES = ("simpair-paraphrase", "simpair-sts")
+
+
+def _aliases(c: MlflowClient, name: str) -> dict[str, str]:
+    return {alias: str(version) for alias, version in (c.get_registered_model(name).aliases or {}).items()}
+
+
+def registry_snapshot(uri: str) -> dict[str, object]:
+    """Every version, alias and the champion history of both models: what must not change on failure."""
+    c = MlflowClient(tracking_uri=uri, registry_uri=uri)
+    snap: dict[str, object] = {}
+    for name in NAMES:
+        versions = registry.list_versions(c, name)
+        snap[name] = {
+            "versions": sorted(str(v.version) for v in versions),
+            "aliases": _aliases(c, name) if versions else {},
+            "history": (c.get_registered_model(name).tags or {}).get("champion_history")
+            if versions
+            else None,
+        }
+    return snap
+
+
+def _artifact(key: str) -> str:
+    """Markdown of the newest Prefect artifact with this key (via the REST API: Prefect 3.8's client
+    helpers send null paging fields that this server version rejects)."""
+    from prefect.client.orchestration import get_client
+
+    with get_client(sync_client=True) as client:
+        response = client.request(
+            "POST",
+            "/artifacts/filter",
+            json={"artifacts": {"key": {"any_": [key]}}, "limit": 1, "offset": 0, "sort": "CREATED_DESC"},
+        )
+    found = response.json()
+    assert found, f"no Prefect artifact {key!r}"
+    return str(found[0]["data"])
+
+
+def _bad_profile(tmp_path: Path) -> Path:
+    """The smoke profile with the sts training config pointing at a backbone that does not exist."""
+    config = yaml.safe_load((settings.PROJECT_ROOT / "configs" / "smoke-sts.yaml").read_text())
+    config["backbone"] = str(tmp_path / "no-such-backbone")
+    bad_config = tmp_path / "smoke-sts-broken.yaml"
+    bad_config.write_text(yaml.safe_dump(config))
+    profile = yaml.safe_load((settings.PROJECT_ROOT / "configs" / "nightly-smoke.yaml").read_text())
+    profile["tasks"]["sts"]["config"] = str(bad_config)
+    path = tmp_path / "nightly-broken.yaml"
+    path.write_text(yaml.safe_dump(profile))
+    return path
+
+
+def test_nightly_registers_skips_forces_and_survives_a_permanent_failure(
+    home: Path, shared_data: Path, tmp_path: Path
+) -> None:
+    uri = settings.tracking_uri(home)
+    first = run(profile="smoke", home=home, sources=shared_data)
+    assert first.status == "trained" and [t.version for t in first.tasks] == ["1", "1"]
+    c = MlflowClient(tracking_uri=uri, registry_uri=uri)
+    for outcome in first.tasks:
+        mv = c.get_model_version(outcome.model, "1")
+        assert _aliases(c, outcome.model)["challenger"] == "1"
+        assert mv.tags["gate.decision"] == outcome.decision and mv.tags["gate.reason"] == outcome.reason
+        assert mv.tags["dataset_version." + ("msrp" if outcome.task == "paraphrase" else "stsb")]
+        assert mv.tags["prefect.flow_run_id"] == first.flow_run_id
+        champion = _aliases(c, outcome.model).get("champion")
+        assert champion == ("1" if outcome.decision == "promoted" else None)
+        assert "zero-shot" in outcome.reason  # a first version is judged against the untrained backbone
+        run_tags = c.get_run(mv.run_id).data.tags
+        assert run_tags["prefect.flow_run_id"] == first.flow_run_id
+    assert f"simpair-paraphrase: challenger v1 **{first.tasks[0].decision}**" in _artifact("gate-paraphrase")
+    assert "Nightly retrain (smoke): trained" in _artifact("nightly-retrain")
+    state = read_state(home, "smoke")
+    assert state is not None and state.versions == {"paraphrase": "1", "sts": "1"}
+
+    before = registry_snapshot(uri)
+    second = run(profile="smoke", home=home, sources=shared_data)
+    assert second.status == "skipped" and "no source or training config changed" in second.message
+    assert registry_snapshot(uri) == before
+
+    forced = run(profile="smoke", home=home, sources=shared_data, force=True)
+    assert forced.status == "trained" and [t.version for t in forced.tasks] == ["2", "2"]
+    for outcome in forced.tasks:
+        aliases = _aliases(c, outcome.model)
+        assert aliases["challenger"] == "2"
+        previous = before[outcome.model]["aliases"].get("champion")  # type: ignore[index]
+        assert aliases.get("champion") == ("2" if outcome.decision == "promoted" else previous)
+
+    # a permanent failure in one task (the second: the first trains fine) registers nothing at all
+    before = registry_snapshot(uri)
+    started = time.monotonic()
+    with pytest.raises(NightlyFailed) as failure:
+        run(profile=str(_bad_profile(tmp_path)), home=home, sources=shared_data, force=True)
+    message = str(failure.value)
+    assert "failed while training 'sts'" in message and "no-such-backbone" in message
+    assert "Nothing was registered; registry and aliases are unchanged" in message
+    assert time.monotonic() - started < 120  # not retried: a missing backbone is not transient
+    assert registry_snapshot(uri) == before
+    assert read_state(home, "smoke").versions == {"paraphrase": "2", "sts": "2"}  # type: ignore[union-attr]
+
+
+def test_dead_tracking_server_fails_the_night_early_and_moves_no_alias(
+    home: Path, shared_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_TIMEOUT", "5")
+    server = MlflowServer(tmp_path / "server")
+    server.start()
+    try:
+        monkeypatch.setenv("MLFLOW_TRACKING_URI", server.url)
+        from registry_helpers import tiny_model
+
+        from simpair.ingest import run_ingest
+        from simpair.registry.promotion import promote_manual
+        from simpair.registry.record import mark_challenger, register_trained_model
+
+        assert run_ingest(sources=shared_data, home=home).ok
+        model_dir = tiny_model(tmp_path / "m", home)
+        registered = register_trained_model(home, model_dir, {"name": "m"}, {})
+        mark_challenger(home, registered)
+        promote_manual(home, registered.name, registered.version, reason="before the outage", by="test")
+        # the registry round trip through the server: artifacts uploaded, downloaded, served as pyfunc
+        resolved = resolve_model(f"{registered.name}@champion", home)
+        assert resolved.version == "1" and (tmp_path / "server" / "artifacts").is_dir()
+        pairs = pd.DataFrame({"text_a": ["a cat sat", "it rains"], "text_b": ["a cat sits", "sunny"]})
+        served = mlflow.pyfunc.load_model(f"models:/{registered.name}@champion").predict(pairs)
+        local = load_predictor(resolved.local_dir).predict(pairs.text_a.tolist(), pairs.text_b.tolist())
+        np.testing.assert_allclose(served["score"].to_numpy(), local["score"], rtol=1e-6)
+    finally:
+        server.kill()
+    backend = f"sqlite:///{tmp_path / 'server' / 'server.db'}"
+    before = registry_snapshot(backend)
+    started = time.monotonic()
+    with pytest.raises(
+        NightlyFailed, match=r"MLflow tracking store http://127\.0\.0\.1:\d+ is not reachable"
+    ):
+        run(profile="smoke", home=home, sources=shared_data, force=True)
+    assert time.monotonic() - started >= 3.0  # the smoke profile's retry delays (1 s + 2 s) were waited
+    assert registry_snapshot(backend) == before
+    assert before["simpair-paraphrase"]["aliases"] == {"challenger": "1", "champion": "1"}  # type: ignore[index]
+    assert not (home / "models").exists()  # nothing was trained either
+
+
+def test_second_concurrent_nightly_exits_with_a_message(home: Path, shared_data: Path) -> None:
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time\nfrom pathlib import Path\nfrom simpair.registry.nightly import nightly_lock\n"
+            "with nightly_lock(Path(sys.argv[1])):\n    print('held', flush=True)\n    time.sleep(60)\n",
+            str(home),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        with pytest.raises(NightlyFailed, match="another nightly run is in progress"):
+            run(profile="smoke", home=home, sources=shared_data, wait_seconds=1)
+    finally:
+        holder.kill()
+        holder.wait()
+    assert not (home / "datasets").exists()  # it did nothing, not even ingest
