@@ -195,3 +195,22 @@ def test_second_concurrent_nightly_exits_with_a_message(home: Path, shared_data:
         holder.kill()
         holder.wait()
     assert not (home / "datasets").exists()  # it did nothing, not even ingest
+
+
+def test_deployments_apply_with_cron_pools_and_one_run_at_a_time() -> None:
+    from prefect.client.orchestration import get_client
+
+    from flows.deployments import NIGHTLY_CRON, gpu_deployment, nightly_deployment
+
+    with get_client(sync_client=True) as client:
+        for pool in ("cpu", "gpu"):
+            response = client.request("POST", "/work_pools/", json={"name": pool, "type": "process"})
+            assert response.status_code in (200, 201, 409)
+        nightly_id = nightly_deployment().apply()
+        gpu_id = gpu_deployment().apply()
+        nightly = client.read_deployment(nightly_id)
+        gpu = client.read_deployment(gpu_id)
+    assert nightly.work_pool_name == "cpu" and gpu.work_pool_name == "gpu"
+    assert nightly.schedules[0].schedule.cron == NIGHTLY_CRON
+    assert nightly.global_concurrency_limit is not None and nightly.global_concurrency_limit.limit == 1
+    assert nightly.parameters == {"profile": "default", "force": False}
