@@ -47,14 +47,17 @@ def _overrides(values: list[str] | None) -> dict[str, Any]:
     return {k: yaml.safe_load(v) for k, _, v in (s.partition("=") for s in values or [])}
 
 
-def _record(name: str, model_dir: Path, home: Path, command: str, wall: float | None) -> dict[str, Any]:
+def _record(
+    name: str, model_dir: Path, home: Path, command: str, wall: float | None, splits: list[str] | None = None
+) -> dict[str, Any]:
     from simpair.evaluation import evaluate_model
     from simpair.training import TrainConfig
 
     config = TrainConfig.from_yaml(model_dir / "train_config.yaml")
     metrics = json.loads((model_dir / "metrics.json").read_text())
-    splits = [(r.dataset, r.split) for r in config.evaluate_on]
-    ev = evaluate_model(model_dir, home, splits, out_dir=home / "evaluations" / f"bench-{name}")
+    pairs = [tuple(s.split("/", 1)) for s in splits] if splits else None
+    pairs = pairs or [(r.dataset, r.split) for r in config.evaluate_on]
+    ev = evaluate_model(model_dir, home, pairs, out_dir=home / "evaluations" / f"bench-{name}")
     row = {
         "name": name,
         "model_dir": str(model_dir),
@@ -106,9 +109,15 @@ def run(
 
 
 @app.command()
-def record(name: str, model_dir: Path, home: HOME, command: str = "") -> None:
+def record(
+    name: str,
+    model_dir: Path,
+    home: HOME,
+    command: str = "",
+    split: Annotated[list[str] | None, typer.Option(help="DATASET/SPLIT; default: evaluate_on")] = None,
+) -> None:
     """Evaluate an already trained model directory and record it under NAME."""
-    _record(name, model_dir, home, command or "(trained separately; see train_config.yaml)", None)
+    _record(name, model_dir, home, command or "(trained separately; see train_config.yaml)", None, split)
 
 
 @app.command()

@@ -33,8 +33,8 @@ def one_thread() -> Iterator[None]:
 
 def test_best_threshold_matches_a_brute_force_sweep() -> None:
     rng = np.random.default_rng(0)
-    labels = rng.integers(0, 2, 200)
-    scores = np.clip(labels * 0.3 + rng.normal(0.4, 0.2, 200), 0, 1)
+    labels = rng.integers(0, 2, 80)
+    scores = np.clip(labels * 0.3 + rng.normal(0.4, 0.2, 80), 0, 1)
     for metric in ("accuracy", "f1"):
         t = best_threshold(scores, labels, metric)
         got = binary_metrics(scores, labels, t)[metric]

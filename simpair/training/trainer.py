@@ -292,6 +292,7 @@ def _train(config: TrainConfig, home: Path) -> TrainResult:
             unit="batch",
             disable=not (config.progress and dist_info.is_main),
             leave=False,
+            mininterval=2.0,
         )
         for idx in bar:
             batch = {k: v.to(device, non_blocking=True) for k, v in collate(train_pairs, idx, pad_id).items()}
