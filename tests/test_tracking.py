@@ -17,9 +17,11 @@ import numpy as np
 import pandas as pd
 import pytest
 from registry_helpers import MLFLOW_BIN, one_torch_thread, tiny_model  # noqa: F401 - fixture
+from typer.testing import CliRunner
 
 import mlflow
 from mlflow import MlflowClient
+from simpair.cli import app
 from simpair.ingest import run_ingest
 from simpair.models import load_predictor
 from simpair.registry import CorruptModel, ModelNotFound, registry, resolve_model, tracking
@@ -139,6 +141,23 @@ def test_pyfunc_gives_the_same_numbers_as_the_predictor(store: Path, tmp_path: P
             assert outputs == ["score"] and list(out.columns) == ["score"]
         with pytest.raises(Exception, match="text_b"):
             model.predict(PAIRS[["text_a"]])
+        # `simpair predict` on the registry reference prints the same numbers as the pyfunc
+        cli = CliRunner().invoke(
+            app,
+            [
+                "predict",
+                PAIRS.text_a[0],
+                PAIRS.text_b[0],
+                "--model",
+                f"{registered.name}@challenger",
+                "--home",
+                str(store),
+                "--json",
+            ],
+        )
+        assert cli.exit_code == 0, cli.output
+        printed = json.loads(cli.output[cli.output.index('{"score"') :].splitlines()[0])
+        assert printed["score"] == pytest.approx(float(out["score"][0]), rel=1e-6)
 
 
 @pytest.mark.slow

@@ -24,7 +24,12 @@ from simpair import settings
 EXPERIMENT = "simpair"
 # Environment knobs that keep a dead tracking server from hanging a run for minutes inside MLflow's own
 # HTTP retry loop: Prefect's task retries (with backoff) are the one retry policy an operator tunes.
-_HTTP_DEFAULTS = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2", "MLFLOW_HTTP_REQUEST_TIMEOUT": "30"}
+# Artifact progress bars are off too: they interleave with the pipeline's own progress and logs.
+_HTTP_DEFAULTS = {
+    "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2",
+    "MLFLOW_HTTP_REQUEST_TIMEOUT": "30",
+    "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR": "false",
+}
 
 
 class TrackingUnavailable(RuntimeError):
