@@ -14,7 +14,6 @@ import pytest
 from registry_helpers import one_torch_thread, tiny_model  # noqa: F401 - fixture
 from typer.testing import CliRunner
 
-from mlflow import MlflowClient
 from simpair.cli import app
 from simpair.ingest import run_ingest
 from simpair.models import ModelMetadata, default_backbone
@@ -71,7 +70,7 @@ def test_gate_lifecycle_zero_shot_bar_promotion_margin_corrupt_champion_and_roll
     store: Path, tmp_path: Path
 ) -> None:
     home = str(store)
-    c = MlflowClient()
+    c = registry.client(store)  # not MlflowClient(): a process-global URI from an earlier test would win
     # 1. first version, predicting "no" for everything: F1 0 cannot beat the zero-shot backbone
     v1 = _register(store, _model(tmp_path / "never", store, threshold=1.01))
     first = run_gate(store, "paraphrase", PARAPHRASE, MSRP_TEST)

@@ -20,7 +20,6 @@ from registry_helpers import MLFLOW_BIN, one_torch_thread, tiny_model  # noqa: F
 from typer.testing import CliRunner
 
 import mlflow
-from mlflow import MlflowClient
 from simpair.cli import app
 from simpair.ingest import run_ingest
 from simpair.models import load_predictor
@@ -84,7 +83,7 @@ def _register(home: Path, tmp: Path, task: str = "paraphrase", seed: int = 0, fl
 
 def test_training_run_records_everything_and_registration_moves_no_alias(store: Path, tmp_path: Path) -> None:
     registered, _ = _register(store, tmp_path, flow_tags={"prefect.flow_run_id": "abc-123"})
-    client = MlflowClient()
+    client = registry.client(store)
     run = client.get_run(registered.run_id)
     assert run.data.params["name"] == "tiny-paraphrase"
     assert json.loads(run.data.params["train"]) == [{"dataset": "msrp", "split": "train"}]
@@ -213,7 +212,7 @@ def test_resolve_model_pins_versions_and_reports_missing_or_corrupt_artifacts(
         resolve_model("simpair-sts@champion", store)
 
     # delete the weights from the artifact store itself (and the local cache): a real corruption
-    source = MlflowClient().get_model_version(second.name, second.version).source  # models:/m-<id>
+    source = registry.client(store).get_model_version(second.name, second.version).source  # models:/m-<id>
     model_id = source.rsplit("/", 1)[-1]
     weights = [p for p in (store / "mlflow" / "artifacts").rglob("model.safetensors") if model_id in str(p)]
     assert len(weights) == 1, (source, weights)
