@@ -42,6 +42,10 @@ def _fail(console: Console, message: str) -> None:
     raise typer.Exit(code=1)
 
 
+def _against(compared_with: str) -> str:
+    return f"v{compared_with}" if compared_with.isdigit() else compared_with
+
+
 def models_table(home: Path) -> Table:
     """Every version of every simpair model with aliases, key metrics and the gate decision."""
     from simpair.registry import MODEL_NAMES, registry
@@ -55,8 +59,8 @@ def models_table(home: Path) -> Table:
         "aliases",
         "created (UTC)",
         "primary",
-        "challenger",
-        "compared",
+        "value",
+        "compared with",
         "gate",
     ):
         table.add_column(column)
@@ -83,8 +87,9 @@ def models_table(home: Path) -> Table:
                 created,
                 primary,
                 gated[0] if gated else "",
-                compared[0] if compared else "",
-                tags.get("gate.decision", "not gated"),
+                f"{compared[0]} ({_against(tags.get('gate.compared_with', ''))})" if compared else "",
+                tags.get("gate.decision", "not gated")
+                + (" (manually promoted)" if "manual_promotion.reason" in tags else ""),
             )
     return table
 

@@ -186,7 +186,10 @@ class NightlySummary(BaseModel):
             "",
             "Dataset versions: "
             + (", ".join(f"{k}={v}" for k, v in sorted(self.dataset_versions.items())) or "-"),
-            f"Duration: {self.seconds / 60:.1f} min",
+            "",
+            f"Duration: {self.seconds:.0f} s"
+            if self.seconds < 120
+            else f"Duration: {self.seconds / 60:.1f} min",
         ]
         if self.tasks:
             lines += ["", "| task | model | version | gate | reason |", "|---|---|---|---|---|"]

@@ -212,5 +212,5 @@ def promote_manual(home: Path, name: str, version: str, reason: str, by: str = "
     c = registry.client(home)
     previous = registry.version_for(c, name, CHAMPION)
     registry.move_champion(c, name, version, reason=reason, by=by, action="promote")
-    registry.tag_version(c, name, version, {"gate.decision": "manual", "gate.reason": reason})
+    registry.tag_version(c, name, version, {"manual_promotion.reason": reason, "manual_promotion.by": by})
     return previous
