@@ -86,6 +86,10 @@ def test_gate_lifecycle_zero_shot_bar_promotion_margin_corrupt_champion_and_roll
     assert "gate.zero_shot.msrp/test/f1" in mv1.tags and first.reason in mv1.description
     gate_run = c.get_run(mv1.tags["gate.run_id"])
     assert gate_run.data.metrics["promoted"] == 0.0 and "zero_shot/msrp/test/f1" in gate_run.data.metrics
+    [evaluated] = gate_run.inputs.dataset_inputs  # lineage: the exact evaluation split version
+    assert (
+        evaluated.dataset.name == "msrp-test" and evaluated.dataset.digest == first.dataset_versions["msrp"]
+    )
     assert _champion(store) is None
 
     # an operator bootstraps v1 as champion (the CLI insists on a reason)

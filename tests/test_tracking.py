@@ -130,6 +130,10 @@ def test_pyfunc_gives_the_same_numbers_as_the_predictor(store: Path, tmp_path: P
         out = model.predict(PAIRS)
         expected = load_predictor(model_dir).predict(PAIRS.text_a.tolist(), PAIRS.text_b.tolist())
         np.testing.assert_allclose(out["score"].to_numpy(), expected["score"], rtol=1e-6)
+        flavor = model.metadata.flavors["python_function"]
+        assert "model_code_path" in flavor  # models-from-code: nothing is unpickled at load time
+        local = Path(mlflow.artifacts.download_artifacts(f"models:/{registered.name}@challenger"))
+        assert list(local.rglob("*.safetensors")) and not list(local.rglob("*.pkl"))
         inputs = model.metadata.get_input_schema().input_names()
         outputs = model.metadata.get_output_schema().input_names()
         assert inputs == ["text_a", "text_b"]

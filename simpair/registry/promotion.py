@@ -90,6 +90,7 @@ def _log_gate_run(
     name: str,
     decision: GateDecision,
     artifacts: Sequence[Path],
+    eval_sets: Sequence[tuple[str, str]],
     flow_tags: Mapping[str, str] | None,
 ) -> str:
     experiment_id = tracking.ensure_experiment(home)
@@ -117,6 +118,12 @@ def _log_gate_run(
         mlflow.log_text(decision.to_markdown(name), "gate_report.md")
         mlflow.log_dict(json.loads(json.dumps(decision.__dict__, default=str)), "gate_decision.json")
         tracking.log_artifacts(artifacts, artifact_path="evaluation")
+        catalog = Catalog(home)
+        tracking.log_datasets(
+            tracking.DatasetRef(ds, split, version, catalog.split_path(ds, split, version), "evaluation")
+            for ds, split in eval_sets
+            for version in [decision.dataset_versions[ds]]
+        )
         return run.info.run_id
 
 
@@ -197,7 +204,7 @@ def run_gate(
     catalog = Catalog(home)
     decision.dataset_versions = {ds: catalog.current_version(ds) for ds, _ in eval_sets}
 
-    gate_run_id = _log_gate_run(home, name, decision, artifacts, flow_tags)
+    gate_run_id = _log_gate_run(home, name, decision, artifacts, eval_sets, flow_tags)
     registry.tag_version(c, name, version, {**decision.tags(), "gate.run_id": gate_run_id})
     c.update_model_version(name, version, description=decision.to_markdown(name)[:5000])
     if decision.promote:
