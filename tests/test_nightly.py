@@ -100,8 +100,15 @@ def test_nightly_registers_skips_forces_and_survives_a_permanent_failure(
         champion = _aliases(c, outcome.model).get("champion")
         assert champion == ("1" if outcome.decision == "promoted" else None)
         assert "zero-shot" in outcome.reason  # a first version is judged against the untrained backbone
-        run_tags = c.get_run(mv.run_id).data.tags
-        assert run_tags["prefect.flow_run_id"] == first.flow_run_id
+        mlrun = c.get_run(mv.run_id)
+        assert mlrun.data.tags["prefect.flow_run_id"] == first.flow_run_id
+        assert mlrun.data.params["name"] == f"smoke-{outcome.task}"  # the whole config, as params
+        assert c.get_metric_history(mv.run_id, "train_loss")  # per-epoch curve
+        files = {a.path for a in c.list_artifacts(mv.run_id, "model_files")}
+        assert {"model_files/dev_pair_ids.txt", "model_files/train_config.yaml"} <= files
+        assert "evaluation/report.md" in {a.path for a in c.list_artifacts(mv.run_id, "evaluation")}
+        expected = {"msrp-train"} if outcome.task == "paraphrase" else {"stsb-train", "stsb-dev"}
+        assert {d.dataset.name for d in mlrun.inputs.dataset_inputs} == expected
     assert f"simpair-paraphrase: challenger v1 **{first.tasks[0].decision}**" in _artifact("gate-paraphrase")
     assert "Nightly retrain (smoke): trained" in _artifact("nightly-retrain")
     state = read_state(home, "smoke")
