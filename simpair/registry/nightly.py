@@ -69,8 +69,8 @@ class NightlyProfile(BaseModel):
 def load_profile(profile: str | Path) -> NightlyProfile:
     """`default`, `smoke`, or a path to a profile YAML."""
     path = Path(PROFILES.get(str(profile), str(profile)))
-    if not path.is_absolute():
-        path = settings.PROJECT_ROOT / path
+    if not path.is_absolute() and not (str(profile) not in PROFILES and path.is_file()):
+        path = settings.PROJECT_ROOT / path  # named profiles and project-relative paths
     if not path.is_file():
         raise FileNotFoundError(f"nightly profile {profile!r}: no file {path} (known: {sorted(PROFILES)})")
     try:
