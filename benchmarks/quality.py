@@ -64,7 +64,10 @@ def _record(
         "kind": config.kind,
         "objective": config.objective,
         "task": config.task,
-        "train": [r.label() for r in config.train],
+        "train": [
+            f"{r.label()} (stage 1)" for r in (config.intermediate.train if config.intermediate else [])
+        ]
+        + [r.label() for r in config.train],
         "init_from": config.backbone if config.backbone and Path(config.backbone).is_dir() else None,
         "epochs_run": len(metrics["history"]),
         "best_epoch": metrics["best_epoch"],
@@ -250,7 +253,7 @@ def table() -> None:
     lines = [
         SECTION,
         "",
-        "2 shared CPU cores (other engineers' jobs ran at the same time: load average 4-7), fp32,",
+        "2 shared CPU cores (other engineers' jobs ran at the same time: load average 6-10), fp32,",
         "bundled all-MiniLM-L6-v2. Test metrics use the threshold chosen on dev; test pairs found in the",
         "model's training data by the leakage report are excluded (column `excl.`).",
         "",
