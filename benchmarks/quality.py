@@ -242,6 +242,31 @@ def symmetric(name: str, model_dir: Path, home: HOME) -> None:
     _record(name, target, home, f"benchmarks/quality.py symmetric {name} MODEL_DIR --home HOME", None)
 
 
+@app.command()
+def calibrate(name: str, model_dir: Path, home: HOME) -> None:
+    """Copy of a bi-encoder STS model with the dev-fitted monotone score map (for models trained
+    before training fitted it itself); recorded as its own row."""
+    import shutil
+
+    from simpair.evaluation import graded_metrics
+    from simpair.models import ModelMetadata, load_predictor
+    from simpair.training import calibration
+
+    target = home / "models" / f"{model_dir.name}-cal"
+    if target.exists():
+        shutil.rmtree(target)
+    shutil.copytree(model_dir, target)
+    dev = _dev_frame(target, home)
+    raw = load_predictor(target).predict_raw(dev["text_a"].to_list(), dev["text_b"].to_list())
+    meta = ModelMetadata.read(target)
+    meta.calibration = calibration.graded(raw, dev["score"].to_numpy())
+    meta.write(target)
+    metrics = json.loads((target / "metrics.json").read_text())
+    metrics["dev"] = graded_metrics(calibration.apply(meta.calibration, raw), dev["score"].to_numpy())
+    (target / "metrics.json").write_text(json.dumps(metrics, indent=2, sort_keys=True) + "\n")
+    _record(name, target, home, f"benchmarks/quality.py calibrate {name} MODEL_DIR --home HOME", None)
+
+
 def _fmt(value: Any) -> str:
     return f"{value:.3f}" if isinstance(value, float) else str(value)
 

@@ -119,6 +119,15 @@ def test_leaked_pairs_are_excluded_from_training_and_recorded(home: Path) -> Non
     assert "stsb-train-0048" not in trained and "stsb-train-0049" not in trained
     assert result.metrics["train_pairs"] == 48
     assert set(result.metrics["dev"]) >= {"spearman", "pearson", "mse", "mae"}
+    # The 0-1 score is a monotone map of the cosine fitted on dev: same ranking, no clipping ties.
+    pred = load_predictor(result.model_dir)
+    assert pred.meta.calibration is not None and pred.meta.calibration.a > 0
+    frame = Catalog(home).read_split("stsb", "dev")
+    raw = pred.predict_raw(frame["text_a"].to_list(), frame["text_b"].to_list())
+    score = pred.predict(frame["text_a"].to_list(), frame["text_b"].to_list())["score"]
+    assert graded_metrics(score, frame["score"].to_numpy())["spearman"] == pytest.approx(
+        graded_metrics(raw, frame["score"].to_numpy())["spearman"]
+    )
 
 
 @pytest.mark.parametrize(

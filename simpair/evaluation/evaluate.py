@@ -190,6 +190,7 @@ def evaluate_model(
         "objective": meta.objective,
         "threshold": meta.threshold,
         "dataset_versions": {d: catalog.current_version(d) for d in sorted({d for d, _ in datasets})},
+        "model_dataset_versions": dict(meta.dataset_versions),
         "splits": metrics,
     }
     (out / "metrics.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")

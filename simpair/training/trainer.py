@@ -32,9 +32,10 @@ from simpair.models.bi_encoder import BiEncoder
 from simpair.models.cross_encoder import CrossEncoder
 from simpair.models.device import autocast, autocast_dtype, pick_device
 from simpair.models.io import build_model, quiet_transformers, save_model
-from simpair.models.metadata import METADATA_FILE, Calibration, ModelMetadata
+from simpair.models.metadata import METADATA_FILE, ModelMetadata
 from simpair.models.tiny import build_tiny, default_backbone
 from simpair.models.tokenizer import load_tokenizer, tokenizer_fingerprint
+from simpair.training import calibration as calibrate
 from simpair.training.config import TrainConfig
 from simpair.training.data import PairTokens, collate, length_grouped_batches, load_train_data
 from simpair.training.ddp import barrier, broadcast_object, init_distributed, shard_batches
@@ -427,15 +428,16 @@ def _finish(
         if config.kind == "cross":
             probs = 1 / (1 + np.exp(-raw))
         else:  # Platt scaling of the cosine on dev gives a probability users can read
-            from sklearn.linear_model import LogisticRegression
-
-            lr = LogisticRegression(C=1e4).fit(raw.reshape(-1, 1), labels)
-            calibration = Calibration(a=float(lr.coef_[0, 0]), b=float(lr.intercept_[0]))
-            probs = 1 / (1 + np.exp(-(calibration.a * raw + calibration.b)))
+            calibration = calibrate.platt(raw, labels)
+            probs = calibrate.apply(calibration, raw)
         threshold = best_threshold(probs, labels, config.threshold_metric)
         dev = binary_metrics(probs, labels, threshold)
     else:
-        score = 1 / (1 + np.exp(-raw)) if config.kind == "cross" else np.clip(raw, 0, 1)
+        if config.kind == "cross":
+            score = 1 / (1 + np.exp(-raw))
+        else:  # monotone sigmoid fitted on dev: 0-1 scores without clipping ties
+            calibration = calibrate.graded(raw, dev_pairs.targets)
+            score = calibrate.apply(calibration, raw)
         dev = graded_metrics(score, dev_pairs.targets)
 
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
