@@ -54,7 +54,7 @@ def _wait_chunks(out: Path, proc: subprocess.Popen, at_least: int, timeout: floa
 def _batch_with_bad_rows(n: int, seed: int) -> tuple[pa.Table, set[str]]:
     table = make_pairs(n, seed=seed)
     text_b = table.column("text_b").to_pylist()
-    bad = {7: None, 5_555: "  ", 11_111: None}
+    bad = {7: None, 5_555: "  ", 7_777: None}
     for row, value in bad.items():
         text_b[row] = value
     table = table.set_column(2, "text_b", pa.array(text_b, pa.string()))
@@ -63,12 +63,12 @@ def _batch_with_bad_rows(n: int, seed: int) -> tuple[pa.Table, set[str]]:
 
 def test_sigkill_mid_file_then_rerun_scores_every_row_exactly_once(tmp_path: Path, tiny_cross: Path) -> None:
     inbox, out = tmp_path / "inbox", tmp_path / "out"
-    table, rejected = _batch_with_bad_rows(12_000, seed=11)
+    table, rejected = _batch_with_bad_rows(8_000, seed=11)
     write_batch(table, inbox / "big.parquet", row_group_size=1300)  # chunks of 500 cut row groups
     small = make_pairs(500, seed=12, prefix="s")
     write_batch(small, inbox / "small.parquet")
 
-    for kill_at in (3, 12):  # two crashes at different points of the same file
+    for kill_at in (3, 9):  # two crashes at different points of the same file
         proc = subprocess.Popen(
             _cmd(inbox, out, tiny_cross), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
         )
@@ -84,7 +84,7 @@ def test_sigkill_mid_file_then_rerun_scores_every_row_exactly_once(tmp_path: Pat
     assert done.returncode == 0, done.stdout + done.stderr
     summary = json.loads(summary_file.read_text())
     assert summary["files_scored"] >= 1
-    assert summary["rows_scored_this_run"] < 12_000 - len(rejected), "the re-run must resume, not restart"
+    assert summary["rows_scored_this_run"] < 8_000 - len(rejected), "the re-run must resume, not restart"
 
     output = read_outputs(out)
     big = output.filter(pa.compute.starts_with(output.column("pair_id"), "p"))

@@ -138,11 +138,11 @@ def test_bad_files_are_quarantined_next_to_good_ones(tmp_path: Path, tiny_cross:
     write_batch(pa.table({"question1": ["a"], "question2": ["b"]}), inbox / "d-wrong-columns.parquet")
     write_batch(pa.table({"text_a": [1, 2], "text_b": ["x", "y"]}), inbox / "e-int-text.parquet")
     write_batch(make_pairs(0), inbox / "f-empty.parquet")
-    write_batch(make_pairs(5000, seed=5, prefix="c"), inbox / "g-corrupt.parquet", row_group_size=1000)
+    write_batch(make_pairs(1000, seed=5, prefix="c"), inbox / "g-corrupt.parquet", row_group_size=200)
     _corrupt_row_group(inbox / "g-corrupt.parquet", 3)
     (inbox / "_incoming.parquet.tmp").write_text("half-uploaded")  # ignored: underscore prefix
 
-    summary = score_inbox(str(inbox), out, str(tiny_cross), tmp_path / "home", chunk_rows=1000)
+    summary = score_inbox(str(inbox), out, str(tiny_cross), tmp_path / "home", chunk_rows=200)
     status = {f["file"]: (f["status"], f["detail"]) for f in summary.files}
     assert status["a-good.parquet"][0] == "scored"
     assert (

@@ -35,8 +35,10 @@ def _promote(home: Path, version: str, reason: str) -> None:
 
 
 def test_alias_resolved_once_promotion_between_chunks_does_not_change_version(
-    home: Path, tmp_path: Path
+    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # mlflow.set_tracking_uri exports MLFLOW_TRACKING_URI: pin it to this test's store, restored after
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{home / 'mlflow' / 'mlflow.db'}")
     v1, dir1 = _register(home, tmp_path, seed=0)
     v2, dir2 = _register(home, tmp_path, seed=1)
     assert (v1.version, v2.version) == ("1", "2")

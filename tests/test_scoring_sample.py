@@ -57,7 +57,11 @@ def test_sample_inbox_from_test_splits_is_label_free_and_scores(
     assert output.column("dataset").unique().to_pylist() in (["msrp", "stsb"], ["stsb", "msrp"])
 
 
-def test_score_command_without_champion_exits_with_message(home: Path, tmp_path: Path) -> None:
+def test_score_command_without_champion_exits_with_message(
+    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # an earlier test's mlflow.set_tracking_uri may have exported MLFLOW_TRACKING_URI: use this home's store
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{home / 'mlflow' / 'mlflow.db'}")
     (tmp_path / "inbox").mkdir()
     done = subprocess.run(
         [SIMPAIR, "score", "--inbox", str(tmp_path / "inbox"), "--out", str(tmp_path / "out"),
