@@ -39,10 +39,12 @@ def shared_data() -> Path:
 
 @pytest.fixture
 def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A fresh pipeline home, also exported as SIMPAIR_HOME for code that reads the environment."""
+    """A fresh pipeline home (SIMPAIR_HOME) with its own embedded MLflow store (MLFLOW_TRACKING_URI)."""
     path = tmp_path / "home"
     path.mkdir()
     monkeypatch.setenv("SIMPAIR_HOME", str(path))
+    # mlflow.set_tracking_uri exports MLFLOW_TRACKING_URI; pin it per test so no store leaks between tests.
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{path / 'mlflow' / 'mlflow.db'}")
     return path
 
 
