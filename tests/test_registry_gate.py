@@ -66,6 +66,7 @@ def _cli(*args: str) -> tuple[int, str]:
     return result.exit_code, result.output
 
 
+@pytest.mark.slow
 def test_gate_lifecycle_zero_shot_bar_promotion_margin_corrupt_champion_and_rollback(
     store: Path, tmp_path: Path
 ) -> None:
