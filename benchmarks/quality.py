@@ -267,6 +267,68 @@ def calibrate(name: str, model_dir: Path, home: HOME) -> None:
     _record(name, target, home, f"benchmarks/quality.py calibrate {name} MODEL_DIR --home HOME", None)
 
 
+@app.command()
+def wise(
+    name: str,
+    model_dir: Path,
+    home: HOME,
+    alphas: str = "0.5,0.6,0.7,0.8,0.9",
+) -> None:
+    """WiSE-FT: interpolate a trained model with its pre-trained backbone, alpha chosen on dev."""
+
+    from simpair.evaluation import best_threshold, binary_metrics, graded_metrics
+    from simpair.models import ModelMetadata, build_model, load_predictor, save_model
+    from simpair.models.tiny import default_backbone
+    from simpair.training import calibration
+    from simpair.training.averaging import choose_interpolation
+
+    pred = load_predictor(model_dir)
+    meta = ModelMetadata.read(model_dir)
+    base = build_model(meta.kind, default_backbone()).state_dict()
+    dev = _dev_frame(model_dir, home)
+    a, b = dev["text_a"].to_list(), dev["text_b"].to_list()
+
+    def dev_score(_: Any) -> float:
+        raw = pred.predict_raw(a, b)
+        if meta.task == "sts":
+            return graded_metrics(raw, dev["score"].to_numpy())["spearman"]
+        probs = pred.from_raw(raw)["probability"] if meta.kind == "cross" else raw
+        return binary_metrics(probs, dev["label"].to_numpy(), best_threshold(probs, dev["label"].to_numpy()))[
+            "accuracy"
+        ]
+
+    alpha, scores = choose_interpolation(pred.model, base, [float(x) for x in alphas.split(",")], dev_score)
+    typer.echo(f"dev scores by alpha: {scores}; chosen {alpha}")
+    raw = pred.predict_raw(a, b)
+    if meta.task == "sts" and meta.kind == "bi":
+        meta.calibration = calibration.graded(raw, dev["score"].to_numpy())
+        dev_metrics = graded_metrics(calibration.apply(meta.calibration, raw), dev["score"].to_numpy())
+    elif meta.task == "sts":
+        dev_metrics = graded_metrics(pred.from_raw(raw)["score"], dev["score"].to_numpy())
+    else:
+        if meta.kind == "bi":
+            meta.calibration = calibration.platt(raw, dev["label"].to_numpy())
+        pred.meta = meta
+        probs = pred.from_raw(raw)["probability"]
+        meta.threshold = best_threshold(probs, dev["label"].to_numpy())
+        dev_metrics = binary_metrics(probs, dev["label"].to_numpy(), meta.threshold)
+    target = home / "models" / f"{model_dir.name}-wise"
+    metrics = json.loads((model_dir / "metrics.json").read_text())
+    metrics["dev"] = dev_metrics
+    metrics["wise_ft"] = {"alpha": alpha, "dev_by_alpha": {str(k): v for k, v in scores.items()}}
+    text_files = {f: (model_dir / f).read_text() for f in ("dev_pair_ids.txt", "train_pairs.txt")}
+    save_model(
+        pred.model.cpu(),
+        pred.tokenizer,
+        target,
+        meta,
+        train_config_yaml=(model_dir / "train_config.yaml").read_text(),
+        metrics=metrics,
+        text_files=text_files,
+    )
+    _record(name, target, home, f"benchmarks/quality.py wise {name} MODEL_DIR --home HOME", None)
+
+
 def _fmt(value: Any) -> str:
     return f"{value:.3f}" if isinstance(value, float) else str(value)
 
