@@ -21,8 +21,17 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q -e '.[dev]'
 	touch $(STAMP)
 
+# Everything the pipeline writes goes under SIMPAIR_HOME (gitignored). `make run ARGS=--force` retrains
+# even when no source changed; `make run PROFILE=smoke` runs the tiny-model profile in about 2 minutes.
+SIMPAIR_HOME ?= $(CURDIR)/.simpair
+export SIMPAIR_HOME
+PROFILE ?= default
+ARGS ?=
+
 run: install
-	$(BIN)/simpair ingest
+	$(BIN)/simpair nightly --profile $(PROFILE) $(ARGS)
+	$(BIN)/simpair make-sample-inbox --inbox $(SIMPAIR_HOME)/sample-inbox
+	$(BIN)/simpair score --inbox $(SIMPAIR_HOME)/sample-inbox --out $(SIMPAIR_HOME)/scoring
 
 test: install
 	$(BIN)/python -m pytest -q --timeout=900
