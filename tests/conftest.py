@@ -17,6 +17,9 @@ import pytest
 _SESSION_TMP = Path(tempfile.mkdtemp(prefix="simpair-tests-"))
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["TOKENIZERS_PARALLELISM"] = "false"
+# Tests use tiny models in several processes at once (Prefect server, MLflow server, workers):
+# on 2 cores, one torch thread per process avoids oversubscription that made predictions 18x slower.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ["PREFECT_HOME"] = str(_SESSION_TMP / "prefect-home")
 os.environ["PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS"] = "120"
 os.environ["PREFECT_LOGGING_LEVEL"] = "WARNING"

@@ -13,15 +13,15 @@ import sys
 import time
 from pathlib import Path
 
+import mlflow
 import numpy as np
 import pandas as pd
 import pytest
 import yaml
+from mlflow import MlflowClient
 from registry_helpers import MlflowServer, one_torch_thread  # noqa: F401 - fixture
 
-import mlflow
 from flows.nightly_retrain import NightlyFailed, run
-from mlflow import MlflowClient
 from simpair import settings
 from simpair.models import load_predictor
 from simpair.registry import registry, resolve_model

@@ -13,13 +13,13 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import mlflow
 import numpy as np
 import pandas as pd
 import pytest
 from registry_helpers import MLFLOW_BIN, one_torch_thread, tiny_model  # noqa: F401 - fixture
 from typer.testing import CliRunner
 
-import mlflow
 from simpair.cli import app
 from simpair.ingest import run_ingest
 from simpair.models import load_predictor

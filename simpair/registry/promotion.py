@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
+import mlflow
 import polars as pl
 import yaml
 
-import mlflow
 from simpair.catalog import Catalog
 from simpair.models import ModelMetadata
 from simpair.registry import registry, tracking

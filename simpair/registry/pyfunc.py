@@ -13,12 +13,11 @@ from importlib import metadata as importlib_metadata
 from pathlib import Path
 from typing import Any
 
+import mlflow
 import pandas as pd
 from mlflow.models import ModelSignature
 from mlflow.pyfunc import PythonModel, PythonModelContext
 from mlflow.types import ColSpec, ParamSchema, ParamSpec, Schema
-
-import mlflow
 
 MODEL_DIR_ARTIFACT = "model_dir"
 ENTRY_FILE = Path(__file__).with_name("_pyfunc_entry.py")

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import mlflow
+
 from simpair.catalog import Catalog, CatalogError
 from simpair.models import ModelMetadata
 from simpair.registry import registry, tracking

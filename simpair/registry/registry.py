@@ -14,11 +14,11 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import mlflow
 import yaml
+from mlflow import MlflowClient
 from mlflow.exceptions import MlflowException
 
-import mlflow
-from mlflow import MlflowClient
 from simpair.registry import history as hist
 from simpair.registry import tracking
 from simpair.registry.pyfunc import MODEL_DIR_ARTIFACT

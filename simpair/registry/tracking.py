@@ -19,6 +19,7 @@ from typing import Any
 
 import mlflow
 from mlflow import MlflowClient
+
 from simpair import settings
 
 EXPERIMENT = "simpair"
