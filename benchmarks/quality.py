@@ -1,9 +1,10 @@
 """Quality and speed benchmark for the training stage (run by hand, never in tests).
 
-    nice -n 5 .venv/bin/python benchmarks/quality.py --home /tmp/simhome run msrp-cross
-    nice -n 5 .venv/bin/python benchmarks/quality.py --home /tmp/simhome record msrp-cross MODEL_DIR
-    nice -n 5 .venv/bin/python benchmarks/quality.py --home /tmp/simhome throughput --kind cross
-    .venv/bin/python benchmarks/quality.py --home /tmp/simhome table
+    nice -n 5 .venv/bin/python benchmarks/quality.py          # all defaults, in $SIMPAIR_HOME (~1 h)
+    nice -n 5 .venv/bin/python benchmarks/quality.py run msrp-cross --home /tmp/simhome
+    nice -n 5 .venv/bin/python benchmarks/quality.py record msrp-cross MODEL_DIR --home /tmp/simhome
+    nice -n 5 .venv/bin/python benchmarks/quality.py throughput --home /tmp/simhome --kind cross
+    .venv/bin/python benchmarks/quality.py table
 
 `run NAME` trains `configs/NAME.yaml` (with `--set k=v` overrides), evaluates it on the config's
 evaluation splits (threshold from dev, leaked pairs excluded) and records the row. `record` does the
@@ -30,7 +31,7 @@ RESULTS = REPO / "benchmarks" / "results" / "quality.json"
 DOC = REPO / "docs" / "benchmarks.md"
 SECTION = "## Training quality and speed (`benchmarks/quality.py`)"
 
-app = typer.Typer(add_completion=False, no_args_is_help=True)
+app = typer.Typer(add_completion=False)
 HOME = Annotated[Path, typer.Option(help="Pipeline home with ingested msrp and stsb.")]
 
 
@@ -389,6 +390,22 @@ def table() -> None:
     end = nxt + 1 if nxt != -1 else len(text)
     DOC.write_text(text[:start] + "\n".join(lines) + "\n" + text[end:])
     typer.echo(f"updated {DOC}")
+
+
+@app.callback(invoke_without_command=True)
+def default(ctx: typer.Context) -> None:
+    """With no command (`make bench`): train and record the default configs, measure throughput, and
+    rewrite the docs table, in $SIMPAIR_HOME (about an hour on 2 idle cores)."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from simpair import settings
+
+    home = settings.home_dir()
+    for name in ("msrp-cross", "stsb-bi"):
+        run(name, home, None, ["num_threads=1"], None)
+    for kind in ("cross", "bi"):
+        throughput(home, kind=kind, pairs=320, batch_size=16, threads=1)
+    table()
 
 
 if __name__ == "__main__":
