@@ -5,26 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from ingest_helpers import TOY_CONTRACT
 
 from simpair.contracts import ContractError, contract_files, load_contract
 from simpair.ingest import load_contracts
 
 REPO = Path(__file__).resolve().parents[1]
-
-TOY_CONTRACT = """\
-dataset: toy
-contract_version: "1"
-format:
-  delimiter: "\\t"
-  quoting: none
-  header: true
-  field_counts: [3]
-files:
-  - {split: train, role: train, pattern: "toy/train.tsv"}
-  - {split: test, role: test, pattern: "toy/test.tsv"}
-columns: {label: label, text_a: a, text_b: b}
-label: {kind: binary, values: [0, 1]}
-"""
 
 
 def test_repository_contracts_load() -> None:

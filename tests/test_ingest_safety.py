@@ -17,6 +17,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 import typer
+from ingest_helpers import TOY_CONTRACT
 from typer.testing import CliRunner
 
 from simpair.catalog import Catalog
@@ -26,21 +27,6 @@ from simpair.ingest import run_ingest
 from simpair.ingest.versioning import dataset_version, file_sha256
 
 REPO = Path(__file__).resolve().parents[1]
-
-TOY_CONTRACT = """\
-dataset: toy
-contract_version: "1"
-format:
-  delimiter: "\\t"
-  quoting: none
-  header: true
-  field_counts: [3]
-files:
-  - {split: train, role: train, pattern: "toy/train.tsv"}
-  - {split: test, role: test, pattern: "toy/test.tsv"}
-columns: {label: label, text_a: a, text_b: b}
-label: {kind: binary, values: [0, 1]}
-"""
 
 
 def _toy_lines(n: int, offset: int = 0) -> str:
