@@ -36,6 +36,7 @@ from simpair.models.metadata import METADATA_FILE, ModelMetadata
 from simpair.models.tiny import build_tiny, default_backbone
 from simpair.models.tokenizer import load_tokenizer, tokenizer_fingerprint
 from simpair.training import calibration as calibrate
+from simpair.training.averaging import average_states
 from simpair.training.config import TrainConfig
 from simpair.training.data import PairTokens, collate, length_grouped_batches, load_train_data
 from simpair.training.ddp import barrier, broadcast_object, init_distributed, shard_batches
@@ -134,14 +135,6 @@ def _state(model: nn.Module) -> dict[str, torch.Tensor]:
     return {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
 
 
-def _average(states: list[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
-    out = {}
-    for key in states[0]:
-        if states[0][key].is_floating_point():
-            out[key] = torch.stack([s[key] for s in states]).mean(0)
-        else:
-            out[key] = states[-1][key]
-    return out
 
 
 def weights_sha1(model: nn.Module) -> str:
@@ -362,7 +355,7 @@ def _train(config: TrainConfig, home: Path) -> TrainResult:
         module.model.load_state_dict(best_state)
         if len(recent) > 1:
             candidate = copy.deepcopy(module.model)
-            candidate.load_state_dict(_average(recent))
+            candidate.load_state_dict(average_states(recent))
             raw = raw_outputs(candidate, dev_pairs, pad_id, device, dtype, config.symmetric)
             averaged = dev_metrics(raw, dev_pairs, config)[metric_name]
             if _better(averaged, best_value):
