@@ -13,7 +13,7 @@ import tempfile
 from pathlib import Path
 
 import polars as pl
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from simpair.catalog import Catalog
@@ -64,6 +64,8 @@ def plain_line(draw: st.DrawFn) -> bytes:
     bom=st.booleans(),
     final_newline=st.booleans(),
 )
+# found by hypothesis in CI: a BOM followed only by blank lines is an empty file, not an empty dataset
+@example(lines=[b"", b""], header=False, bom=True, final_newline=False)
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_plain_files_lose_no_line(lines: list[bytes], header: bool, bom: bool, final_newline: bool) -> None:
     head = [b"id\tlabel\ta\tb"] if header else []

@@ -116,7 +116,7 @@ def read_records(path: Path, fmt: FileFormat) -> ReadResult:
         data = path.read_bytes()
     except OSError as exc:
         raise SourceFileError(f"{path}: cannot read: {exc.strerror or exc}") from exc
-    if not data.strip():
+    if not data.removeprefix(codecs.BOM_UTF8).strip():  # a BOM and blank lines hold no record either
         raise SourceFileError(f"{path}: file is empty; expected {fmt.encoding} text records")
     if b"\x00" in data[:65536] and not fmt.encoding.lower().startswith("utf-16"):
         raise SourceFileError(
