@@ -21,6 +21,7 @@ import mlflow
 from mlflow import MlflowClient
 
 from simpair import settings
+from simpair.registry.gate import flatten_metrics
 
 EXPERIMENT = "simpair"
 # Environment knobs that keep a dead tracking server from hanging a run for minutes inside MLflow's own
@@ -134,22 +135,12 @@ def log_history(history: Iterable[Mapping[str, Any]]) -> int:
         step = int(row.get("step", row.get("epoch", index)))
         numbers = {
             _metric_key(k): v
-            for k, v in _flat_numbers({k: v for k, v in row.items() if k not in {"step", "epoch"}}).items()
+            for k, v in flatten_metrics({k: v for k, v in row.items() if k not in {"step", "epoch"}}).items()
         }
         if numbers:
             mlflow.log_metrics(numbers, step=step)
             count += 1
     return count
-
-
-def _flat_numbers(values: Mapping[str, Any], prefix: str = "") -> dict[str, float]:
-    out: dict[str, float] = {}
-    for key, value in values.items():
-        if isinstance(value, Mapping):
-            out.update(_flat_numbers(value, prefix=f"{prefix}{key}/"))
-        elif isinstance(value, int | float) and not isinstance(value, bool):
-            out[f"{prefix}{key}"] = float(value)
-    return out
 
 
 def log_numeric_metrics(metrics: Mapping[str, Any], prefix: str = "") -> dict[str, float]:
