@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 from pathlib import Path
 
 import yaml
@@ -37,7 +38,11 @@ def main(argv: list[str] | None = None) -> None:
     line = {"rank": rank, "model_dir": str(result.model_dir), "final_weights_sha1": result.final_weights_sha1}
     if rank == 0:
         line["dev"] = result.metrics.get("dev", {})
-    print(json.dumps(line), flush=True)
+    # One write() per rank: ranks share the launcher's stdout pipe, and print() writes the text and
+    # its newline separately, so two ranks' lines could interleave (seen in CI). A single write of
+    # under PIPE_BUF bytes to a pipe is atomic.
+    sys.stdout.write(json.dumps(line) + "\n")
+    sys.stdout.flush()
 
 
 if __name__ == "__main__":
