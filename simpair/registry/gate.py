@@ -130,13 +130,13 @@ def metric(metrics: Mapping[str, float], name: str) -> float:
     return float(sum(hits) / len(hits))
 
 
-def flatten_metrics(metrics: Mapping[str, Any], prefix: str = "") -> dict[str, float]:
+def flatten_metrics(metrics: Mapping[str, Any], prefix: str = "", sep: str = "/") -> dict[str, float]:
     """Nested evaluation results -> flat `a/b/metric` floats (non-numeric leaves dropped)."""
     out: dict[str, float] = {}
     for key, value in metrics.items():
         name = f"{prefix}{key}"
         if isinstance(value, Mapping):
-            out.update(flatten_metrics(value, prefix=f"{name}/"))
+            out.update(flatten_metrics(value, prefix=f"{name}{sep}", sep=sep))
         elif isinstance(value, int | float) and not isinstance(value, bool):
             out[name] = float(value)  # NaN kept: "undefined" (e.g. Spearman of constant scores) is news
     return out

@@ -143,16 +143,10 @@ def log_history(history: Iterable[Mapping[str, Any]]) -> int:
     return count
 
 
-def log_numeric_metrics(metrics: Mapping[str, Any], prefix: str = "") -> dict[str, float]:
-    """Log every numeric leaf of a (possibly nested) metrics dict; return what was logged."""
-    flat: dict[str, float] = {}
-    for key, value in metrics.items():
-        name = f"{prefix}{key}"
-        if isinstance(value, Mapping):
-            flat.update(log_numeric_metrics(value, prefix=f"{name}."))
-        elif isinstance(value, int | float) and not isinstance(value, bool):
-            flat[_metric_key(name)] = float(value)
-    if not prefix and flat:
+def log_numeric_metrics(metrics: Mapping[str, Any]) -> dict[str, float]:
+    """Log every numeric leaf of a (possibly nested) metrics dict as `a.b.metric`; return what was logged."""
+    flat = {_metric_key(k): v for k, v in flatten_metrics(metrics, sep=".").items()}
+    if flat:
         mlflow.log_metrics(flat)
     return flat
 
