@@ -32,9 +32,13 @@ def list_inbox(inbox: str) -> list[InboxFile]:
     CSV is quarantined with a reason rather than silently ignored.
     """
     fs, root = fsspec.core.url_to_fs(inbox)
-    if not fs.exists(root):
-        raise FileNotFoundError(f"inbox not found: {inbox}")
     root = root.rstrip("/")
+    # A long-lived worker would otherwise list a bucket from its cache and miss tonight's uploads.
+    fs.invalidate_cache(root)
+    if not fs.exists(root):
+        if _is_object_store(fs) and fs.exists(root.split("/", 1)[0]):
+            return []  # object stores have no folders: an empty prefix of an existing bucket is empty
+        raise FileNotFoundError(f"inbox not found: {inbox}")
     found: list[InboxFile] = []
     for path, info in sorted(fs.find(root, detail=True).items()):
         name = path[len(root) :].lstrip("/")
@@ -42,6 +46,12 @@ def list_inbox(inbox: str) -> list[InboxFile]:
             continue
         found.append(InboxFile(url=fs.unstrip_protocol(path), name=name, size=int(info.get("size") or 0)))
     return found
+
+
+def _is_object_store(fs: fsspec.AbstractFileSystem) -> bool:
+    """True for key-value stores (S3, GCS, Azure) where a "folder" exists only while it holds files."""
+    protocols = {fs.protocol} if isinstance(fs.protocol, str) else set(fs.protocol)
+    return bool(protocols & {"s3", "s3a", "gs", "gcs", "az", "abfs", "abfss"})
 
 
 def open_batch(url: str) -> IO[bytes]:
