@@ -148,6 +148,45 @@ def register(app: typer.Typer) -> None:
         ev = evaluate_model(model_dir, home_path, splits, exclude_leaked=exclude_leaked, out_dir=out)
         _print_eval(Console(), ev)
 
+    @app.command("stack")
+    def stack_cmd(
+        member: Annotated[
+            list[str],
+            typer.Option(help="Member model directory or registry ref (repeat; at least two)."),
+        ],
+        out: Annotated[Path | None, typer.Option(help="Output model directory.")] = None,
+        home: HomeOption = None,
+        lexical: Annotated[bool, typer.Option(help="Add word-overlap and length-ratio features.")] = True,
+        split: Annotated[
+            list[str] | None,
+            typer.Option(help="Evaluate the stack on DATASET/SPLIT afterwards (repeatable)."),
+        ] = None,
+    ) -> None:
+        """Combine trained models (a cross- and a bi-encoder) with a linear model fitted on their dev split.
+
+        The result is a model directory like any other (evaluate, predict, register, score it).
+        """
+        from datetime import UTC, datetime
+
+        from simpair import settings
+        from simpair.ensemble import fit_stack
+
+        home_path = settings.home_dir(home)
+        members = [_resolve_model(m, home_path) for m in member]
+        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+        target = out or home_path / "models" / f"stack-{stamp}"
+        try:
+            fit_stack(members, home_path, target, lexical=lexical)
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc), param_hint="--member") from exc
+        console = Console()
+        console.print(f"model: {target}")
+        console.print_json((target / "metrics.json").read_text())
+        if split:
+            from simpair.evaluation import evaluate_model
+
+            _print_eval(console, evaluate_model(target, home_path, [_parse_split(s) for s in split]))
+
     @app.command("predict")
     def predict_cmd(
         text_a: Annotated[str, typer.Argument(help="First sentence.")],
@@ -171,7 +210,8 @@ def register(app: typer.Typer) -> None:
         if as_json:
             typer.echo(json.dumps(result))
             return
-        table = Table("field", "value", title=f"{predictor.kind}-encoder, task {predictor.task}")
+        kind = "stacked ensemble" if predictor.kind == "stacked" else f"{predictor.kind}-encoder"
+        table = Table("field", "value", title=f"{kind}, task {predictor.task}")
         for key, value in result.items():
             table.add_row(key, f"{value:.4f}" if isinstance(value, float) else str(value))
         Console().print(table)

@@ -79,6 +79,26 @@ def default_eval_splits(home: Path, metadata: Any) -> list[tuple[str, str]]:
     return out
 
 
+def _raw_and_truncated(
+    predictor: Any, frame: pl.DataFrame, dataset: str, split: str, batch_size: int
+) -> tuple[np.ndarray, int]:
+    """Raw outputs in frame order and the number of truncated pairs.
+
+    Single models read the cached token ids (the same ids training used); a stacked model scores the
+    texts through its members, each with its own tokenizer.
+    """
+    meta = predictor.meta
+    if meta.kind == "stacked":
+        a, b = frame["text_a"].to_list(), frame["text_b"].to_list()
+        return predictor.predict_raw(a, b, batch_size=batch_size), int(predictor.truncated(a, b).sum())
+    pairs = tokens_to_pairs(frame, meta.kind, meta.task, dataset, split)
+    pad_id = predictor.tokenizer.pad_token_id or 0
+    raw = raw_outputs(
+        predictor.model, pairs, pad_id, predictor.device, predictor._dtype, meta.symmetric, batch_size
+    )
+    return raw, int(frame["truncated"].sum())
+
+
 def evaluate_model(
     model_dir: str | Path,
     home: str | Path,
@@ -105,23 +125,22 @@ def evaluate_model(
     excluded_counts: dict[str, int] = {}
     plots: list[Path] = []
     pred_paths: list[Path] = []
-    pad_id = predictor.tokenizer.pad_token_id or 0
     for dataset, split in datasets:
         label = f"{dataset}/{split}"
-        tokens = pretokenize(home, dataset, split, predictor.tokenizer, meta.max_length, meta.kind)
-        frame = read_tokens(tokens)
+        if meta.kind == "stacked":  # members tokenize for themselves: score from texts
+            frame = catalog.read_split(dataset, split)
+        else:
+            tokens = pretokenize(home, dataset, split, predictor.tokenizer, meta.max_length, meta.kind)
+            frame = read_tokens(tokens)
         leaked = leaked_eval_ids(leakage, dataset, split, exact, splits) if leakage is not None else set()
         keep = ~frame["pair_id"].is_in(list(leaked)) if leaked else pl.Series([True] * len(frame))
         excluded_counts[label] = int(len(frame) - keep.sum())
         frame = frame.filter(keep)
-        pairs = tokens_to_pairs(frame, meta.kind, meta.task, dataset, split)
-        raw = raw_outputs(
-            predictor.model, pairs, pad_id, predictor.device, predictor._dtype, meta.symmetric, batch_size
-        )
+        raw, truncated = _raw_and_truncated(predictor, frame, dataset, split, batch_size)
         scored = predictor.from_raw(raw)
         score = scored.get("probability", scored["score"])
-        result: dict[str, Any] = {"evaluated": len(pairs), "excluded_leaked": excluded_counts[label]}
-        result["truncated"] = int(frame["truncated"].sum())
+        result: dict[str, Any] = {"evaluated": len(frame), "excluded_leaked": excluded_counts[label]}
+        result["truncated"] = truncated
         slug = label.replace("/", "-")
         has_labels = frame["label"].null_count() == 0 and len(frame) > 0
         has_scores = frame["score"].null_count() == 0 and len(frame) > 0
@@ -179,7 +198,7 @@ def evaluate_model(
             "evaluated %s on %s: %d pairs, %d leaked excluded",
             model_dir.name,
             label,
-            len(pairs),
+            len(frame),
             excluded_counts[label],
         )
 

@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 METADATA_FILE = "simpair.json"
 FORMAT_VERSION = 1
 
-Kind = Literal["cross", "bi"]
+Kind = Literal["cross", "bi", "stacked"]
 Task = Literal["paraphrase", "sts"]
 
 

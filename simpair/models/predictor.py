@@ -178,8 +178,15 @@ class Predictor:
 
 
 def load_predictor(model_dir: str | Path, device: str = "auto", precision: str = "auto") -> Predictor:
-    """Load a directory written by training (or `save_tiny_model`) for prediction."""
+    """Load a directory written by training (or `save_tiny_model`, or `simpair stack`) for prediction.
+
+    A stacked directory gives a `simpair.ensemble.StackedPredictor`, which has the same public methods.
+    """
     model_dir = Path(model_dir)
+    if ModelMetadata.read(model_dir).kind == "stacked":
+        from simpair.ensemble import load_stacked
+
+        return load_stacked(model_dir, device=device, precision=precision)  # type: ignore[return-value]
     model, tokenizer, metadata = load_model(model_dir)
     return Predictor(model, tokenizer, metadata, model_dir=model_dir, device=device, precision=precision)
 

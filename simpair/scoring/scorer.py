@@ -129,7 +129,7 @@ def truncation_flags(predictor: PairPredictor, text_a: list[str], text_b: list[s
         return np.asarray(predictor.truncated(text_a, text_b), dtype=bool)
     len_a = np.fromiter(map(len, text_a), dtype=np.int64, count=len(text_a))
     len_b = np.fromiter(map(len, text_b), dtype=np.int64, count=len(text_b))
-    longest = len_a + len_b if predictor.kind == "cross" else np.maximum(len_a, len_b)
+    longest = np.maximum(len_a, len_b) if predictor.kind == "bi" else len_a + len_b  # stacks hold cross
     candidates = np.flatnonzero(longest + 3 > max_length)
     flags = np.zeros(len(text_a), dtype=bool)
     if candidates.size:

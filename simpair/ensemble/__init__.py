@@ -1,0 +1,22 @@
+"""Stacked ensembles: several trained models combined by a small linear model fitted on dev.
+
+A cross-encoder reads both sentences together and a bi-encoder compares two independent embeddings,
+so they make different mistakes; a ridge (graded) or logistic (paraphrase) regression on their raw
+outputs plus two lexical-overlap features, fitted on the members' shared dev split, is the
+"stacked generalisation" of Wolpert (1992). The result is an ordinary model directory
+(`kind: stacked`) that `load_predictor`, evaluation, the registry and bulk scoring all accept.
+"""
+
+from simpair.ensemble.features import LEXICAL_FEATURES, lexical_features
+from simpair.ensemble.fit import fit_stack
+from simpair.ensemble.stacked import STACK_FILE, StackedPredictor, StackSpec, load_stacked
+
+__all__ = [
+    "LEXICAL_FEATURES",
+    "STACK_FILE",
+    "StackSpec",
+    "StackedPredictor",
+    "fit_stack",
+    "lexical_features",
+    "load_stacked",
+]

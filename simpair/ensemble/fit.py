@@ -1,0 +1,225 @@
+"""Fit a stacked model on the members' shared dev split and write it as a model directory.
+
+Only dev is used: the combiner's coefficients and regularisation, and (paraphrase) the decision
+threshold, which is chosen on out-of-fold dev probabilities so the threshold never sees the same
+predictions the combiner was fitted to. Test splits stay untouched until `simpair evaluate`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+from sklearn.linear_model import LogisticRegression, Ridge
+from sklearn.metrics import roc_auc_score
+from sklearn.model_selection import GridSearchCV, KFold, StratifiedKFold, cross_val_predict
+
+from simpair.catalog import Catalog
+from simpair.ensemble.features import LEXICAL_FEATURES
+from simpair.ensemble.stacked import StackedPredictor, StackSpec
+from simpair.evaluation.binary_classification import best_threshold, binary_metrics
+from simpair.evaluation.graded_similarity import graded_metrics
+from simpair.models.metadata import ModelMetadata
+from simpair.models.predictor import load_predictor
+
+GRID = np.logspace(-3, 3, 13)
+FOLDS = 5
+SEED = 13
+
+
+def _dev_reference(member_dir: Path) -> tuple[str, list[str]]:
+    """(dataset/split, pair ids) of the dev pairs a member was tuned on."""
+    metrics_file = member_dir / "metrics.json"
+    metrics = json.loads(metrics_file.read_text()) if metrics_file.is_file() else {}
+    meta = ModelMetadata.read(member_dir)
+    source = metrics.get("dev_source")
+    ids_file = member_dir / (meta.dev_pair_ids_file or "dev_pair_ids.txt")
+    if not source or not ids_file.is_file():
+        raise ValueError(f"{member_dir}: no dev split recorded (metrics.json dev_source, {ids_file.name})")
+    return str(source), ids_file.read_text().split()
+
+
+def shared_dev_frame(member_dirs: Sequence[Path], home: Path) -> tuple[str, Any]:
+    """The dev pairs every member was tuned on; members tuned on different pairs cannot be stacked."""
+    refs = [_dev_reference(d) for d in member_dirs]
+    source, ids = refs[0]
+    for d, (other_source, other_ids) in zip(member_dirs[1:], refs[1:], strict=True):
+        if other_source != source or set(other_ids) != set(ids):
+            raise ValueError(
+                f"{d}: tuned on dev {other_source} ({len(other_ids)} pairs) but {member_dirs[0]} on "
+                f"{source} ({len(ids)} pairs); stacked members must share one dev split"
+            )
+    dataset, split = source.split()[0].split("/", 1)  # "msrp/train carved 0.1 seed 13" for carves
+    frame = Catalog(home).read_split(dataset, split)
+    frame = frame.filter(frame["pair_id"].is_in(ids))
+    if frame.is_empty():
+        raise ValueError(f"dev split {source}: none of the members' {len(ids)} dev pairs found in {home}")
+    return source, frame
+
+
+def _merge_versions(member_dirs: Sequence[Path], metas: Sequence[ModelMetadata]) -> dict[str, str]:
+    merged: dict[str, str] = {}
+    for d, meta in zip(member_dirs, metas, strict=True):
+        for dataset, version in meta.dataset_versions.items():
+            if merged.setdefault(dataset, version) != version:
+                raise ValueError(
+                    f"{d}: trained on {dataset} version {version}, another member on {merged[dataset]}; "
+                    "stack members trained on the same dataset versions"
+                )
+    return merged
+
+
+def _fit_combiner(
+    x: np.ndarray, y: np.ndarray, task: str
+) -> tuple[Any, float, np.ndarray, Literal["ridge", "logistic"]]:
+    """(fitted estimator, chosen regularisation, out-of-fold predictions, combiner name)."""
+    if task == "sts":
+        cv = KFold(FOLDS, shuffle=True, random_state=SEED)
+        search = GridSearchCV(Ridge(), {"alpha": GRID}, cv=cv, scoring="neg_mean_squared_error")
+        search.fit(x, y)
+        oof = cross_val_predict(Ridge(alpha=search.best_params_["alpha"]), x, y, cv=cv)
+        return search.best_estimator_, float(search.best_params_["alpha"]), oof, "ridge"
+    cv = StratifiedKFold(FOLDS, shuffle=True, random_state=SEED)
+    search = GridSearchCV(LogisticRegression(max_iter=1000), {"C": GRID}, cv=cv, scoring="neg_log_loss")
+    search.fit(x, y)
+    best_c = float(search.best_params_["C"])
+    oof = cross_val_predict(LogisticRegression(C=best_c, max_iter=1000), x, y, cv=cv, method="predict_proba")
+    return search.best_estimator_, best_c, oof[:, 1], "logistic"
+
+
+def fit_stack(
+    member_dirs: Sequence[str | Path],
+    home: str | Path,
+    out_dir: str | Path,
+    lexical: bool = True,
+    threshold_metric: Literal["accuracy", "f1"] = "accuracy",
+    batch_size: int = 64,
+) -> Path:
+    """Fit the combiner on the members' dev split; write a self-contained `kind: stacked` directory."""
+    member_dirs = [Path(d) for d in member_dirs]
+    home, out_dir = Path(home), Path(out_dir)
+    if len(member_dirs) < 2:
+        raise ValueError("a stack needs at least two member models")
+    metas = [ModelMetadata.read(d) for d in member_dirs]
+    for d, meta in zip(member_dirs, metas, strict=True):
+        if meta.kind == "stacked":
+            raise ValueError(f"{d}: is itself a stacked model; stack its members instead")
+    tasks = {meta.task for meta in metas}
+    if len(tasks) != 1:
+        raise ValueError(f"members have different tasks {sorted(tasks)}; stack models of one task")
+    task = tasks.pop()
+    versions = _merge_versions(member_dirs, metas)
+    dev_source, dev = shared_dev_frame(member_dirs, home)
+
+    features = [f"member:{i}" for i in range(len(member_dirs))] + (list(LEXICAL_FEATURES) if lexical else [])
+    spec = StackSpec(
+        combiner="ridge" if task == "sts" else "logistic",
+        members=[f"members/{i}-{d.name}" for i, d in enumerate(member_dirs)],
+        features=features,
+        mean=[0.0] * len(features),
+        scale=[1.0] * len(features),
+        coef=[0.0] * len(features),
+        intercept=0.0,
+        regularisation=0.0,
+    )
+    members = [load_predictor(d) for d in member_dirs]
+    text_a, text_b = dev["text_a"].to_list(), dev["text_b"].to_list()
+    placeholder = ModelMetadata(kind="stacked", task=task, objective="stack", backbone="stack")  # type: ignore[arg-type]
+    x = StackedPredictor(placeholder, spec, members).features(text_a, text_b, batch_size=batch_size)
+    mean, scale = x.mean(axis=0), x.std(axis=0)
+    scale[scale == 0] = 1.0
+    xs = (x - mean) / scale
+    gold = dev["score"] if task == "sts" else dev["label"]
+    y = gold.to_numpy().astype(np.float64 if task == "sts" else np.int64)
+    estimator, reg, oof, combiner = _fit_combiner(xs, y, task)
+
+    coef = np.ravel(estimator.coef_)
+    intercept = float(np.ravel(np.atleast_1d(estimator.intercept_))[0])
+    spec = spec.model_copy(
+        update={
+            "combiner": combiner,
+            "mean": mean.tolist(),
+            "scale": scale.tolist(),
+            "coef": coef.tolist(),
+            "intercept": intercept,
+            "regularisation": reg,
+        }
+    )
+    member_dev = []
+    for i, d in enumerate(member_dirs):
+        column = x[:, i]
+        if task == "sts":
+            member_dev.append({"member": d.name, "spearman": graded_metrics(column, y)["spearman"]})
+        else:
+            member_dev.append({"member": d.name, "roc_auc": float(roc_auc_score(y, column))})
+    if task == "sts":
+        threshold = 0.5
+        dev_metrics = graded_metrics(np.clip(oof, 0, 1), y)
+        in_sample = graded_metrics(np.clip(xs @ coef + intercept, 0, 1), y)
+    else:
+        threshold = best_threshold(oof, y, threshold_metric)
+        dev_metrics = binary_metrics(oof, y, threshold)
+        fitted = 1.0 / (1.0 + np.exp(-(xs @ coef + intercept)))
+        in_sample = binary_metrics(fitted, y, threshold)
+
+    meta = ModelMetadata(
+        kind="stacked",
+        task=task,  # type: ignore[arg-type]
+        objective=f"stack:{combiner}",
+        threshold=float(threshold),
+        max_length=max(m.max_length for m in metas),
+        backbone=" + ".join(m.backbone for m in metas),
+        dataset_versions=versions,
+        train_datasets=sorted({t for m in metas for t in m.train_datasets}),
+        dev_pair_ids_file="dev_pair_ids.txt",
+        train_pairs_file="train_pairs.txt",
+        created_at=datetime.now(UTC).isoformat(timespec="seconds"),
+    )
+    metrics = {
+        "dev": dev_metrics,
+        "dev_note": f"out-of-fold ({FOLDS}-fold cross-validation on {dev_source})",
+        "dev_in_sample": in_sample,
+        "dev_source": dev_source,
+        "dev_pairs": len(dev),
+        "members_dev": member_dev,
+        "stack": spec.model_dump(mode="json"),
+    }
+    train_pairs: set[str] = set()
+    for d, m in zip(member_dirs, metas, strict=True):
+        if m.train_pairs_file and (d / m.train_pairs_file).is_file():
+            train_pairs.update(line for line in (d / m.train_pairs_file).read_text().splitlines() if line)
+    _write(out_dir, member_dirs, spec, meta, metrics, dev["pair_id"].to_list(), sorted(train_pairs))
+    return out_dir
+
+
+def _write(
+    out_dir: Path,
+    member_dirs: Sequence[Path],
+    spec: StackSpec,
+    meta: ModelMetadata,
+    metrics: dict[str, Any],
+    dev_ids: list[str],
+    train_pairs: list[str],
+) -> None:
+    """Temp directory + rename, as for every model directory: a crash never leaves half a stack."""
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out_dir.with_name(f".{out_dir.name}.tmp-{os.getpid()}")
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir()
+    for rel, src in zip(spec.members, member_dirs, strict=True):
+        shutil.copytree(src, tmp / rel)
+    spec.write(tmp)
+    meta.write(tmp)
+    (tmp / "metrics.json").write_text(json.dumps(metrics, indent=2, sort_keys=True) + "\n")
+    (tmp / "dev_pair_ids.txt").write_text("\n".join(dev_ids) + "\n")
+    (tmp / "train_pairs.txt").write_text("\n".join(train_pairs) + ("\n" if train_pairs else ""))
+    if out_dir.exists():
+        shutil.rmtree(out_dir)
+    tmp.rename(out_dir)

@@ -1,0 +1,169 @@
+"""Load and run a stacked model directory: members' raw outputs + lexical features -> linear model.
+
+Layout of a stacked model directory (everything text or safetensors, nothing pickled):
+
+    simpair.json       kind "stacked", task, threshold, max_length (the members' largest)
+    stack.json         members (relative dirs), feature names, standardisation, coefficients
+    members/<i>-<name> complete member model directories, so the directory is self-contained
+    metrics.json, dev_pair_ids.txt, train_pairs.txt (union of the members': leakage exclusion)
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict
+
+from simpair.ensemble.features import LEXICAL_FEATURES, lexical_features
+from simpair.models.metadata import ModelMetadata
+
+STACK_FILE = "stack.json"
+
+
+class StackSpec(BaseModel):
+    """Contents of `stack.json`: how member outputs and features become one raw score."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    combiner: Literal["ridge", "logistic"]
+    members: list[str]  # directories relative to the stacked model directory
+    features: list[str]  # "member:<i>" and LEXICAL_FEATURES names, in column order
+    mean: list[float]
+    scale: list[float]
+    coef: list[float]
+    intercept: float
+    regularisation: float  # ridge alpha or logistic C, chosen by cross-validation on dev
+
+    def write(self, model_dir: Path) -> Path:
+        path = Path(model_dir) / STACK_FILE
+        path.write_text(json.dumps(self.model_dump(mode="json"), indent=2) + "\n")
+        return path
+
+    @classmethod
+    def read(cls, model_dir: Path) -> StackSpec:
+        path = Path(model_dir) / STACK_FILE
+        if not path.is_file():
+            raise FileNotFoundError(f"{path}: a stacked model needs {STACK_FILE}")
+        try:
+            return cls.model_validate_json(path.read_text())
+        except Exception as exc:
+            raise ValueError(f"{path}: invalid stack spec: {exc}") from exc
+
+
+def _sigmoid(x: np.ndarray) -> np.ndarray:
+    return 1.0 / (1.0 + np.exp(-x))
+
+
+class StackedPredictor:
+    """Same public surface as `simpair.models.Predictor` (predict, predict_raw, truncated, ...)."""
+
+    def __init__(
+        self, meta: ModelMetadata, spec: StackSpec, members: list[Any], model_dir: Path | None = None
+    ) -> None:
+        if len(members) != len(spec.members):
+            raise ValueError(f"stack expects {len(spec.members)} members, got {len(members)}")
+        self.meta = meta
+        self.spec = spec
+        self.members = members
+        self.model_dir = model_dir
+
+    @property
+    def task(self) -> str:
+        return self.meta.task
+
+    @property
+    def kind(self) -> str:
+        return "stacked"
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        return self.meta.model_dump(mode="json")
+
+    @property
+    def threshold(self) -> float:
+        return float(self.meta.threshold)
+
+    @property
+    def max_length(self) -> int:
+        return int(self.meta.max_length)
+
+    @property
+    def device(self) -> Any:
+        return self.members[0].device
+
+    def features(
+        self, text_a: Sequence[str], text_b: Sequence[str], batch_size: int = 64, progress: bool = False
+    ) -> np.ndarray:
+        """The (n, len(spec.features)) matrix the combiner was fitted on."""
+        text_a, text_b = list(text_a), list(text_b)
+        columns: dict[str, np.ndarray] = {}
+        for i, member in enumerate(self.members):
+            raw = member.predict_raw(text_a, text_b, batch_size=batch_size, progress=progress)
+            columns[f"member:{i}"] = np.asarray(raw, dtype=np.float64)
+        if any(name in LEXICAL_FEATURES for name in self.spec.features):
+            lexical = lexical_features(text_a, text_b)
+            for j, name in enumerate(LEXICAL_FEATURES):
+                columns[name] = lexical[:, j]
+        return np.column_stack([columns[name] for name in self.spec.features])
+
+    def combine(self, features: np.ndarray) -> np.ndarray:
+        """The combiner's raw output: a 0-1 score (ridge) or a logit (logistic)."""
+        x = (features - np.asarray(self.spec.mean)) / np.asarray(self.spec.scale)
+        return (x @ np.asarray(self.spec.coef) + self.spec.intercept).astype(np.float32)
+
+    def predict_raw(
+        self, text_a: Sequence[str], text_b: Sequence[str], batch_size: int = 64, progress: bool = False
+    ) -> np.ndarray:
+        if len(text_a) != len(text_b):
+            raise ValueError(f"text_a has {len(text_a)} texts but text_b has {len(text_b)}")
+        if len(text_a) == 0:
+            return np.zeros(0, dtype=np.float32)
+        return self.combine(self.features(text_a, text_b, batch_size, progress))
+
+    def from_raw(self, raw: np.ndarray) -> dict[str, np.ndarray]:
+        raw = np.asarray(raw, dtype=np.float64)
+        if self.spec.combiner == "ridge":
+            score = np.clip(raw, 0.0, 1.0).astype(np.float32)
+            out = {"score": score}
+            if self.task == "paraphrase":
+                out["probability"] = score
+                out["label"] = (score >= self.threshold).astype(np.int8)
+            return out
+        probability = _sigmoid(raw).astype(np.float32)
+        return {
+            "score": probability,
+            "probability": probability,
+            "label": (probability >= self.threshold).astype(np.int8),
+        }
+
+    def predict(
+        self, text_a: Sequence[str], text_b: Sequence[str], batch_size: int = 64, progress: bool = False
+    ) -> dict[str, np.ndarray]:
+        return self.from_raw(self.predict_raw(text_a, text_b, batch_size=batch_size, progress=progress))
+
+    def truncated(self, text_a: Sequence[str], text_b: Sequence[str]) -> np.ndarray:
+        """True where any member saw a truncated text."""
+        flags = np.zeros(len(text_a), dtype=bool)
+        for member in self.members:
+            flags |= np.asarray(member.truncated(text_a, text_b), dtype=bool)
+        return flags
+
+
+def load_stacked(model_dir: str | Path, device: str = "auto", precision: str = "auto") -> StackedPredictor:
+    """Load a `kind: stacked` directory and its members (each through `load_predictor`)."""
+    from simpair.models.predictor import load_predictor
+
+    model_dir = Path(model_dir)
+    meta = ModelMetadata.read(model_dir)
+    spec = StackSpec.read(model_dir)
+    members = []
+    for rel in spec.members:
+        path = model_dir / rel
+        if not (path / "simpair.json").is_file():
+            raise FileNotFoundError(f"{model_dir / 'stack.json'}: member {rel!r} is missing ({path})")
+        members.append(load_predictor(path, device=device, precision=precision))
+    return StackedPredictor(meta, spec, members, model_dir=model_dir)

@@ -1,0 +1,152 @@
+"""Stacked ensembles on a toy home with tiny real BERTs: fitting on dev only, prediction, evaluation,
+registration as an MLflow pyfunc, and bulk scoring, all through the same `load_predictor` door."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import mlflow
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from test_scoring_support import make_pairs, read_outputs, write_batch
+from test_training_toydata import write_toy_home
+
+from simpair.catalog import Catalog
+from simpair.ensemble import StackedPredictor, fit_stack, lexical_features
+from simpair.evaluation import evaluate_model
+from simpair.models import load_predictor
+from simpair.registry.pyfunc import log_pyfunc
+from simpair.scoring import score_inbox
+from simpair.training import TrainConfig, train
+
+
+@pytest.fixture(autouse=True)
+def one_thread() -> Iterator[None]:
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def _train(home: Path, task: str, kind: str, objective: str, **changes: object) -> Path:
+    dataset = "stsb" if task == "sts" else "msrp"
+    base: dict[str, object] = {
+        "name": f"{task}-{kind}",
+        "task": task,
+        "kind": kind,
+        "objective": objective,
+        "backbone": "tiny",
+        "train": [{"dataset": dataset, "split": "train"}],
+        "dev": {"split": "dev"} if task == "sts" else {"split": None, "carve_fraction": 0.25},
+        "evaluate_on": [{"dataset": dataset, "split": "test"}],
+        "max_length": 48,
+        "epochs": 1,
+        "batch_size": 8,
+        "learning_rate": 2e-3,
+        "progress": False,
+        "num_threads": 1,
+    }
+    base.update(changes)
+    return train(TrainConfig.model_validate(base), home).model_dir
+
+
+def _dev(home: Path, model_dir: Path) -> tuple[list[str], list[str]]:
+    ids = (model_dir / "dev_pair_ids.txt").read_text().split()
+    frame = Catalog(home).read_split("stsb", "dev")
+    frame = frame.filter(frame["pair_id"].is_in(ids))
+    return frame["text_a"].to_list(), frame["text_b"].to_list()
+
+
+def test_graded_stack_predicts_its_fitted_combination_and_evaluates(home: Path) -> None:
+    write_toy_home(home)
+    bi = _train(home, "sts", "bi", "cosent")
+    cross = _train(home, "sts", "cross", "bce")
+    out = fit_stack([bi, cross], home, home / "models" / "stack")
+
+    predictor = load_predictor(out)
+    assert isinstance(predictor, StackedPredictor) and predictor.kind == "stacked"
+    spec = json.loads((out / "stack.json").read_text())
+    assert spec["combiner"] == "ridge"
+    assert spec["features"] == ["member:0", "member:1", "lexical:jaccard", "lexical:length_ratio"]
+    assert spec["regularisation"] > 0
+
+    # The stack's raw output is exactly the standardised linear combination of its parts.
+    a, b = _dev(home, bi)
+    parts = np.column_stack(
+        [
+            load_predictor(bi).predict_raw(a, b),
+            load_predictor(cross).predict_raw(a, b),
+            lexical_features(a, b),
+        ]
+    )
+    expected = ((parts - spec["mean"]) / np.asarray(spec["scale"])) @ spec["coef"] + spec["intercept"]
+    np.testing.assert_allclose(predictor.predict_raw(a, b), expected, atol=1e-5)
+    scores = predictor.predict(a, b)["score"]
+    assert scores.min() >= 0 and scores.max() <= 1 and "label" not in predictor.predict(a, b)
+
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert "out-of-fold" in metrics["dev_note"] and -1 <= metrics["dev"]["spearman"] <= 1
+    assert [m["member"] for m in metrics["members_dev"]] == [bi.name, cross.name]
+    union = set((out / "train_pairs.txt").read_text().splitlines())
+    for member in (bi, cross):
+        assert set((member / "train_pairs.txt").read_text().splitlines()) <= union
+
+    ev = evaluate_model(out, home, [("stsb", "test")], out_dir=home / "eval-stack")
+    split = ev.metrics["splits"]["stsb/test"]
+    assert split["evaluated"] + split["excluded_leaked"] == Catalog(home).read_split("stsb", "test").height
+    assert ev.metrics["kind"] == "stacked" and ev.report_path.is_file()
+
+
+def test_paraphrase_stack_has_a_dev_threshold_and_serves_as_pyfunc_and_in_bulk_scoring(
+    home: Path, tmp_path: Path
+) -> None:
+    write_toy_home(home)
+    cross = _train(home, "paraphrase", "cross", "bce")
+    bi = _train(home, "paraphrase", "bi", "online_contrastive")
+    out = fit_stack([cross, bi], home, home / "models" / "stack-para")
+    predictor = load_predictor(out)
+    assert json.loads((out / "stack.json").read_text())["combiner"] == "logistic"
+    assert 0 < predictor.threshold < 1
+
+    texts_a, texts_b = (
+        ["A man plays a guitar.", "The bank raised rates."],
+        ["Someone plays guitar.", "A cat."],
+    )
+    direct = predictor.predict(texts_a, texts_b)
+    assert direct["label"].tolist() == (direct["probability"] >= predictor.threshold).astype(int).tolist()
+
+    mlflow.set_tracking_uri(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    with mlflow.start_run():
+        info = log_pyfunc(out, "paraphrase")
+    served = mlflow.pyfunc.load_model(info.model_uri).predict(
+        pd.DataFrame({"text_a": texts_a, "text_b": texts_b})
+    )
+    np.testing.assert_allclose(served["probability"].to_numpy(), direct["probability"], atol=1e-6)
+
+    table = make_pairs(300, seed=5)
+    write_batch(table, tmp_path / "inbox" / "night.parquet")
+    summary = score_inbox(str(tmp_path / "inbox"), tmp_path / "out", str(out), home, chunk_rows=128)
+    assert (summary.files_scored, summary.rows_scored) == (1, 300)
+    scored = read_outputs(tmp_path / "out")
+    expected = predictor.predict(table.column("text_a").to_pylist(), table.column("text_b").to_pylist())
+    np.testing.assert_allclose(scored.column("probability").to_numpy(), expected["probability"], atol=1e-5)
+
+
+def test_members_tuned_on_different_dev_pairs_or_tasks_are_refused(home: Path) -> None:
+    write_toy_home(home)
+    first = _train(home, "paraphrase", "cross", "bce")
+    other_carve = _train(
+        home, "paraphrase", "cross", "bce", dev={"split": None, "carve_fraction": 0.25, "carve_seed": 99}
+    )
+    with pytest.raises(ValueError, match="share one dev split"):
+        fit_stack([first, other_carve], home, home / "models" / "bad")
+    graded = _train(home, "sts", "bi", "cosent")
+    with pytest.raises(ValueError, match="different tasks"):
+        fit_stack([first, graded], home, home / "models" / "bad")
+    with pytest.raises(ValueError, match="at least two"):
+        fit_stack([first], home, home / "models" / "bad")
+    assert not (home / "models" / "bad").exists()
