@@ -201,6 +201,68 @@ def throughput(
     typer.echo(json.dumps(row, indent=1))
 
 
+@app.command()
+def precision(
+    home: HOME,
+    kind: Annotated[str, typer.Option(help="cross or bi")] = "bi",
+    pairs: int = 320,
+    rounds: int = 3,
+    batch_size: int = 16,
+    threads: int = 1,
+) -> None:
+    """Training samples/s with fp32 and with bf16 autocast, taking turns on the same pairs.
+
+    Rounds alternate fp32 / bf16 so a noisy shared machine slows both alike; the ratio of medians is
+    the figure. Quality at each precision comes from full `run` rows (e.g. stsb-bi vs stsb-bi-bf16).
+    """
+    import statistics
+
+    import torch
+
+    from simpair.models.device import native_bf16
+    from simpair.training import TrainConfig, train
+
+    dataset, task = ("msrp", "paraphrase") if kind == "cross" else ("stsb", "sts")
+    base = TrainConfig(
+        name=f"precision-{kind}",
+        task=task,  # type: ignore[arg-type]
+        kind=kind,  # type: ignore[arg-type]
+        objective="bce" if kind == "cross" else "cosent",
+        train=[{"dataset": dataset, "split": "train"}],
+        dev={"split": None, "carve_fraction": 0.1} if kind == "cross" else {"split": "dev"},
+        max_dev_samples=16,
+        max_train_samples=pairs,
+        epochs=1,
+        batch_size=batch_size,
+        num_threads=threads,
+        progress=False,
+    )
+    speeds: dict[str, list[float]] = {"fp32": [], "bf16": []}
+    for _ in range(rounds):
+        for name in speeds:
+            out = home / "models" / f"precision-{kind}-{name}"
+            cfg = base.with_overrides(precision=name, output_dir=str(out))
+            speeds[name].append(train(cfg, home).metrics["train_samples_per_s"])
+    fp32, bf16 = statistics.median(speeds["fp32"]), statistics.median(speeds["bf16"])
+    row = {
+        "kind": kind,
+        "pairs": pairs,
+        "rounds": rounds,
+        "batch_size": batch_size,
+        "threads": threads,
+        "native_bf16": native_bf16(torch.device("cpu")),
+        "fp32_samples_per_s": speeds["fp32"],
+        "bf16_samples_per_s": speeds["bf16"],
+        "speedup": bf16 / fp32,
+        "loadavg": os.getloadavg()[0],
+        "command": f"nice -n 5 .venv/bin/python benchmarks/quality.py precision --home HOME --kind {kind}",
+    }
+    results = _load()
+    results.setdefault("precision", {})[kind] = row
+    _save(results)
+    typer.echo(json.dumps(row, indent=1))
+
+
 def _dev_frame(model_dir: Path, home: Path) -> Any:
     """The model's own dev pairs (from dev_pair_ids.txt and its train config), with texts and gold."""
     from simpair.catalog import Catalog

@@ -245,3 +245,21 @@ def test_intermediate_stage_in_one_config_protects_the_final_evaluation_splits(h
         TrainConfig.model_validate(yaml.safe_load((result.model_dir / "train_config.yaml").read_text()))
         == cfg
     )
+
+
+def test_bf16_trains_where_native_and_still_saves_and_predicts_in_fp32(home: Path) -> None:
+    from safetensors import safe_open
+
+    from simpair.models.device import native_bf16
+
+    write_toy_home(home)
+    native = native_bf16(torch.device("cpu"))
+    if native:
+        result = train(config(precision="bf16", epochs=1), home)
+    else:  # falls back instead of running slow emulated bf16, and says so
+        with pytest.warns(UserWarning, match="no native bf16"):
+            result = train(config(precision="bf16", epochs=1), home)
+    assert result.metrics["autocast"] == ("torch.bfloat16" if native else "fp32")
+    with safe_open(str(result.model_dir / "model.safetensors"), "pt") as weights:
+        assert {weights.get_tensor(k).dtype for k in weights.keys()} == {torch.float32}  # noqa: SIM118
+    assert load_predictor(result.model_dir)._dtype is None  # prediction stays fp32 on CPU

@@ -1,13 +1,18 @@
 """Device and precision choice shared by training and prediction.
 
 CUDA with bf16 autocast when a GPU is present (Ampere and later run bf16 matmuls at full rate, and bf16
-needs no loss scaling, unlike fp16); fp32 on CPU unless asked, because bf16 autocast on CPU only pays
-on some chips and was not measured faster at equal quality here.
+needs no loss scaling, unlike fp16). On CPU `auto` stays fp32, because scores must match fp32 to 1e-4
+(bulk scoring) and bf16 only pays on chips with native bf16 instructions (AVX512-BF16, AMX). Training
+configs that ask for `bf16` get it where it is native: on this machine's AVX512-BF16 CPU it trained
+1.5x faster at equal dev/test quality (docs/benchmarks.md); elsewhere they fall back to fp32 with a
+warning instead of running slow emulated bf16.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
+import warnings
 from collections.abc import Iterator
 
 import torch
@@ -20,12 +25,32 @@ def pick_device(requested: str = "auto") -> torch.device:
     return torch.device(requested)
 
 
+@functools.cache
+def _cpu_native_bf16() -> bool:
+    try:
+        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    except (AttributeError, RuntimeError):
+        return False
+
+
+def native_bf16(device: torch.device) -> bool:
+    """Whether bf16 matmuls run natively (fast) on `device`."""
+    if device.type == "cuda":
+        return bool(torch.cuda.is_bf16_supported())
+    if device.type == "cpu":
+        return _cpu_native_bf16()
+    return False
+
+
 def autocast_dtype(device: torch.device, precision: str = "auto") -> torch.dtype | None:
     """The autocast dtype to use, or None for plain fp32. `auto` means bf16 on CUDA, fp32 elsewhere."""
     if precision == "fp32":
         return None
     if precision == "bf16":
-        return torch.bfloat16
+        if native_bf16(device):
+            return torch.bfloat16
+        warnings.warn(f"precision bf16: {device} has no native bf16 support, using fp32", stacklevel=2)
+        return None
     if precision == "auto":
         if device.type == "cuda" and torch.cuda.is_bf16_supported():
             return torch.bfloat16
