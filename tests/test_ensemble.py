@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+import yaml
 from test_scoring_support import make_pairs, read_outputs, write_batch
 from test_training_toydata import write_toy_home
 
@@ -150,3 +151,65 @@ def test_members_tuned_on_different_dev_pairs_or_tasks_are_refused(home: Path) -
     with pytest.raises(ValueError, match="at least two"):
         fit_stack([first], home, home / "models" / "bad")
     assert not (home / "models" / "bad").exists()
+
+
+def _member_yaml(path: Path, task: str, kind: str, objective: str) -> str:
+    dataset = "stsb" if task == "sts" else "msrp"
+    config = {
+        "name": f"m-{kind}",
+        "task": task,
+        "kind": kind,
+        "objective": objective,
+        "backbone": "tiny",
+        "train": [{"dataset": dataset, "split": "train"}],
+        "dev": {"split": "dev"} if task == "sts" else {"split": None, "carve_fraction": 0.25},
+        "max_length": 48,
+        "epochs": 1,
+        "batch_size": 8,
+        "learning_rate": 2e-3,
+        "progress": False,
+    }
+    path.write_text(yaml.safe_dump(config))
+    return path.name
+
+
+def test_stack_config_trains_its_members_then_stacks_from_the_cli(home: Path, tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from simpair.cli import app
+
+    write_toy_home(home)
+    configs = tmp_path / "configs"
+    configs.mkdir()
+    members = [
+        _member_yaml(configs / "bi.yaml", "sts", "bi", "cosent"),
+        _member_yaml(configs / "cross.yaml", "sts", "cross", "bce"),
+    ]
+    stack = {
+        "name": "toy-stack",
+        "task": "sts",
+        "members": members,
+        "evaluate_on": [{"dataset": "stsb", "split": "test"}],
+    }
+    (configs / "stack.yaml").write_text(yaml.safe_dump(stack))
+    runner = CliRunner()
+    result = runner.invoke(
+        app, ["stack", "--config", str(configs / "stack.yaml"), "--home", str(home), "--set", "num_threads=1"]
+    )
+    assert result.exit_code == 0, result.output
+    [stacked] = [p for p in (home / "models").glob("toy-stack-*") if p.is_dir()]
+    assert {p.name.split("-")[0] for p in (home / "models").iterdir()} >= {
+        "m",
+        "toy",
+    }  # members are models too
+    assert load_predictor(stacked).kind == "stacked"
+    assert "stsb/test" in result.output and "spearman" in result.output
+
+    stack["members"] = [members[0], _member_yaml(configs / "para.yaml", "paraphrase", "cross", "bce")]
+    (configs / "bad.yaml").write_text(yaml.safe_dump(stack))
+    before = set((home / "models").iterdir())
+    bad = runner.invoke(
+        app, ["stack", "--config", str(configs / "bad.yaml"), "--home", str(home)], env={"COLUMNS": "500"}
+    )
+    assert bad.exit_code == 2 and "para.yaml: trains task 'paraphrase'" in bad.output
+    assert set((home / "models").iterdir()) == before  # refused before training anything

@@ -150,42 +150,69 @@ def register(app: typer.Typer) -> None:
 
     @app.command("stack")
     def stack_cmd(
+        config: Annotated[
+            Path | None,
+            typer.Option(
+                help="Stack config (YAML with members:), e.g. configs/stsb-stack.yaml: trains them."
+            ),
+        ] = None,
         member: Annotated[
-            list[str],
-            typer.Option(help="Member model directory or registry ref (repeat; at least two)."),
-        ],
+            list[str] | None,
+            typer.Option(
+                help="Or: an already trained member (directory or registry ref; repeat, two or more)."
+            ),
+        ] = None,
         out: Annotated[Path | None, typer.Option(help="Output model directory.")] = None,
         home: HomeOption = None,
+        set_: Annotated[
+            list[str] | None,
+            typer.Option("--set", help="Override a field in every member's training config."),
+        ] = None,
         lexical: Annotated[bool, typer.Option(help="Add word-overlap and length-ratio features.")] = True,
         split: Annotated[
             list[str] | None,
-            typer.Option(help="Evaluate the stack on DATASET/SPLIT afterwards (repeatable)."),
+            typer.Option(help="Evaluate on DATASET/SPLIT afterwards (repeatable). Default: evaluate_on."),
         ] = None,
     ) -> None:
-        """Combine trained models (a cross- and a bi-encoder) with a linear model fitted on their dev split.
+        """Combine models (a cross- and a bi-encoder) with a linear model fitted on their shared dev split.
 
-        The result is a model directory like any other (evaluate, predict, register, score it).
+        The result is a model directory like any other: evaluate, predict, register and score it.
         """
         from datetime import UTC, datetime
 
         from simpair import settings
-        from simpair.ensemble import fit_stack
+        from simpair.ensemble import StackConfig, fit_stack, train_stack
 
+        if (config is None) == (not member):
+            raise typer.BadParameter("give either --config or --member (two or more)", param_hint="--config")
         home_path = settings.home_dir(home)
-        members = [_resolve_model(m, home_path) for m in member]
-        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-        target = out or home_path / "models" / f"stack-{stamp}"
+        splits = [_parse_split(s) for s in split] if split else []
         try:
-            fit_stack(members, home_path, target, lexical=lexical)
+            if config is not None:
+                stack = StackConfig.from_yaml(config)
+                target = train_stack(stack, home_path, _overrides(set_)).model_dir
+                if out is not None:
+                    target.rename(out)
+                    target = out
+                splits = splits or [(r.dataset, r.split) for r in stack.evaluate_on]
+            else:
+                members = [_resolve_model(m, home_path) for m in member or []]
+                stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+                target = fit_stack(
+                    members, home_path, out or home_path / "models" / f"stack-{stamp}", lexical
+                )
         except ValueError as exc:
-            raise typer.BadParameter(str(exc), param_hint="--member") from exc
+            raise typer.BadParameter(str(exc), param_hint="--config" if config else "--member") from exc
         console = Console()
         console.print(f"model: {target}")
-        console.print_json((target / "metrics.json").read_text())
-        if split:
+        metrics = json.loads((target / "metrics.json").read_text())
+        console.print_json(
+            json.dumps({"dev (out-of-fold)": metrics["dev"], "members": metrics["members_dev"]})
+        )
+        if splits:
             from simpair.evaluation import evaluate_model
 
-            _print_eval(console, evaluate_model(target, home_path, [_parse_split(s) for s in split]))
+            _print_eval(console, evaluate_model(target, home_path, splits))
 
     @app.command("predict")
     def predict_cmd(

@@ -7,16 +7,22 @@ outputs plus two lexical-overlap features, fitted on the members' shared dev spl
 (`kind: stacked`) that `load_predictor`, evaluation, the registry and bulk scoring all accept.
 """
 
+from simpair.ensemble.config import StackConfig, is_stack_config
 from simpair.ensemble.features import LEXICAL_FEATURES, lexical_features
 from simpair.ensemble.fit import fit_stack
 from simpair.ensemble.stacked import STACK_FILE, StackedPredictor, StackSpec, load_stacked
+from simpair.ensemble.train import StackResult, train_stack
 
 __all__ = [
     "LEXICAL_FEATURES",
     "STACK_FILE",
+    "StackConfig",
+    "StackResult",
     "StackSpec",
     "StackedPredictor",
     "fit_stack",
+    "is_stack_config",
     "lexical_features",
     "load_stacked",
+    "train_stack",
 ]

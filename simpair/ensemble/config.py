@@ -1,0 +1,65 @@
+"""`configs/<name>.yaml` for a stacked model: which training configs make its members.
+
+A stack config is recognised by its `members:` key, so the nightly profile and `simpair stack
+--config` can take it wherever a training config goes. Member paths are relative to the stack file.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field
+
+from simpair.training.config import SplitRef, TrainConfig
+
+
+class StackConfig(BaseModel):
+    """Members (training configs), features and evaluation splits of one stacked model."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    task: Literal["paraphrase", "sts"]
+    members: list[str] = Field(min_length=2)
+    lexical: bool = True
+    threshold_metric: Literal["accuracy", "f1"] = "accuracy"
+    evaluate_on: list[SplitRef] = Field(default_factory=list)
+    source: str | None = None  # the YAML file it was read from (member paths are relative to it)
+
+    def member_paths(self) -> list[Path]:
+        base = Path(self.source).parent if self.source else Path.cwd()
+        return [p if p.is_absolute() else base / p for p in map(Path, self.members)]
+
+    def member_configs(self, overrides: dict[str, Any] | None = None) -> list[TrainConfig]:
+        """Each member's validated training config; every member must train this stack's task."""
+        configs = []
+        for path in self.member_paths():
+            config = TrainConfig.from_yaml(path)
+            if overrides:
+                config = config.with_overrides(**overrides)
+            if config.task != self.task:
+                raise ValueError(
+                    f"{path}: trains task {config.task!r} but stack {self.name!r} is {self.task!r}"
+                )
+            configs.append(config)
+        return configs
+
+    @classmethod
+    def from_yaml(cls, path: str | Path) -> StackConfig:
+        path = Path(path)
+        try:
+            data = yaml.safe_load(path.read_text())
+            return cls.model_validate({**data, "source": str(path)})
+        except Exception as exc:
+            raise ValueError(f"{path}: invalid stack config: {exc}") from exc
+
+
+def is_stack_config(path: str | Path) -> bool:
+    """True for a YAML file with a `members:` key (a stack), False for a training config."""
+    try:
+        data = yaml.safe_load(Path(path).read_text())
+    except (OSError, yaml.YAMLError):
+        return False
+    return isinstance(data, dict) and "members" in data

@@ -1,0 +1,38 @@
+"""Train a stack config end to end: each member as its own training run, then the dev-fitted combiner."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from simpair.ensemble.config import StackConfig
+from simpair.ensemble.fit import fit_stack
+from simpair.training import train
+
+
+@dataclass
+class StackResult:
+    model_dir: Path
+    member_dirs: list[Path]
+    metrics: dict[str, Any] = field(default_factory=dict)
+
+
+def train_stack(
+    config: StackConfig, home: str | Path, overrides: dict[str, Any] | None = None
+) -> StackResult:
+    """Train every member (each a normal model directory under <home>/models), then fit the stack."""
+    home = Path(home)
+    member_dirs = [train(member, home).model_dir for member in config.member_configs(overrides)]
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    out = fit_stack(
+        member_dirs,
+        home,
+        home / "models" / f"{config.name}-{stamp}",
+        lexical=config.lexical,
+        threshold_metric=config.threshold_metric,
+    )
+    metrics = json.loads((out / "metrics.json").read_text())
+    return StackResult(model_dir=out, member_dirs=member_dirs, metrics=metrics)
