@@ -11,6 +11,7 @@ When no source and no training config changed since the last successful night, t
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ from pydantic import BaseModel
 from flows.ingest import ingest_flow
 from simpair import settings
 from simpair.catalog import Catalog
+from simpair.ensemble import StackConfig, is_stack_config
 from simpair.registry import model_name
 from simpair.registry.nightly import (
     NightlyProfile,
@@ -46,7 +48,7 @@ from tasks.registry import (
     register_model_task,
     retry_if_transient,
 )
-from tasks.training import evaluate_task, pretokenize_task, train_task
+from tasks.training import evaluate_task, fit_stack_task, pretokenize_task, train_task
 
 
 class NightlyFailed(RuntimeError):
@@ -88,19 +90,59 @@ def plan_night_task(profile: NightlyProfile, home: Path, force: bool) -> NightPl
     """Dataset versions after ingest, training-config hashes, and whether tonight can be skipped."""
     catalog = Catalog(home)
     versions = {dataset: catalog.current_version(dataset) for dataset in catalog.datasets()}
-    hashes = {
-        name: config_hash(TrainConfig.from_yaml(plan.config_path()).model_dump(mode="json"))
-        for name, plan in profile.tasks.items()
-    }
+    hashes = {name: config_hash(_config_dump(plan.config_path())) for name, plan in profile.tasks.items()}
     reason = None if force else skip_reason(read_state(home, profile.name), versions, hashes)
     return NightPlan(dataset_versions=versions, config_hashes=hashes, skip=reason)
+
+
+def _config_dump(path: Path) -> dict[str, Any]:
+    """The whole config a task trains from: a training config, or a stack config and its members'."""
+    if is_stack_config(path):
+        stack = StackConfig.from_yaml(path)
+        return {
+            "stack": stack.model_dump(mode="json", exclude={"source"}),
+            "members": [m.model_dump(mode="json") for m in stack.member_configs()],
+        }
+    return TrainConfig.from_yaml(path).model_dump(mode="json")
+
+
+def _train_stack(
+    task_name: str, config_path: str, home: str, eval_sets: list[tuple[str, str]], retries: Retries
+) -> Trained:
+    """Each member pre-tokenized and trained like a single model, then the stack fitted on dev."""
+    started = time.monotonic()
+    stack = StackConfig.from_yaml(config_path)
+    members = []
+    for config in stack.member_configs():
+        print(f"[{task_name}] stack member {config.name}: {config.kind}-encoder, {config.epochs} epoch(s)")
+        _retrying(pretokenize_task, retries)(config, Path(home))
+        members.append(_retrying(train_task, retries)(config, Path(home)).model_dir)
+    model_dir = _retrying(fit_stack_task, retries)(stack, members, Path(home))
+    print(f"[{task_name}] evaluating {Path(model_dir).name} on {eval_sets}")
+    evaluated = _retrying(evaluate_task, retries)(model_dir, Path(home), list(eval_sets))
+    metrics = json.loads((Path(model_dir) / "metrics.json").read_text())
+    return Trained(
+        task=task_name,
+        model_dir=str(model_dir),
+        config=_config_dump(Path(config_path)),
+        metrics={k: v for k, v in metrics.items() if k in ("dev", "dev_pairs", "dev_source")},
+        history=[],
+        eval_metrics=evaluated.metrics,
+        eval_artifacts=[str(p) for p in [evaluated.report_path, *evaluated.plot_paths]],
+        seconds=time.monotonic() - started,
+    )
 
 
 @flow(name="train-and-evaluate", log_prints=True)
 def train_and_evaluate(
     task_name: str, config_path: str, home: str, eval_sets: list[tuple[str, str]], retries: Retries
 ) -> Trained:
-    """Pre-tokenize, train and evaluate one task (the part a GPU deployment runs; tasks tagged `gpu`)."""
+    """Pre-tokenize, train and evaluate one task (the part a GPU deployment runs; tasks tagged `gpu`).
+
+    A stack config (`members:`) trains each member, then fits the stack on their shared dev split.
+    """
+    if is_stack_config(config_path):
+        return _train_stack(task_name, config_path, home, eval_sets, retries)
     started = time.monotonic()
     config = TrainConfig.from_yaml(config_path)
     print(f"[{task_name}] pre-tokenizing for {config.name}")

@@ -221,3 +221,33 @@ def test_deployments_apply_with_cron_pools_and_one_run_at_a_time() -> None:
     assert nightly.schedules[0].schedule.cron == NIGHTLY_CRON
     assert nightly.global_concurrency_limit is not None and nightly.global_concurrency_limit.limit == 1
     assert nightly.parameters == {"profile": "default", "force": False}
+
+
+def test_a_stack_config_in_the_profile_trains_members_and_registers_one_stacked_model(
+    home: Path, shared_data: Path, tmp_path: Path
+) -> None:
+    """A nightly task may point at a stack config: both members train, the stack is what gets gated."""
+    configs = settings.PROJECT_ROOT / "configs"
+    cross = yaml.safe_load((configs / "smoke-sts.yaml").read_text())
+    cross.update(name="smoke-sts-cross", kind="cross", objective="bce")
+    (tmp_path / "smoke-sts-cross.yaml").write_text(yaml.safe_dump(cross))
+    stack = {
+        "name": "smoke-sts-stack",
+        "task": "sts",
+        "members": [str(configs / "smoke-sts.yaml"), "smoke-sts-cross.yaml"],
+    }
+    (tmp_path / "stack.yaml").write_text(yaml.safe_dump(stack))
+    profile = yaml.safe_load((configs / "nightly-smoke.yaml").read_text())
+    profile["tasks"] = {"sts": {**profile["tasks"]["sts"], "config": str(tmp_path / "stack.yaml")}}
+    (tmp_path / "nightly-stack.yaml").write_text(yaml.safe_dump(profile))
+
+    first = run(profile=str(tmp_path / "nightly-stack.yaml"), home=home, sources=shared_data)
+    assert first.status == "trained" and [(t.task, t.version) for t in first.tasks] == [("sts", "1")]
+    c = MlflowClient(tracking_uri=settings.tracking_uri(home), registry_uri=settings.tracking_uri(home))
+    assert c.get_model_version("simpair-sts", "1").tags["kind"] == "stacked"
+    resolved = resolve_model("simpair-sts/1", home)
+    predictor = load_predictor(resolved.local_dir)
+    assert predictor.kind == "stacked" and len(predictor.members) == 2
+    assert "Stacked `smoke-sts-stack`" in _artifact("stack-smoke-sts-stack")
+    again = run(profile=str(tmp_path / "nightly-stack.yaml"), home=home, sources=shared_data)
+    assert again.status == "skipped"  # members' configs are part of the hash: unchanged, nothing to do

@@ -174,7 +174,8 @@ def fit_stack(
         objective=f"stack:{combiner}",
         threshold=float(threshold),
         max_length=max(m.max_length for m in metas),
-        backbone=" + ".join(m.backbone for m in metas),
+        backbone=metas[0].backbone,  # the zero-shot bar of the promotion gate is built from it
+        member_backbones=[m.backbone for m in metas],
         dataset_versions=versions,
         train_datasets=sorted({t for m in metas for t in m.train_datasets}),
         dev_pair_ids_file="dev_pair_ids.txt",

@@ -87,6 +87,21 @@ def version_for(c: MlflowClient, name: str, alias: str) -> str | None:
         raise
 
 
+def _complete(path: Path) -> bool:
+    """simpair.json and weights present; for a stacked model, in every member directory too."""
+    if not (path / "simpair.json").exists():
+        return False
+    if (path / "stack.json").exists():
+        from simpair.ensemble import StackSpec
+
+        try:
+            members = StackSpec.read(path).members
+        except ValueError:
+            return False
+        return all(_complete(path / rel) for rel in members)
+    return any(path.glob("*.safetensors"))
+
+
 def _model_dir_in(downloaded: Path) -> Path:
     """Locate the logged model directory inside a downloaded pyfunc via its MLmodel file."""
     mlmodel = downloaded / "MLmodel"
@@ -98,7 +113,7 @@ def _model_dir_in(downloaded: Path) -> Path:
     if not entry:
         raise CorruptModel(f"{mlmodel}: no '{MODEL_DIR_ARTIFACT}' artifact recorded")
     path = downloaded / entry["path"]
-    if not (path / "simpair.json").exists() or not any(path.glob("*.safetensors")):
+    if not _complete(path):
         raise CorruptModel(
             f"{path}: model directory incomplete (simpair.json or safetensors weights missing)"
         )
