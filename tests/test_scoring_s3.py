@@ -9,6 +9,7 @@ in memory; a second run must skip every batch, and a batch added to the bucket l
 
 from __future__ import annotations
 
+import importlib.util
 import io
 import json
 import os
@@ -30,7 +31,6 @@ from test_scoring_support import assert_exactly_once, make_pairs, read_rejects
 
 from simpair.models import load_predictor
 
-pytest.importorskip("s3fs", reason="the s3:// inbox needs s3fs (dev extra)")
 tiny_cross = support.tiny_cross
 SIMPAIR = str(Path(sys.executable).with_name("simpair"))
 MOTO = shutil.which("moto_server", path=str(Path(sys.executable).parent)) or shutil.which("moto_server")
@@ -47,8 +47,8 @@ def _free_port() -> int:
 @pytest.fixture
 def s3_env() -> Iterator[dict[str, str]]:
     """A moto S3 server in its own process; yields the environment a client needs to reach it."""
-    if MOTO is None:
-        pytest.fail("moto_server not found: install the dev extra (moto[server])")
+    if MOTO is None or importlib.util.find_spec("s3fs") is None:
+        pytest.fail("moto_server or s3fs not found: install the dev extra (moto[server], s3fs)")
     port = _free_port()
     proc = subprocess.Popen(
         [MOTO, "-H", "127.0.0.1", "-p", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE

@@ -10,6 +10,7 @@ Pieces, one job each (none imports Prefect; `tasks/scoring.py` and `flows/nightl
 - `writer`: atomic chunk parts, then one date-partitioned output (and rejects) file per batch.
 - `model_ref`: resolve `--model` once per run to a pinned (name, version, directory).
 - `run`: `score_inbox(...)`, the sequential entry point, built from the same steps the flow maps.
+- `onnx_backend`: `--backend onnx`, the forward pass in ONNX Runtime (verified against torch).
 """
 
 from simpair.scoring.run import ScoreSummary, score_inbox
