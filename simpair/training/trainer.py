@@ -135,8 +135,6 @@ def _state(model: nn.Module) -> dict[str, torch.Tensor]:
     return {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
 
 
-
-
 def weights_sha1(model: nn.Module) -> str:
     """Fingerprint of a module's weights (checks that DDP ranks stayed in sync)."""
     digest = hashlib.sha1()
