@@ -263,6 +263,60 @@ def precision(
     typer.echo(json.dumps(row, indent=1))
 
 
+@app.command()
+def stack(
+    name: str,
+    member: Annotated[list[Path], typer.Option(help="Trained member model directory (repeat).")],
+    home: HOME,
+    lexical: bool = True,
+) -> None:
+    """Fit a stacked model on the members' dev split, evaluate it on the first member's evaluate_on.
+
+    Wall time = the members' training wall times (from their metrics.json) + fitting the stack.
+    """
+    from simpair.ensemble import fit_stack
+    from simpair.evaluation import evaluate_model
+    from simpair.training import TrainConfig
+
+    started = time.perf_counter()
+    out = fit_stack(member, home, home / "models" / f"bench-{name}", lexical=lexical)
+    fit_seconds = time.perf_counter() - started
+    first = TrainConfig.from_yaml(member[0] / "train_config.yaml")
+    ev = evaluate_model(
+        out,
+        home,
+        [(r.dataset, r.split) for r in first.evaluate_on],
+        out_dir=home / "evaluations" / f"bench-{name}",
+    )
+    metrics = json.loads((out / "metrics.json").read_text())
+    member_metrics = [json.loads((m / "metrics.json").read_text()) for m in member]
+    train = sorted({r.label() for m in member for r in TrainConfig.from_yaml(m / "train_config.yaml").train})
+    row = {
+        "name": name,
+        "model_dir": str(out),
+        "kind": "stacked",
+        "objective": metrics["stack"]["combiner"] + " on " + ", ".join(m.name for m in member),
+        "task": first.task,
+        "train": train,
+        "init_from": None,
+        "epochs_run": "-",
+        "dev": metrics["dev"],
+        "test": ev.metrics["splits"],
+        "wall_seconds": sum(m["wall_seconds"] for m in member_metrics) + fit_seconds,
+        "fit_seconds": fit_seconds,
+        "train_samples_per_s": None,
+        "config": {"members": [str(m) for m in member], "lexical": lexical, "precision": "members'"},
+        "command": f"benchmarks/quality.py stack {name} "
+        + " ".join("--member MODEL_DIR" for _ in member)
+        + " --home HOME",
+        "loadavg_at_end": os.getloadavg()[0],
+    }
+    results = _load()
+    results["runs"][name] = row
+    _save(results)
+    typer.echo(json.dumps({k: row[k] for k in ("name", "dev", "test", "wall_seconds")}, indent=1))
+
+
 def _dev_frame(model_dir: Path, home: Path) -> Any:
     """The model's own dev pairs (from dev_pair_ids.txt and its train config), with texts and gold."""
     from simpair.catalog import Catalog
@@ -403,13 +457,14 @@ def table() -> None:
     lines = [
         SECTION,
         "",
-        "2 shared CPU cores (other engineers' jobs ran at the same time: load average 6-10), fp32,",
-        "bundled all-MiniLM-L6-v2. Test metrics use the threshold chosen on dev; test pairs found in the",
-        "model's training data by the leakage report are excluded (column `excl.`).",
+        "2 shared CPU cores (other jobs ran at the same time: each row's load average is in",
+        "benchmarks/results/quality.json), bundled all-MiniLM-L6-v2. Test metrics use the threshold chosen",
+        "on dev; test pairs found in the model's training data by the leakage report are excluded (column",
+        "`excl.`). Stacked rows: dev is out-of-fold (5-fold on dev), wall = members' training + fitting.",
         "",
-        "| model | objective | train data | test split | excl. | metric | dev | test | epochs | wall s "
-        "| samples/s |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| model | objective | train data | test split | excl. | metric | dev | test | epochs | precision "
+        "| wall s | samples/s |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name, row in sorted(results["runs"].items()):
         for split, m in row["test"].items():
@@ -425,7 +480,8 @@ def table() -> None:
                 f"| {name} ({row['kind']}) | {row['objective']} | {', '.join(row['train'])}"
                 f"{' (init ' + Path(row['init_from']).name + ')' if row.get('init_from') else ''} | {split} "
                 f"| {m['excluded_leaked']} | {metric} | {dev_v} | {test_v} | {row['epochs_run']} "
-                f"| {row['wall_seconds']:.0f} | {row['train_samples_per_s']:.1f} |"
+                f"| {row['config'].get('precision', 'auto')} | {row['wall_seconds']:.0f} "
+                f"| {_fmt(row['train_samples_per_s']) if row['train_samples_per_s'] else '-'} |"
             )
     lines += ["", "Commands: `" + "`, `".join(r["command"] for r in results["runs"].values()) + "`", ""]
     if results.get("throughput"):
@@ -441,6 +497,20 @@ def table() -> None:
                 f"| {kind} | {t['pairs']} | {t['batch_size']} | {t['threads']} "
                 f"| {t['sentence_transformers_fit_samples_per_s']:.1f} | {t['simpair_samples_per_s']:.1f} "
                 f"| {t['speedup']:.2f}x |"
+            )
+        lines.append("")
+    if results.get("precision"):
+        lines += [
+            "Training speed, fp32 vs bf16 autocast (same pairs, rounds taking turns, 1 thread):",
+            "",
+            "| kind | pairs | rounds | native bf16 | fp32 samples/s | bf16 samples/s | bf16 / fp32 |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for kind, t in sorted(results["precision"].items()):
+            lines.append(
+                f"| {kind} | {t['pairs']} | {t['rounds']} | {t['native_bf16']} "
+                f"| {', '.join(f'{v:.1f}' for v in t['fp32_samples_per_s'])} "
+                f"| {', '.join(f'{v:.1f}' for v in t['bf16_samples_per_s'])} | {t['speedup']:.2f}x |"
             )
         lines.append("")
     notes = results.get("notes")

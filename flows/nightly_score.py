@@ -49,7 +49,7 @@ def nightly_score(
     threads: int | None = None,
     lock_wait: float = 0.0,
     contract: str | None = None,
-    backend: str = "torch",
+    backend: str = "auto",
 ) -> ScoreSummary:
     """Score the inbox into `out`; see docs/scoring.md."""
     out_dir = Path(out).expanduser().resolve()
@@ -94,7 +94,7 @@ def run(
     chunk_rows: int = DEFAULT_CHUNK_ROWS,
     batch_size: int = DEFAULT_BATCH_SIZE,
     threads: int | None = None,
-    backend: str = "torch",
+    backend: str = "auto",
     lock_wait: float = 0.0,
     dask_address: str | None = None,
     local_cluster: int | None = None,

@@ -22,6 +22,7 @@ from simpair.evaluation import evaluate_model
 from simpair.models import load_predictor
 from simpair.registry.pyfunc import log_pyfunc
 from simpair.scoring import score_inbox
+from simpair.scoring.scorer import load_pinned
 from simpair.training import TrainConfig, train
 
 
@@ -130,11 +131,20 @@ def test_paraphrase_stack_has_a_dev_threshold_and_serves_as_pyfunc_and_in_bulk_s
 
     table = make_pairs(300, seed=5)
     write_batch(table, tmp_path / "inbox" / "night.parquet")
-    summary = score_inbox(str(tmp_path / "inbox"), tmp_path / "out", str(out), home, chunk_rows=128)
+    summary = score_inbox(
+        str(tmp_path / "inbox"), tmp_path / "out", str(out), home, chunk_rows=128, backend="torch"
+    )
     assert (summary.files_scored, summary.rows_scored) == (1, 300)
     scored = read_outputs(tmp_path / "out")
-    expected = predictor.predict(table.column("text_a").to_pylist(), table.column("text_b").to_pylist())
-    np.testing.assert_allclose(scored.column("probability").to_numpy(), expected["probability"], atol=1e-5)
+    a, b = table.column("text_a").to_pylist(), table.column("text_b").to_pylist()
+    expected = predictor.predict(a, b)
+    np.testing.assert_allclose(scored.column("probability").to_numpy(), expected["probability"], atol=1e-6)
+
+    # The ONNX backend (the default on CPU) runs inside each member; their raw outputs match torch's.
+    onnx_stack = load_pinned(str(out), 1, "onnx")
+    assert [type(m).__name__ for m in onnx_stack.members] == ["OrtPredictor", "OrtPredictor"]
+    for onnx_member, torch_member in zip(onnx_stack.members, predictor.members, strict=True):
+        np.testing.assert_allclose(onnx_member.predict_raw(a, b), torch_member.predict_raw(a, b), atol=1e-5)
 
 
 def test_members_tuned_on_different_dev_pairs_or_tasks_are_refused(home: Path) -> None:

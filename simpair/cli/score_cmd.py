@@ -67,8 +67,11 @@ def register(app: typer.Typer) -> None:
             int | None, typer.Option(min=1, help="Torch threads per worker. Default: CPUs/workers.")
         ] = (None),
         backend: Annotated[
-            str, typer.Option(help="Forward pass: torch, or onnx (ONNX Runtime; needs onnx + onnxruntime).")
-        ] = "torch",
+            str,
+            typer.Option(
+                help="Forward pass: auto (ONNX Runtime on CPU when installed, else torch), torch, or onnx."
+            ),
+        ] = "auto",
         wait: Annotated[
             float,
             typer.Option(min=0, help="Seconds to wait if another run holds the output; 0 exits at once."),

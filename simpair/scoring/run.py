@@ -208,7 +208,7 @@ def score_chunk(
     contract: ScoringContract,
     batch_size: int = DEFAULT_BATCH_SIZE,
     threads: int | None = None,
-    backend: str = "torch",
+    backend: str = "auto",
 ) -> ChunkResult:
     """Read, validate, score and write chunk `idx` of a planned file, then record it in the ledger."""
     assert plan.sha256 and plan.layout and plan.output_schema, "score_chunk needs a file planned to score"
@@ -409,15 +409,16 @@ def score_inbox(
     chunk_rows: int = DEFAULT_CHUNK_ROWS,
     batch_size: int = DEFAULT_BATCH_SIZE,
     threads: int | None = None,
-    backend: str = "torch",
+    backend: str = "auto",
     lock_wait: float = 0.0,
     contract_path: Path | None = None,
     on_chunk_done: Callable[[ChunkResult], None] | None = None,
 ) -> ScoreSummary:
     """Score every new batch in `inbox` into `out`, sequentially in this process.
 
-    `model` is resolved once, here, before the first chunk. `backend` is "torch" or "onnx"
-    (ONNX Runtime forward pass, same scores to ~1e-7). `on_chunk_done` is called after each
+    `model` is resolved once, here, before the first chunk. `backend` is "auto" (ONNX Runtime on CPU when
+    installed, else torch), "torch" or "onnx"
+    (ONNX Runtime verified against torch at load; scores equal to ~1e-7). `on_chunk_done` is called after each
     chunk is recorded (progress bars; tests use it to promote a model mid-run).
     Raises `RunLocked` if another run holds `out` for longer than `lock_wait` seconds.
     """

@@ -8,16 +8,20 @@ cross-encoder's score of a pair does not depend on its neighbours.
 
 from __future__ import annotations
 
+import importlib.util
+import logging
 import os
 import threading
 from datetime import UTC, datetime
 from functools import lru_cache
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 import pyarrow as pa
 
 from simpair.scoring.model_ref import ModelRef
+
+log = logging.getLogger(__name__)
 
 SCORE_COLUMNS = (
     "score",
@@ -69,7 +73,7 @@ _LOAD_LOCK = threading.Lock()
 # uses every core it is given, and a fast tokenizer is not safe to call from two threads at once
 # ("Already borrowed"), so forward passes take turns; reading and writing chunks still overlap.
 _PREDICT_LOCK = threading.Lock()
-BACKENDS = ("torch", "onnx")
+BACKENDS = ("auto", "torch", "onnx")
 
 
 def load_pinned(local_dir: str, threads: int, backend: str = "torch") -> PairPredictor:
@@ -92,11 +96,27 @@ def _load(local_dir: str, threads: int, backend: str) -> PairPredictor:
 
     torch.set_num_threads(threads)
     predictor = load_predictor(local_dir)
+    if backend == "auto":
+        if predictor.device.type != "cpu" or importlib.util.find_spec("onnxruntime") is None:
+            return predictor
+        try:
+            return _with_onnx(predictor, threads)
+        except Exception as exc:  # an architecture the exporter cannot handle: torch scores it the same
+            log.warning("ONNX Runtime unavailable for %s (%s); scoring with torch", local_dir, exc)
+            return load_predictor(local_dir)
     if backend == "onnx":
-        from simpair.scoring.onnx_backend import use_onnx
-
-        predictor = use_onnx(predictor, threads)
+        return _with_onnx(predictor, threads)
     return predictor
+
+
+def _with_onnx(predictor: Any, threads: int) -> Any:
+    """ONNX Runtime forward passes; a stacked model gets them in each of its members."""
+    from simpair.scoring.onnx_backend import use_onnx
+
+    if predictor.kind == "stacked":
+        predictor.members = [use_onnx(member, threads) for member in predictor.members]
+        return predictor
+    return use_onnx(predictor, threads)
 
 
 def predict_unique(
