@@ -4,15 +4,14 @@ registration as an MLflow pyfunc, and bulk scoring, all through the same `load_p
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import mlflow
 import numpy as np
 import pandas as pd
 import pytest
-import torch
 import yaml
+from registry_helpers import one_torch_thread  # noqa: F401 - fixture
 from test_scoring_support import make_pairs, read_outputs, write_batch
 from test_training_toydata import write_toy_home
 
@@ -25,19 +24,14 @@ from simpair.scoring import score_inbox
 from simpair.scoring.scorer import load_pinned
 from simpair.training import TrainConfig, train
 
-
-@pytest.fixture(autouse=True)
-def one_thread() -> Iterator[None]:
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
-def _train(home: Path, task: str, kind: str, objective: str, **changes: object) -> Path:
+def _member(task: str, kind: str, objective: str, name: str, **changes: object) -> dict[str, object]:
+    """A tiny member's training config (a few seconds on CPU)."""
     dataset = "stsb" if task == "sts" else "msrp"
     base: dict[str, object] = {
-        "name": f"{task}-{kind}",
+        "name": name,
         "task": task,
         "kind": kind,
         "objective": objective,
@@ -50,10 +44,13 @@ def _train(home: Path, task: str, kind: str, objective: str, **changes: object) 
         "batch_size": 8,
         "learning_rate": 2e-3,
         "progress": False,
-        "num_threads": 1,
     }
-    base.update(changes)
-    return train(TrainConfig.model_validate(base), home).model_dir
+    return {**base, **changes}
+
+
+def _train(home: Path, task: str, kind: str, objective: str, name: str = "", **changes: object) -> Path:
+    config = _member(task, kind, objective, name or f"{task}-{kind}", num_threads=1, **changes)
+    return train(TrainConfig.model_validate(config), home).model_dir
 
 
 def _dev(home: Path, model_dir: Path) -> tuple[list[str], list[str]]:
@@ -151,7 +148,12 @@ def test_members_tuned_on_different_dev_pairs_or_tasks_are_refused(home: Path) -
     write_toy_home(home)
     first = _train(home, "paraphrase", "cross", "bce")
     other_carve = _train(
-        home, "paraphrase", "cross", "bce", dev={"split": None, "carve_fraction": 0.25, "carve_seed": 99}
+        home,
+        "paraphrase",
+        "cross",
+        "bce",
+        name="carved-elsewhere",
+        dev={"split": None, "carve_fraction": 0.25, "carve_seed": 99},
     )
     with pytest.raises(ValueError, match="share one dev split"):
         fit_stack([first, other_carve], home, home / "models" / "bad")
@@ -164,22 +166,7 @@ def test_members_tuned_on_different_dev_pairs_or_tasks_are_refused(home: Path) -
 
 
 def _member_yaml(path: Path, task: str, kind: str, objective: str) -> str:
-    dataset = "stsb" if task == "sts" else "msrp"
-    config = {
-        "name": f"m-{kind}",
-        "task": task,
-        "kind": kind,
-        "objective": objective,
-        "backbone": "tiny",
-        "train": [{"dataset": dataset, "split": "train"}],
-        "dev": {"split": "dev"} if task == "sts" else {"split": None, "carve_fraction": 0.25},
-        "max_length": 48,
-        "epochs": 1,
-        "batch_size": 8,
-        "learning_rate": 2e-3,
-        "progress": False,
-    }
-    path.write_text(yaml.safe_dump(config))
+    path.write_text(yaml.safe_dump(_member(task, kind, objective, f"m-{kind}")))
     return path.name
 
 

@@ -17,11 +17,15 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import numpy as np
-import pyarrow.parquet as pq
 import pytest
 import test_scoring_support as support
-from test_scoring_support import assert_exactly_once, make_pairs, write_batch
+from test_scoring_support import (
+    assert_exactly_once,
+    assert_same_outputs,
+    make_pairs,
+    outputs_by_name,
+    write_batch,
+)
 
 from flows.nightly_score import run as run_flow
 
@@ -29,7 +33,6 @@ tiny_cross = support.tiny_cross
 DASK = str(Path(sys.executable).with_name("dask"))
 REPO = Path(__file__).resolve().parents[1]
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
-RUN_COLUMNS = ["run_id", "scored_at"]
 
 
 def _free_port() -> int:
@@ -107,10 +110,6 @@ def scheduler(tmp_path: Path) -> Iterator[str]:
         _stop(procs[::-1])
 
 
-def _outputs(out: Path) -> dict[str, pq.ParquetFile]:
-    return {p.relative_to(out).as_posix(): pq.read_table(p) for p in sorted(out.glob("date=*/*.parquet"))}
-
-
 def test_flow_on_external_dask_scheduler_matches_default_runner(
     prefect_api: None, scheduler: str, tmp_path: Path, tiny_cross: Path
 ) -> None:
@@ -140,16 +139,8 @@ def test_flow_on_external_dask_scheduler_matches_default_runner(
         )
     assert len(loaded) == 2 and sum(loaded.values()) >= 1, loaded
 
-    first, second = _outputs(tmp_path / "out-default"), _outputs(tmp_path / "out-dask")
-    assert list(first) == list(second) and len(first) == 2
-    for name in first:
-        left, right = first[name].drop_columns(RUN_COLUMNS), second[name].drop_columns(RUN_COLUMNS)
-        assert left.drop_columns(["score", "probability"]).equals(
-            right.drop_columns(["score", "probability"])
-        )
-        for column in ("score", "probability"):  # same model, same batches, one thread on both sides
-            np.testing.assert_allclose(
-                left.column(column).to_numpy(), right.column(column).to_numpy(), atol=1e-6
-            )
+    first, second = outputs_by_name(tmp_path / "out-default"), outputs_by_name(tmp_path / "out-dask")
+    assert len(first) == 2
+    assert_same_outputs(first, second)
     assert_exactly_once(tables["x.parquet"], next(t for n, t in second.items() if "/x-" in n))
     assert_exactly_once(tables["y.parquet"], next(t for n, t in second.items() if "/y-" in n))

@@ -9,18 +9,21 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 import test_scoring_support as support
-from test_scoring_support import assert_exactly_once, make_pairs, write_batch
+from test_scoring_support import (
+    assert_exactly_once,
+    assert_same_outputs,
+    make_pairs,
+    outputs_by_name,
+    write_batch,
+)
 
 from flows.nightly_score import run as run_flow
 
 tiny_cross = support.tiny_cross
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
-RUN_COLUMNS = ["run_id", "scored_at"]
 
 
 def _inbox(root: Path) -> dict[str, pa.Table]:
@@ -37,10 +40,6 @@ def _inbox(root: Path) -> dict[str, pa.Table]:
     return tables
 
 
-def _outputs(out: Path) -> dict[str, pa.Table]:
-    return {p.relative_to(out).as_posix(): pq.read_table(p) for p in sorted(out.glob("date=*/*.parquet"))}
-
-
 def test_flow_on_dask_local_cluster_matches_default_runner(
     prefect_api: None, tmp_path: Path, tiny_cross: Path
 ) -> None:
@@ -55,20 +54,9 @@ def test_flow_on_dask_local_cluster_matches_default_runner(
         counts = (summary.files_scored, summary.files_quarantined, summary.rows_scored, summary.rows_rejected)
         assert counts == (2, 1, 2899, 1)
         assert summary.run_id.startswith("prefect-")
-    first, second = _outputs(tmp_path / "out-default"), _outputs(tmp_path / "out-dask")
-    assert list(first) == list(second) and len(first) == 2
-    for name in first:
-        left, right = first[name].drop_columns(RUN_COLUMNS), second[name].drop_columns(RUN_COLUMNS)
-        assert left.drop_columns(["score", "probability"]).equals(
-            right.drop_columns(["score", "probability"])
-        )
-        for column in (
-            "score",
-            "probability",
-        ):  # 2 threads vs 1 per worker: float sums may differ in the last bit
-            np.testing.assert_allclose(
-                left.column(column).to_numpy(), right.column(column).to_numpy(), atol=1e-6
-            )
+    first, second = outputs_by_name(tmp_path / "out-default"), outputs_by_name(tmp_path / "out-dask")
+    assert len(first) == 2
+    assert_same_outputs(first, second)
     assert_exactly_once(tables["a.parquet"], next(t for n, t in first.items() if "/a-" in n))
     assert_exactly_once(tables["b.parquet"], next(t for n, t in second.items() if "/b-" in n), {"b0000010"})
 

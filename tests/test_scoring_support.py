@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -115,3 +116,25 @@ def tiny_bi(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from simpair.models import save_tiny_model
 
     return save_tiny_model(tmp_path_factory.mktemp("models") / "tiny-bi", task="sts", kind="bi", seed=1)
+
+
+RUN_COLUMNS = ["run_id", "scored_at"]
+
+
+def outputs_by_name(out: Path) -> dict[str, pa.Table]:
+    """Every scored output under `out`, keyed by its path relative to `out`."""
+    return {p.relative_to(out).as_posix(): pq.read_table(p) for p in sorted(out.glob("date=*/*.parquet"))}
+
+
+def assert_same_outputs(first: dict[str, pa.Table], second: dict[str, pa.Table], atol: float = 1e-6) -> None:
+    """Two runs wrote the same files with the same rows; scores equal to `atol` (float sums may differ
+    in the last bit between thread counts); run id and time may differ."""
+    assert list(first) == list(second) and first
+    for name in first:
+        left, right = first[name].drop_columns(RUN_COLUMNS), second[name].drop_columns(RUN_COLUMNS)
+        scores = ["score", "probability"]
+        assert left.drop_columns(scores).equals(right.drop_columns(scores))
+        for column in scores:
+            np.testing.assert_allclose(
+                left.column(column).to_numpy(), right.column(column).to_numpy(), atol=atol
+            )

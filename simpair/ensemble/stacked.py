@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict
 
 from simpair.ensemble.features import LEXICAL_FEATURES, lexical_features
 from simpair.models.metadata import ModelMetadata
+from simpair.models.predictor import ModelFacts
 
 STACK_FILE = "stack.json"
 
@@ -58,7 +59,7 @@ def _sigmoid(x: np.ndarray) -> np.ndarray:
     return 1.0 / (1.0 + np.exp(-x))
 
 
-class StackedPredictor:
+class StackedPredictor(ModelFacts):
     """Same public surface as `simpair.models.Predictor` (predict, predict_raw, truncated, ...)."""
 
     def __init__(
@@ -72,24 +73,8 @@ class StackedPredictor:
         self.model_dir = model_dir
 
     @property
-    def task(self) -> str:
-        return self.meta.task
-
-    @property
     def kind(self) -> str:
         return "stacked"
-
-    @property
-    def metadata(self) -> dict[str, Any]:
-        return self.meta.model_dump(mode="json")
-
-    @property
-    def threshold(self) -> float:
-        return float(self.meta.threshold)
-
-    @property
-    def max_length(self) -> int:
-        return int(self.meta.max_length)
 
     @property
     def device(self) -> Any:

@@ -28,24 +28,10 @@ def _sigmoid(x: np.ndarray) -> np.ndarray:
     return (1.0 / (1.0 + np.exp(-x.astype(np.float64)))).astype(np.float32)
 
 
-class Predictor:
-    """A loaded model plus what it needs to score pairs (see `load_predictor`)."""
+class ModelFacts:
+    """What every predictor tells about its model, read from `simpair.json` (`self.meta`)."""
 
-    def __init__(
-        self,
-        model: EncoderModel,
-        tokenizer: PreTrainedTokenizerBase,
-        metadata: ModelMetadata,
-        model_dir: Path | None = None,
-        device: str = "auto",
-        precision: str = "auto",
-    ) -> None:
-        self.device = pick_device(device)
-        self.model = model.to(self.device).eval()
-        self.tokenizer = tokenizer
-        self.meta = metadata
-        self.model_dir = model_dir
-        self._dtype = autocast_dtype(self.device, precision)
+    meta: ModelMetadata
 
     @property
     def task(self) -> str:
@@ -66,6 +52,26 @@ class Predictor:
     @property
     def max_length(self) -> int:
         return int(self.meta.max_length)
+
+
+class Predictor(ModelFacts):
+    """A loaded model plus what it needs to score pairs (see `load_predictor`)."""
+
+    def __init__(
+        self,
+        model: EncoderModel,
+        tokenizer: PreTrainedTokenizerBase,
+        metadata: ModelMetadata,
+        model_dir: Path | None = None,
+        device: str = "auto",
+        precision: str = "auto",
+    ) -> None:
+        self.device = pick_device(device)
+        self.model = model.to(self.device).eval()
+        self.tokenizer = tokenizer
+        self.meta = metadata
+        self.model_dir = model_dir
+        self._dtype = autocast_dtype(self.device, precision)
 
     # ---------------------------------------------------------------- public API
     def predict(
