@@ -15,8 +15,9 @@ from registry_helpers import one_torch_thread  # noqa: F401 - fixture
 from test_scoring_support import make_pairs, read_outputs, write_batch
 from test_training_toydata import write_toy_home
 
+from simpair import settings
 from simpair.catalog import Catalog
-from simpair.ensemble import StackedPredictor, fit_stack, lexical_features
+from simpair.ensemble import StackConfig, StackedPredictor, fit_stack, is_stack_config, lexical_features
 from simpair.evaluation import evaluate_model
 from simpair.models import load_predictor
 from simpair.registry.pyfunc import log_pyfunc
@@ -210,3 +211,21 @@ def test_stack_config_trains_its_members_then_stacks_from_the_cli(home: Path, tm
     )
     assert bad.exit_code == 2 and "para.yaml: trains task 'paraphrase'" in bad.output
     assert set((home / "models").iterdir()) == before  # refused before training anything
+
+
+SHIPPED_CONFIGS = sorted((settings.PROJECT_ROOT / "configs").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("path", SHIPPED_CONFIGS, ids=lambda p: p.name)
+def test_every_shipped_config_validates(path: Path) -> None:
+    """A typo in a shipped config must fail here, not at 2 a.m. in the nightly."""
+    from simpair.registry.nightly import load_profile
+
+    if path.name.startswith("nightly"):
+        profile = load_profile(str(path))
+        for plan in profile.tasks.values():
+            assert plan.config_path().is_file()
+    elif is_stack_config(path):
+        assert len(StackConfig.from_yaml(path).member_configs()) >= 2
+    else:
+        TrainConfig.from_yaml(path)
