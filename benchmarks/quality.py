@@ -263,58 +263,80 @@ def precision(
     typer.echo(json.dumps(row, indent=1))
 
 
-@app.command()
-def stack(
+def _record_combined(
     name: str,
-    member: Annotated[list[Path], typer.Option(help="Trained member model directory (repeat).")],
-    home: HOME,
-    lexical: bool = True,
+    out: Path,
+    member: list[Path],
+    home: Path,
+    kind: str,
+    objective: str,
+    fit_seconds: float,
+    command: str,
 ) -> None:
-    """Fit a stacked model on the members' dev split, evaluate it on the first member's evaluate_on.
-
-    Wall time = the members' training wall times (from their metrics.json) + fitting the stack.
-    """
-    from simpair.ensemble import fit_stack
+    """Evaluate a model made from trained members (stack, soup) on the first member's evaluate_on splits;
+    its wall time is the members' training wall times plus the combining."""
     from simpair.evaluation import evaluate_model
     from simpair.training import TrainConfig
 
-    started = time.perf_counter()
-    out = fit_stack(member, home, home / "models" / f"bench-{name}", lexical=lexical)
-    fit_seconds = time.perf_counter() - started
-    first = TrainConfig.from_yaml(member[0] / "train_config.yaml")
-    ev = evaluate_model(
-        out,
-        home,
-        [(r.dataset, r.split) for r in first.evaluate_on],
-        out_dir=home / "evaluations" / f"bench-{name}",
-    )
+    configs = [TrainConfig.from_yaml(m / "train_config.yaml") for m in member]
+    splits = [(r.dataset, r.split) for r in configs[0].evaluate_on]
+    ev = evaluate_model(out, home, splits, out_dir=home / "evaluations" / f"bench-{name}")
     metrics = json.loads((out / "metrics.json").read_text())
     member_metrics = [json.loads((m / "metrics.json").read_text()) for m in member]
-    train = sorted({r.label() for m in member for r in TrainConfig.from_yaml(m / "train_config.yaml").train})
     row = {
         "name": name,
         "model_dir": str(out),
-        "kind": "stacked",
-        "objective": metrics["stack"]["combiner"] + " on " + ", ".join(m.name for m in member),
-        "task": first.task,
-        "train": train,
+        "kind": kind,
+        "objective": objective,
+        "task": configs[0].task,
+        "train": sorted({r.label() for c in configs for r in c.train}),
         "init_from": None,
-        "epochs_run": "-",
+        "epochs_run": "+".join(str(len(m.get("history", []))) for m in member_metrics),
         "dev": metrics["dev"],
         "test": ev.metrics["splits"],
         "wall_seconds": sum(m["wall_seconds"] for m in member_metrics) + fit_seconds,
         "fit_seconds": fit_seconds,
         "train_samples_per_s": None,
-        "config": {"members": [str(m) for m in member], "lexical": lexical, "precision": "members'"},
-        "command": f"benchmarks/quality.py stack {name} "
-        + " ".join("--member MODEL_DIR" for _ in member)
-        + " --home HOME",
+        "config": {"members": [str(m) for m in member], "precision": "+".join(c.precision for c in configs)},
+        "command": command,
         "loadavg_at_end": os.getloadavg()[0],
     }
     results = _load()
     results["runs"][name] = row
     _save(results)
     typer.echo(json.dumps({k: row[k] for k in ("name", "dev", "test", "wall_seconds")}, indent=1))
+
+
+MEMBERS = Annotated[list[Path], typer.Option("--member", help="Trained member model directory (repeat).")]
+
+
+@app.command()
+def stack(name: str, member: MEMBERS, home: HOME, lexical: bool = True) -> None:
+    """Stack trained members (ridge/logistic on their outputs, fitted on their shared dev split)."""
+    from simpair.ensemble import fit_stack
+
+    started = time.perf_counter()
+    out = fit_stack(member, home, home / "models" / f"bench-{name}", lexical=lexical)
+    spec = json.loads((out / "metrics.json").read_text())["stack"]
+    objective = f"{spec['combiner']} on " + " + ".join(m.name for m in member)
+    flags = " ".join("--member MODEL_DIR" for _ in member)
+    command = f"benchmarks/quality.py stack {name} {flags} --home HOME"
+    _record_combined(name, out, member, home, "stacked", objective, time.perf_counter() - started, command)
+
+
+@app.command()
+def soup(name: str, member: MEMBERS, home: HOME) -> None:
+    """Greedy weight soup of fine-tunes of one backbone (e.g. two seeds), chosen on dev."""
+    from simpair.ensemble import fit_soup
+
+    started = time.perf_counter()
+    out = fit_soup(member, home, home / "models" / f"bench-{name}")
+    meta = json.loads((out / "simpair.json").read_text())
+    kept = json.loads((out / "metrics.json").read_text())["soup"]["kept"]
+    objective = f"{meta['objective']}, soup of {len(kept)}"
+    flags = " ".join("--member MODEL_DIR" for _ in member)
+    command = f"benchmarks/quality.py soup {name} {flags} --home HOME"
+    _record_combined(name, out, member, home, meta["kind"], objective, time.perf_counter() - started, command)
 
 
 def _dev_frame(model_dir: Path, home: Path) -> Any:

@@ -48,7 +48,7 @@ from tasks.registry import (
     register_model_task,
     retry_if_transient,
 )
-from tasks.training import evaluate_task, fit_stack_task, pretokenize_task, train_task
+from tasks.training import combine_task, evaluate_task, pretokenize_task, train_task
 
 
 class NightlyFailed(RuntimeError):
@@ -117,7 +117,7 @@ def _train_stack(
         print(f"[{task_name}] stack member {config.name}: {config.kind}-encoder, {config.epochs} epoch(s)")
         _retrying(pretokenize_task, retries)(config, Path(home))
         members.append(_retrying(train_task, retries)(config, Path(home)).model_dir)
-    model_dir = _retrying(fit_stack_task, retries)(stack, members, Path(home))
+    model_dir = _retrying(combine_task, retries)(stack, members, Path(home))
     print(f"[{task_name}] evaluating {Path(model_dir).name} on {eval_sets}")
     evaluated = _retrying(evaluate_task, retries)(model_dir, Path(home), list(eval_sets))
     metrics = json.loads((Path(model_dir) / "metrics.json").read_text())

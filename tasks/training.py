@@ -9,7 +9,6 @@ content-addressed, and retraining nightly on unchanged arguments is the point.
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +16,8 @@ from prefect import task
 from prefect.artifacts import create_markdown_artifact
 from prefect.cache_policies import NO_CACHE
 
-from simpair.ensemble import StackConfig, fit_stack
+from simpair.ensemble import StackConfig
+from simpair.ensemble.train import combine_members
 from simpair.evaluation import EvalResult, evaluate_model
 from simpair.tokens import TokenSplit
 from simpair.training import TrainConfig, TrainResult, train
@@ -57,27 +57,21 @@ def train_task(config: TrainConfig | str | Path, home: Path) -> TrainResult:
     return result
 
 
-@task(name="fit-stack", tags=["gpu"], cache_policy=NO_CACHE, retries=1, retry_delay_seconds=10)
-def fit_stack_task(config: StackConfig, member_dirs: list[Path], home: Path) -> Path:
-    """Fit a stack config's combiner on its trained members' shared dev split; returns the model dir."""
-    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    out = fit_stack(
-        member_dirs,
-        Path(home),
-        Path(home) / "models" / f"{config.name}-{stamp}",
-        lexical=config.lexical,
-        threshold_metric=config.threshold_metric,
-    )
+@task(name="combine-members", tags=["gpu"], cache_policy=NO_CACHE, retries=1, retry_delay_seconds=10)
+def combine_task(config: StackConfig, member_dirs: list[Path], home: Path) -> Path:
+    """Stack or soup a stack config's trained members (fitted on their shared dev split)."""
+    out = combine_members(config, [Path(d) for d in member_dirs], Path(home))
     metrics = json.loads((out / "metrics.json").read_text())
     rows = "\n".join(f"| {k} | {v:.4f} |" for k, v in metrics["dev"].items() if isinstance(v, float))
+    title = "Stacked" if config.combine == "stack" else "Souped"
     create_markdown_artifact(
-        key=f"stack-{config.name}".lower().replace("_", "-").replace(".", "-"),
+        key=f"{config.combine}-{config.name}".lower().replace("_", "-").replace(".", "-"),
         markdown=(
-            f"# Stacked `{config.name}`\n\nModel: `{out}`\n\nMembers: "
+            f"# {title} `{config.name}`\n\nModel: `{out}`\n\nMembers: "
             + ", ".join(f"`{Path(d).name}`" for d in member_dirs)
-            + f"\n\n| dev metric (out-of-fold) | value |\n|---|---|\n{rows}\n"
+            + f"\n\n| dev metric | value |\n|---|---|\n{rows}\n"
         ),
-        description=f"stack of {len(member_dirs)} models, {config.task}",
+        description=f"{config.combine} of {len(member_dirs)} models, {config.task}",
     )
     return out
 

@@ -10,6 +10,7 @@ import mlflow
 import numpy as np
 import pandas as pd
 import pytest
+import torch
 import yaml
 from registry_helpers import one_torch_thread  # noqa: F401 - fixture
 from test_scoring_support import make_pairs, read_outputs, write_batch
@@ -17,7 +18,14 @@ from test_training_toydata import write_toy_home
 
 from simpair import settings
 from simpair.catalog import Catalog
-from simpair.ensemble import StackConfig, StackedPredictor, fit_stack, is_stack_config, lexical_features
+from simpair.ensemble import (
+    StackConfig,
+    StackedPredictor,
+    fit_soup,
+    fit_stack,
+    is_stack_config,
+    lexical_features,
+)
 from simpair.evaluation import evaluate_model
 from simpair.models import load_predictor
 from simpair.registry.pyfunc import log_pyfunc
@@ -203,6 +211,14 @@ def test_stack_config_trains_its_members_then_stacks_from_the_cli(home: Path, tm
     assert load_predictor(stacked).kind == "stacked"
     assert "stsb/test" in result.output and "spearman" in result.output
 
+    soup = {"name": "toy-soup", "task": "sts", "members": [members[0]], "seeds": [1, 2], "combine": "soup"}
+    (configs / "soup.yaml").write_text(yaml.safe_dump(soup))
+    souped = runner.invoke(app, ["stack", "--config", str(configs / "soup.yaml"), "--home", str(home)])
+    assert souped.exit_code == 0, souped.output
+    [soup_dir] = [p for p in (home / "models").glob("toy-soup-*") if p.is_dir()]
+    assert load_predictor(soup_dir).kind == "bi"  # one model, not a stack
+    assert {p.name.rsplit("-", 1)[0] for p in (home / "models").glob("m-bi-s*")} == {"m-bi-s1", "m-bi-s2"}
+
     stack["members"] = [members[0], _member_yaml(configs / "para.yaml", "paraphrase", "cross", "bce")]
     (configs / "bad.yaml").write_text(yaml.safe_dump(stack))
     before = set((home / "models").iterdir())
@@ -229,3 +245,26 @@ def test_every_shipped_config_validates(path: Path) -> None:
         assert len(StackConfig.from_yaml(path).member_configs()) >= 2
     else:
         TrainConfig.from_yaml(path)
+
+
+def test_greedy_soup_of_two_seeds_is_one_model_never_worse_on_dev(home: Path) -> None:
+    from safetensors.torch import load_file
+
+    write_toy_home(home)
+    first = _train(home, "sts", "bi", "cosent", name="seed-1", seed=1)
+    second = _train(home, "sts", "bi", "cosent", name="seed-2", seed=2)
+    out = fit_soup([first, second], home, home / "models" / "soup")
+    predictor = load_predictor(out)
+    assert predictor.kind == "bi" and predictor.meta.calibration is not None  # refitted on dev for the soup
+    soup = json.loads((out / "metrics.json").read_text())
+    singles = soup["soup"]["ingredients_dev"]
+    assert soup["dev"]["spearman"] >= max(singles.values()) - 1e-9  # greedy: dev can only improve
+    kept = [{"seed-1": first, "seed-2": second}[name.rsplit("-", 1)[0]] for name in soup["soup"]["kept"]]
+    weights = [load_file(str(d / "model.safetensors")) for d in kept]
+    souped = load_file(str(out / "model.safetensors"))
+    for key, value in souped.items():
+        if value.is_floating_point():
+            torch.testing.assert_close(value, torch.stack([w[key] for w in weights]).mean(0))
+    cross = _train(home, "sts", "cross", "bce")
+    with pytest.raises(ValueError, match="soup ingredients must"):
+        fit_soup([first, cross], home, home / "models" / "bad-soup")

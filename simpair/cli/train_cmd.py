@@ -207,12 +207,45 @@ def register(app: typer.Typer) -> None:
         console.print(f"model: {target}")
         metrics = json.loads((target / "metrics.json").read_text())
         console.print_json(
-            json.dumps({"dev (out-of-fold)": metrics["dev"], "members": metrics["members_dev"]})
+            json.dumps({"dev": metrics["dev"], "members": metrics.get("members_dev") or metrics.get("soup")})
         )
         if splits:
             from simpair.evaluation import evaluate_model
 
             _print_eval(console, evaluate_model(target, home_path, splits))
+
+    @app.command("soup")
+    def soup_cmd(
+        member: Annotated[
+            list[str], typer.Option(help="A fine-tune of one backbone (directory or registry ref; repeat).")
+        ],
+        out: Annotated[Path | None, typer.Option(help="Output model directory.")] = None,
+        home: HomeOption = None,
+        split: Annotated[
+            list[str] | None, typer.Option(help="Evaluate on DATASET/SPLIT afterwards (repeatable).")
+        ] = None,
+    ) -> None:
+        """Average the weights of fine-tunes (e.g. two seeds) into one model: a greedy soup chosen on dev."""
+        from datetime import UTC, datetime
+
+        from simpair import settings
+        from simpair.ensemble import fit_soup
+
+        home_path = settings.home_dir(home)
+        members = [_resolve_model(m, home_path) for m in member]
+        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+        try:
+            target = fit_soup(members, home_path, out or home_path / "models" / f"soup-{stamp}")
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc), param_hint="--member") from exc
+        console = Console()
+        console.print(f"model: {target}")
+        metrics = json.loads((target / "metrics.json").read_text())
+        console.print_json(json.dumps({"dev": metrics["dev"], "soup": metrics["soup"]}))
+        if split:
+            from simpair.evaluation import evaluate_model
+
+            _print_eval(console, evaluate_model(target, home_path, [_parse_split(s) for s in split]))
 
     @app.command("predict")
     def predict_cmd(

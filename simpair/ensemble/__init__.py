@@ -10,6 +10,7 @@ outputs plus two lexical-overlap features, fitted on the members' shared dev spl
 from simpair.ensemble.config import StackConfig, is_stack_config
 from simpair.ensemble.features import LEXICAL_FEATURES, lexical_features
 from simpair.ensemble.fit import fit_stack
+from simpair.ensemble.soup import fit_soup
 from simpair.ensemble.stacked import STACK_FILE, StackedPredictor, StackSpec, load_stacked
 from simpair.ensemble.train import StackResult, train_stack
 
@@ -20,6 +21,7 @@ __all__ = [
     "StackResult",
     "StackSpec",
     "StackedPredictor",
+    "fit_soup",
     "fit_stack",
     "is_stack_config",
     "lexical_features",

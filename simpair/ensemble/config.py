@@ -16,13 +16,16 @@ from simpair.training.config import SplitRef, TrainConfig
 
 
 class StackConfig(BaseModel):
-    """Members (training configs), features and evaluation splits of one stacked model."""
+    """Members (training configs, optionally once per seed) and how they become one model."""
 
     model_config = ConfigDict(extra="forbid")
 
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
     task: Literal["paraphrase", "sts"]
-    members: list[str] = Field(min_length=2)
+    members: list[str] = Field(min_length=1)
+    # stack: a linear model on the members' outputs; soup: one model, the members' averaged weights
+    combine: Literal["stack", "soup"] = "stack"
+    seeds: list[int] | None = None  # train every member config once per seed (soups of seeds)
     lexical: bool = True
     threshold_metric: Literal["accuracy", "f1"] = "accuracy"
     evaluate_on: list[SplitRef] = Field(default_factory=list)
@@ -43,7 +46,16 @@ class StackConfig(BaseModel):
                 raise ValueError(
                     f"{path}: trains task {config.task!r} but stack {self.name!r} is {self.task!r}"
                 )
-            configs.append(config)
+            if self.seeds:
+                configs += [
+                    config.with_overrides(seed=seed, name=f"{config.name}-s{seed}") for seed in self.seeds
+                ]
+            else:
+                configs.append(config)
+        if len(configs) < 2:
+            raise ValueError(
+                f"{self.source or self.name}: {self.combine} needs two or more models (members x seeds)"
+            )
         return configs
 
     @classmethod

@@ -10,6 +10,7 @@ from typing import Any
 
 from simpair.ensemble.config import StackConfig
 from simpair.ensemble.fit import fit_stack
+from simpair.ensemble.soup import fit_soup
 from simpair.training import train
 
 
@@ -26,13 +27,15 @@ def train_stack(
     """Train every member (each a normal model directory under <home>/models), then fit the stack."""
     home = Path(home)
     member_dirs = [train(member, home).model_dir for member in config.member_configs(overrides)]
-    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    out = fit_stack(
-        member_dirs,
-        home,
-        home / "models" / f"{config.name}-{stamp}",
-        lexical=config.lexical,
-        threshold_metric=config.threshold_metric,
-    )
+    out = combine_members(config, member_dirs, home)
     metrics = json.loads((out / "metrics.json").read_text())
     return StackResult(model_dir=out, member_dirs=member_dirs, metrics=metrics)
+
+
+def combine_members(config: StackConfig, member_dirs: list[Path], home: Path) -> Path:
+    """The stack or soup of trained members, as `<home>/models/<name>-<UTC time>`."""
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    out = Path(home) / "models" / f"{config.name}-{stamp}"
+    if config.combine == "soup":
+        return fit_soup(member_dirs, home, out)
+    return fit_stack(member_dirs, home, out, lexical=config.lexical, threshold_metric=config.threshold_metric)
