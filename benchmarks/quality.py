@@ -498,12 +498,15 @@ def table() -> None:
                 else f"{dev.get('spearman', 0):.3f}"
             )
             test_v = f"{m['accuracy']:.3f} / {m['f1']:.3f}" if "accuracy" in m else f"{m['spearman']:.3f}"
+            precision = str(row["config"].get("precision", "auto")).replace(
+                "auto", "fp32"
+            )  # auto: fp32 on CPU
+            speed = f"{row['train_samples_per_s']:.1f}" if row["train_samples_per_s"] else "-"
             lines.append(
                 f"| {name} ({row['kind']}) | {row['objective']} | {', '.join(row['train'])}"
                 f"{' (init ' + Path(row['init_from']).name + ')' if row.get('init_from') else ''} | {split} "
                 f"| {m['excluded_leaked']} | {metric} | {dev_v} | {test_v} | {row['epochs_run']} "
-                f"| {row['config'].get('precision', 'auto')} | {row['wall_seconds']:.0f} "
-                f"| {_fmt(row['train_samples_per_s']) if row['train_samples_per_s'] else '-'} |"
+                f"| {precision} | {row['wall_seconds']:.0f} | {speed} |"
             )
     lines += ["", "Commands: `" + "`, `".join(r["command"] for r in results["runs"].values()) + "`", ""]
     if results.get("throughput"):
