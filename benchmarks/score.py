@@ -327,7 +327,8 @@ def markdown(result: dict) -> str:
         f"batch {BATCH}, max length {MAX_LENGTH}. Command: `{result['command']}`.",
         "",
         "Ours = `score_inbox` end to end from a Parquet file to the scored Parquet output (read, validate, "
-        "score, write, ledger), with the torch forward pass (default) or `--backend onnx` (ONNX Runtime). "
+        "score, write, ledger), with the torch forward pass (`--backend torch`) or ONNX Runtime "
+        "(`--backend onnx`; what the default `auto` picks on CPU). "
         "Theirs = sentence-transformers `CrossEncoder.predict` / `SentenceTransformer.encode` + cosine on "
         "the same pairs already in memory. Model load excluded for both. Peak RSS is the whole process "
         "(Python + torch + model + data). Speed-up and max abs diff are against theirs.",
