@@ -124,6 +124,27 @@ def record(
     _record(name, model_dir, home, command or "(trained separately; see train_config.yaml)", None, split)
 
 
+def _speed_config(name: str, kind: str, objective: str, pairs: int, batch_size: int, threads: int) -> Any:
+    """A one-epoch run on the first `pairs` train pairs (MSRP for cross, STS-B for bi): a speed probe."""
+    from simpair.training import TrainConfig
+
+    dataset, task = ("msrp", "paraphrase") if kind == "cross" else ("stsb", "sts")
+    return TrainConfig(
+        name=name,
+        task=task,  # type: ignore[arg-type]
+        kind=kind,  # type: ignore[arg-type]
+        objective=objective,
+        train=[{"dataset": dataset, "split": "train"}],
+        dev={"split": None, "carve_fraction": 0.1} if kind == "cross" else {"split": "dev"},
+        max_dev_samples=16,
+        max_train_samples=pairs,
+        epochs=1,
+        batch_size=batch_size,
+        num_threads=threads,
+        progress=False,
+    )
+
+
 @app.command()
 def throughput(
     home: HOME,
@@ -139,7 +160,7 @@ def throughput(
 
     from simpair.catalog import Catalog
     from simpair.models import default_backbone
-    from simpair.training import TrainConfig, train
+    from simpair.training import train
 
     torch.set_num_threads(threads)
     dataset, split = ("msrp", "train") if kind == "cross" else ("stsb", "train")
@@ -165,20 +186,8 @@ def throughput(
         )
     st_seconds = time.perf_counter() - started
     objective = "bce" if kind == "cross" else "cosine_mse"
-    cfg = TrainConfig(
-        name=f"throughput-{kind}",
-        task="paraphrase" if kind == "cross" else "sts",
-        kind=kind,  # type: ignore[arg-type]
-        objective=objective,
-        train=[{"dataset": dataset, "split": split}],
-        dev={"split": None, "carve_fraction": 0.1} if kind == "cross" else {"split": "dev"},
-        max_dev_samples=16,
-        max_train_samples=pairs,
-        epochs=1,
-        batch_size=batch_size,
-        num_threads=threads,
-        progress=False,
-        output_dir=str(home / "models" / f"throughput-{kind}"),
+    cfg = _speed_config(f"throughput-{kind}", kind, objective, pairs, batch_size, threads).with_overrides(
+        output_dir=str(home / "models" / f"throughput-{kind}")
     )
     ours = train(cfg, home)
     row = {
@@ -220,23 +229,10 @@ def precision(
     import torch
 
     from simpair.models.device import native_bf16
-    from simpair.training import TrainConfig, train
+    from simpair.training import train
 
-    dataset, task = ("msrp", "paraphrase") if kind == "cross" else ("stsb", "sts")
-    base = TrainConfig(
-        name=f"precision-{kind}",
-        task=task,  # type: ignore[arg-type]
-        kind=kind,  # type: ignore[arg-type]
-        objective="bce" if kind == "cross" else "cosent",
-        train=[{"dataset": dataset, "split": "train"}],
-        dev={"split": None, "carve_fraction": 0.1} if kind == "cross" else {"split": "dev"},
-        max_dev_samples=16,
-        max_train_samples=pairs,
-        epochs=1,
-        batch_size=batch_size,
-        num_threads=threads,
-        progress=False,
-    )
+    objective = "bce" if kind == "cross" else "cosent"
+    base = _speed_config(f"precision-{kind}", kind, objective, pairs, batch_size, threads)
     speeds: dict[str, list[float]] = {"fp32": [], "bf16": []}
     for _ in range(rounds):
         for name in speeds:
