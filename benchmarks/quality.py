@@ -307,15 +307,16 @@ MEMBERS = Annotated[list[Path], typer.Option("--member", help="Trained member mo
 
 
 @app.command()
-def stack(name: str, member: MEMBERS, home: HOME, lexical: bool = True) -> None:
+def stack(name: str, member: MEMBERS, home: HOME, lexical: bool = True, zero_shot: bool = False) -> None:
     """Stack trained members (ridge/logistic on their outputs, fitted on their shared dev split)."""
     from simpair.ensemble import fit_stack
 
     started = time.perf_counter()
-    out = fit_stack(member, home, home / "models" / f"bench-{name}", lexical=lexical)
+    out = fit_stack(member, home, home / "models" / f"bench-{name}", lexical=lexical, zero_shot=zero_shot)
     spec = json.loads((out / "metrics.json").read_text())["stack"]
-    objective = f"{spec['combiner']} on " + " + ".join(m.name for m in member)
-    flags = " ".join("--member MODEL_DIR" for _ in member)
+    names = [m.name for m in member] + (["zero-shot backbone"] if zero_shot else [])
+    objective = f"{spec['combiner']} on " + " + ".join(names)
+    flags = " ".join("--member MODEL_DIR" for _ in member) + (" --zero-shot" if zero_shot else "")
     command = f"benchmarks/quality.py stack {name} {flags} --home HOME"
     _record_combined(name, out, member, home, "stacked", objective, time.perf_counter() - started, command)
 

@@ -174,6 +174,39 @@ def test_members_tuned_on_different_dev_pairs_or_tasks_are_refused(home: Path) -
     assert not (home / "models" / "bad").exists()
 
 
+def test_zero_shot_member_is_the_untouched_backbone_and_adds_no_training_pairs(home: Path) -> None:
+    from safetensors.torch import load_file
+
+    from simpair.models.tiny import build_tiny
+
+    write_toy_home(home)
+    bi = _train(home, "sts", "bi", "cosent")
+    out = fit_stack([bi], home, home / "models" / "with-zero-shot", zero_shot=True)
+
+    spec = json.loads((out / "stack.json").read_text())
+    assert spec["members"] == [f"members/0-{bi.name}", "members/1-zero-shot-0"]
+    assert spec["features"][:2] == ["member:0", "member:1"]
+    zero = out / "members" / "1-zero-shot-0"
+    assert json.loads((zero / "simpair.json").read_text())["objective"] == "zero-shot"
+    untouched = build_tiny("bi", seed=0)[0].model.state_dict()
+    saved = load_file(str(zero / "model.safetensors"))
+    for name, tensor in saved.items():
+        assert torch.equal(tensor, untouched[name]), name
+    trained = load_file(str(bi / "model.safetensors"))
+    assert any(not torch.equal(trained[n], saved[n]) for n in saved)  # a different view than the member
+
+    assert (out / "train_pairs.txt").read_text() == (bi / "train_pairs.txt").read_text()
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert [m["member"] for m in metrics["members_dev"]] == [bi.name, "zero-shot-0"]
+    a, b = _dev(home, bi)
+    assert load_predictor(out).predict(a, b)["score"].shape == (len(a),)
+
+    with pytest.raises(ValueError, match="a soup averages trained weights only"):
+        StackConfig(name="s", task="sts", members=["x.yaml"], combine="soup", zero_shot=True)
+    with pytest.raises(ValueError, match="at least two"):
+        fit_stack([bi], home, home / "models" / "alone")
+
+
 def _member_yaml(path: Path, task: str, kind: str, objective: str) -> str:
     path.write_text(yaml.safe_dump(_member(task, kind, objective, f"m-{kind}")))
     return path.name
@@ -242,7 +275,8 @@ def test_every_shipped_config_validates(path: Path) -> None:
         for plan in profile.tasks.values():
             assert plan.config_path().is_file()
     elif is_stack_config(path):
-        assert len(StackConfig.from_yaml(path).member_configs()) >= 2
+        stack = StackConfig.from_yaml(path)
+        assert len(stack.member_configs()) + int(stack.zero_shot) >= 2
     else:
         TrainConfig.from_yaml(path)
 

@@ -169,6 +169,10 @@ def register(app: typer.Typer) -> None:
             typer.Option("--set", help="Override a field in every member's training config."),
         ] = None,
         lexical: Annotated[bool, typer.Option(help="Add word-overlap and length-ratio features.")] = True,
+        zero_shot: Annotated[
+            bool,
+            typer.Option(help="Add the members' pre-trained backbone, untouched, as one more member."),
+        ] = False,
         split: Annotated[
             list[str] | None,
             typer.Option(help="Evaluate on DATASET/SPLIT afterwards (repeatable). Default: evaluate_on."),
@@ -199,7 +203,11 @@ def register(app: typer.Typer) -> None:
                 members = [_resolve_model(m, home_path) for m in member or []]
                 stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
                 target = fit_stack(
-                    members, home_path, out or home_path / "models" / f"stack-{stamp}", lexical
+                    members,
+                    home_path,
+                    out or home_path / "models" / f"stack-{stamp}",
+                    lexical,
+                    zero_shot=zero_shot,
                 )
         except ValueError as exc:
             raise typer.BadParameter(str(exc), param_hint="--config" if config else "--member") from exc

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from simpair.training.config import SplitRef, TrainConfig
 
@@ -27,9 +27,17 @@ class StackConfig(BaseModel):
     combine: Literal["stack", "soup"] = "stack"
     seeds: list[int] | None = None  # train every member config once per seed (soups of seeds)
     lexical: bool = True
+    # stack only: add the members' pre-trained backbone, untouched, as one more member (its cosine)
+    zero_shot: bool = False
     threshold_metric: Literal["accuracy", "f1"] = "accuracy"
     evaluate_on: list[SplitRef] = Field(default_factory=list)
     source: str | None = None  # the YAML file it was read from (member paths are relative to it)
+
+    @model_validator(mode="after")
+    def _zero_shot_only_in_stacks(self) -> StackConfig:
+        if self.zero_shot and self.combine != "stack":
+            raise ValueError("zero_shot adds a member to a stack; a soup averages trained weights only")
+        return self
 
     def member_paths(self) -> list[Path]:
         base = Path(self.source).parent if self.source else Path.cwd()
@@ -52,7 +60,7 @@ class StackConfig(BaseModel):
                 ]
             else:
                 configs.append(config)
-        if len(configs) < 2:
+        if len(configs) + int(self.zero_shot) < 2:
             raise ValueError(
                 f"{self.source or self.name}: {self.combine} needs two or more models (members x seeds)"
             )

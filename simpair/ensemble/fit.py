@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import tempfile
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -23,6 +24,7 @@ from sklearn.model_selection import GridSearchCV, KFold, StratifiedKFold, cross_
 from simpair.catalog import Catalog
 from simpair.ensemble.features import LEXICAL_FEATURES
 from simpair.ensemble.stacked import StackedPredictor, StackSpec
+from simpair.ensemble.zero_shot import is_zero_shot, zero_shot_members
 from simpair.evaluation.binary_classification import best_threshold, binary_metrics
 from simpair.evaluation.graded_similarity import graded_metrics
 from simpair.models.metadata import ModelMetadata
@@ -46,7 +48,13 @@ def _dev_reference(member_dir: Path) -> tuple[str, list[str]]:
 
 
 def shared_dev_frame(member_dirs: Sequence[Path], home: Path) -> tuple[str, Any]:
-    """The dev pairs every member was tuned on; members tuned on different pairs cannot be stacked."""
+    """The dev pairs every member was tuned on; members tuned on different pairs cannot be stacked.
+
+    Zero-shot members were tuned on nothing, so any dev split is unseen by them.
+    """
+    member_dirs = [d for d in member_dirs if not is_zero_shot(ModelMetadata.read(d))]
+    if not member_dirs:
+        raise ValueError("no trained member: a dev split comes from the trained members")
     refs = [_dev_reference(d) for d in member_dirs]
     source, ids = refs[0]
     for d, (other_source, other_ids) in zip(member_dirs[1:], refs[1:], strict=True):
@@ -100,10 +108,29 @@ def fit_stack(
     lexical: bool = True,
     threshold_metric: Literal["accuracy", "f1"] = "accuracy",
     batch_size: int = 64,
+    zero_shot: bool = False,
 ) -> Path:
-    """Fit the combiner on the members' dev split; write a self-contained `kind: stacked` directory."""
-    member_dirs = [Path(d) for d in member_dirs]
-    home, out_dir = Path(home), Path(out_dir)
+    """Fit the combiner on the members' dev split; write a self-contained `kind: stacked` directory.
+
+    `zero_shot` adds the members' pre-trained backbone, untouched, as one more member
+    (`simpair.ensemble.zero_shot`).
+    """
+    with tempfile.TemporaryDirectory(prefix="simpair-stack-") as scratch:
+        member_dirs = [Path(d) for d in member_dirs]
+        if zero_shot:
+            metas = [ModelMetadata.read(d) for d in member_dirs]
+            member_dirs += zero_shot_members(metas, Path(scratch))
+        return _fit_stack(member_dirs, Path(home), Path(out_dir), lexical, threshold_metric, batch_size)
+
+
+def _fit_stack(
+    member_dirs: list[Path],
+    home: Path,
+    out_dir: Path,
+    lexical: bool,
+    threshold_metric: Literal["accuracy", "f1"],
+    batch_size: int,
+) -> Path:
     if len(member_dirs) < 2:
         raise ValueError("a stack needs at least two member models")
     metas = [ModelMetadata.read(d) for d in member_dirs]

@@ -38,4 +38,11 @@ def combine_members(config: StackConfig, member_dirs: list[Path], home: Path) ->
     out = Path(home) / "models" / f"{config.name}-{stamp}"
     if config.combine == "soup":
         return fit_soup(member_dirs, home, out)
-    return fit_stack(member_dirs, home, out, lexical=config.lexical, threshold_metric=config.threshold_metric)
+    return fit_stack(
+        member_dirs,
+        home,
+        out,
+        lexical=config.lexical,
+        threshold_metric=config.threshold_metric,
+        zero_shot=config.zero_shot,
+    )
