@@ -98,12 +98,22 @@ def plan_night_task(profile: NightlyProfile, home: Path, force: bool) -> NightPl
 def _config_dump(path: Path) -> dict[str, Any]:
     """The whole config a task trains from: a training config, or a stack config and its members'."""
     if is_stack_config(path):
-        stack = StackConfig.from_yaml(path)
-        return {
-            "stack": stack.model_dump(mode="json", exclude={"source"}),
-            "members": [m.model_dump(mode="json") for m in stack.member_configs()],
-        }
+        return StackConfig.from_yaml(path).full_dump()
     return TrainConfig.from_yaml(path).model_dump(mode="json")
+
+
+def _build_stack(task_name: str, stack: StackConfig, home: str, retries: Retries) -> Path:
+    """Train the members as tasks (nested stacks first, bottom-up), then combine them."""
+    members = []
+    for item in stack.member_items():
+        if isinstance(item, StackConfig):
+            print(f"[{task_name}] stack member {item.name}: a {item.combine} of its own members")
+            members.append(_build_stack(task_name, item, home, retries))
+            continue
+        print(f"[{task_name}] stack member {item.name}: {item.kind}-encoder, {item.epochs} epoch(s)")
+        _retrying(pretokenize_task, retries)(item, Path(home))
+        members.append(_retrying(train_task, retries)(item, Path(home)).model_dir)
+    return Path(_retrying(combine_task, retries)(stack, members, Path(home)))
 
 
 def _train_stack(
@@ -111,13 +121,7 @@ def _train_stack(
 ) -> Trained:
     """Each member pre-tokenized and trained like a single model, then the stack fitted on dev."""
     started = time.monotonic()
-    stack = StackConfig.from_yaml(config_path)
-    members = []
-    for config in stack.member_configs():
-        print(f"[{task_name}] stack member {config.name}: {config.kind}-encoder, {config.epochs} epoch(s)")
-        _retrying(pretokenize_task, retries)(config, Path(home))
-        members.append(_retrying(train_task, retries)(config, Path(home)).model_dir)
-    model_dir = _retrying(combine_task, retries)(stack, members, Path(home))
+    model_dir = _build_stack(task_name, StackConfig.from_yaml(config_path), home, retries)
     print(f"[{task_name}] evaluating {Path(model_dir).name} on {eval_sets}")
     evaluated = _retrying(evaluate_task, retries)(model_dir, Path(home), list(eval_sets))
     metrics = json.loads((Path(model_dir) / "metrics.json").read_text())

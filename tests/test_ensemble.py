@@ -262,6 +262,40 @@ def test_stack_config_trains_its_members_then_stacks_from_the_cli(home: Path, tm
     assert set((home / "models").iterdir()) == before  # refused before training anything
 
 
+def test_a_soup_config_is_one_member_of_a_stack_config(home: Path, tmp_path: Path) -> None:
+    from simpair.ensemble import train_stack
+
+    write_toy_home(home)
+    configs = tmp_path / "configs"
+    configs.mkdir()
+    bi = _member_yaml(configs / "bi.yaml", "sts", "bi", "cosent")
+    cross = _member_yaml(configs / "cross.yaml", "sts", "cross", "bce")
+    soup = {"name": "toy-soup", "task": "sts", "members": [bi], "seeds": [1, 2], "combine": "soup"}
+    (configs / "soup.yaml").write_text(yaml.safe_dump(soup))
+    stack = {"name": "toy-best", "task": "sts", "members": ["soup.yaml", cross], "zero_shot": True}
+    (configs / "best.yaml").write_text(yaml.safe_dump(stack))
+
+    config = StackConfig.from_yaml(configs / "best.yaml")
+    assert [c.name for c in config.member_configs({"num_threads": 1})] == ["m-bi-s1", "m-bi-s2", "m-cross"]
+    dump = config.full_dump()
+    assert dump["members"][0]["stack"]["combine"] == "soup" and len(dump["members"][0]["members"]) == 2
+
+    result = train_stack(config, home, {"num_threads": 1})
+    spec = json.loads((result.model_dir / "stack.json").read_text())
+    names = [m.split("-", 1)[1].rsplit("-", 1)[0] for m in spec["members"]]
+    assert names == ["toy-soup", "m-cross", "zero-shot"]
+    souped = json.loads((result.model_dir / spec["members"][0] / "simpair.json").read_text())
+    assert souped["kind"] == "bi" and len(souped["soup_of"]) >= 1
+    assert load_predictor(result.model_dir).kind == "stacked"
+
+    (configs / "loop.yaml").write_text(yaml.safe_dump({**stack, "members": ["loop.yaml", cross]}))
+    with pytest.raises(ValueError, match="cycle"):
+        StackConfig.from_yaml(configs / "loop.yaml").member_items()
+    (configs / "seeded.yaml").write_text(yaml.safe_dump({**stack, "seeds": [1, 2]}))
+    with pytest.raises(ValueError, match="a nested stack sets its own"):
+        StackConfig.from_yaml(configs / "seeded.yaml").member_items()
+
+
 SHIPPED_CONFIGS = sorted((settings.PROJECT_ROOT / "configs").glob("*.yaml"))
 
 

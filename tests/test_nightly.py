@@ -226,15 +226,19 @@ def test_deployments_apply_with_cron_pools_and_one_run_at_a_time() -> None:
 def test_a_stack_config_in_the_profile_trains_members_and_registers_one_stacked_model(
     home: Path, shared_data: Path, tmp_path: Path
 ) -> None:
-    """A nightly task may point at a stack config: both members train, the stack is what gets gated."""
+    """A nightly task may point at a stack config: every member trains (a nested soup of two seeds
+    first), the zero-shot backbone joins, and the stack is what gets gated."""
     configs = settings.PROJECT_ROOT / "configs"
     cross = yaml.safe_load((configs / "smoke-sts.yaml").read_text())
     cross.update(name="smoke-sts-cross", kind="cross", objective="bce")
     (tmp_path / "smoke-sts-cross.yaml").write_text(yaml.safe_dump(cross))
+    soup = {"name": "smoke-soup", "task": "sts", "members": [str(configs / "smoke-sts.yaml")]}
+    (tmp_path / "soup.yaml").write_text(yaml.safe_dump({**soup, "seeds": [1, 2], "combine": "soup"}))
     stack = {
         "name": "smoke-sts-stack",
         "task": "sts",
-        "members": [str(configs / "smoke-sts.yaml"), "smoke-sts-cross.yaml"],
+        "members": ["soup.yaml", "smoke-sts-cross.yaml"],
+        "zero_shot": True,
     }
     (tmp_path / "stack.yaml").write_text(yaml.safe_dump(stack))
     profile = yaml.safe_load((configs / "nightly-smoke.yaml").read_text())
@@ -247,7 +251,8 @@ def test_a_stack_config_in_the_profile_trains_members_and_registers_one_stacked_
     assert c.get_model_version("simpair-sts", "1").tags["kind"] == "stacked"
     resolved = resolve_model("simpair-sts/1", home)
     predictor = load_predictor(resolved.local_dir)
-    assert predictor.kind == "stacked" and len(predictor.members) == 2
+    assert predictor.kind == "stacked" and len(predictor.members) == 3  # soup, cross, zero-shot
     assert "Stacked `smoke-sts-stack`" in _artifact("stack-smoke-sts-stack")
+    assert "Souped `smoke-soup`" in _artifact("soup-smoke-soup")
     again = run(profile=str(tmp_path / "nightly-stack.yaml"), home=home, sources=shared_data)
     assert again.status == "skipped"  # members' configs are part of the hash: unchanged, nothing to do

@@ -43,10 +43,25 @@ class StackConfig(BaseModel):
         base = Path(self.source).parent if self.source else Path.cwd()
         return [p if p.is_absolute() else base / p for p in map(Path, self.members)]
 
-    def member_configs(self, overrides: dict[str, Any] | None = None) -> list[TrainConfig]:
-        """Each member's validated training config; every member must train this stack's task."""
-        configs = []
+    def member_items(
+        self, overrides: dict[str, Any] | None = None, _seen: tuple[str, ...] = ()
+    ) -> list[TrainConfig | StackConfig]:
+        """Each member: a validated training config, or a nested stack config (e.g. a soup of seeds
+        as one member of a stack). Every member must train this stack's task."""
+        here = str(Path(self.source).resolve()) if self.source else self.name
+        if here in _seen:
+            raise ValueError(f"{self.source}: stack configs include each other in a cycle")
+        items: list[TrainConfig | StackConfig] = []
         for path in self.member_paths():
+            if is_stack_config(path):
+                nested = StackConfig.from_yaml(path)
+                if nested.task != self.task:
+                    raise ValueError(f"{path}: is a {nested.task!r} stack but {self.name!r} is {self.task!r}")
+                if self.seeds:
+                    raise ValueError(f"{path}: seeds apply to training configs; a nested stack sets its own")
+                nested.member_items(overrides, (*_seen, here))  # validate it all before training anything
+                items.append(nested)
+                continue
             config = TrainConfig.from_yaml(path)
             if overrides:
                 config = config.with_overrides(**overrides)
@@ -55,16 +70,33 @@ class StackConfig(BaseModel):
                     f"{path}: trains task {config.task!r} but stack {self.name!r} is {self.task!r}"
                 )
             if self.seeds:
-                configs += [
+                items += [
                     config.with_overrides(seed=seed, name=f"{config.name}-s{seed}") for seed in self.seeds
                 ]
             else:
-                configs.append(config)
-        if len(configs) + int(self.zero_shot) < 2:
+                items.append(config)
+        if len(items) + int(self.zero_shot) < 2:
             raise ValueError(
                 f"{self.source or self.name}: {self.combine} needs two or more models (members x seeds)"
             )
+        return items
+
+    def member_configs(self, overrides: dict[str, Any] | None = None) -> list[TrainConfig]:
+        """Every training config this stack trains, nested stacks' included, in training order."""
+        configs: list[TrainConfig] = []
+        for item in self.member_items(overrides):
+            configs += item.member_configs(overrides) if isinstance(item, StackConfig) else [item]
         return configs
+
+    def full_dump(self) -> dict[str, Any]:
+        """This config and everything it trains, nested stacks included (the nightly's skip hash)."""
+        return {
+            "stack": self.model_dump(mode="json", exclude={"source"}),
+            "members": [
+                item.full_dump() if isinstance(item, StackConfig) else item.model_dump(mode="json")
+                for item in self.member_items()
+            ],
+        }
 
     @classmethod
     def from_yaml(cls, path: str | Path) -> StackConfig:

@@ -26,10 +26,21 @@ def train_stack(
 ) -> StackResult:
     """Train every member (each a normal model directory under <home>/models), then fit the stack."""
     home = Path(home)
-    member_dirs = [train(member, home).model_dir for member in config.member_configs(overrides)]
+    member_dirs = train_members(config, home, overrides)
     out = combine_members(config, member_dirs, home)
     metrics = json.loads((out / "metrics.json").read_text())
     return StackResult(model_dir=out, member_dirs=member_dirs, metrics=metrics)
+
+
+def train_members(config: StackConfig, home: Path, overrides: dict[str, Any] | None = None) -> list[Path]:
+    """Each member's model directory: trained from its config, or a nested stack built bottom-up."""
+    dirs = []
+    for item in config.member_items(overrides):
+        if isinstance(item, StackConfig):
+            dirs.append(combine_members(item, train_members(item, home, overrides), home))
+        else:
+            dirs.append(train(item, home).model_dir)
+    return dirs
 
 
 def combine_members(config: StackConfig, member_dirs: list[Path], home: Path) -> Path:
