@@ -24,6 +24,18 @@ they do in duplicate-question batches; the distinct-sentence share is reported w
 The real backbone scores about 100-200 pairs/s on 2 cores, so 1M pairs with it would take hours:
 throughput is measured on fewer real-backbone pairs, and RSS flatness over 10k/100k/1M pairs with
 the tiny model (same code path, same chunking). The table says which is which.
+
+bf16 opt-in (`--precision bf16`, not the default: it does not give identical scores):
+
+- the interleaved run also times ours with the torch forward pass under bf16 autocast
+  (`torch_bf16`), with its speed-up and max abs difference against theirs (fp32);
+- `--parts impact`: what bf16 does to decisions, with trained models when they exist: MSRP test
+  pairs through a paraphrase cross-encoder (max/mean abs score change, share of labels that flip at
+  the model's stored dev threshold and at 0.5, accuracy against gold), STS-B test pairs through an
+  STS bi-encoder (Spearman against gold in fp32 and bf16, and between the two). Without trained
+  models it falls back to the untrained backbone, which is only a proxy (labelled as such).
+
+    nice -n 10 .venv/bin/python benchmarks/score.py --threads 1 --quick --parts interleaved impact
 """
 
 from __future__ import annotations
@@ -47,10 +59,42 @@ import pyarrow.parquet as pq
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "score.json"
+SHARED = ROOT.parent / "shared" / "data"
+# trained models for the decision-impact measurement (a simpair home outside the repo; optional)
+TRAINED_CROSS = Path("/tmp/simhome2/models/msrp-cross-20261122T073847Z")
+TRAINED_BI = Path("/tmp/simhome2/models/bench-stsb-bi-soup-s42-s7")
+PARTS = ("fresh", "interleaved", "tiny", "impact")
+OURS = {"torch": ("torch", "fp32"), "onnx": ("onnx", "fp32"), "torch_bf16": ("torch", "bf16")}
 DOC = ROOT / "docs" / "benchmarks.md"
 SECTION = "## Bulk scoring (`benchmarks/score.py`)"
 MAX_LENGTH = 128
 BATCH = 64
+
+
+def msrp_test_pairs(shared: Path) -> tuple[list[str], list[str], np.ndarray]:
+    """MSRP test pairs with gold labels (quoting off: quotes are text; the file starts with a BOM)."""
+    a, b, labels = [], [], []
+    for line in (
+        (shared / "msrp" / "msr_paraphrase_test.txt").read_text(encoding="utf-8-sig").splitlines()[1:]
+    ):
+        fields = line.split("\t")
+        if len(fields) == 5 and fields[3].strip() and fields[4].strip():
+            labels.append(int(fields[0]))
+            a.append(fields[3].strip())
+            b.append(fields[4].strip())
+    return a, b, np.asarray(labels, dtype=np.int8)
+
+
+def stsb_test_pairs(shared: Path) -> tuple[list[str], list[str], np.ndarray]:
+    """STS-B test pairs with gold 0-5 scores (tab-separated, quoting off; some lines carry extra fields)."""
+    a, b, gold = [], [], []
+    for line in (shared / "stsb" / "sts-test.csv").read_text(encoding="utf-8-sig").splitlines():
+        fields = line.split("\t")
+        if len(fields) >= 7 and fields[5].strip() and fields[6].strip():
+            gold.append(float(fields[4]))
+            a.append(fields[5].strip())
+            b.append(fields[6].strip())
+    return a, b, np.asarray(gold, dtype=np.float64)
 
 
 def sentence_pool(shared: Path) -> list[str]:
@@ -187,7 +231,7 @@ def worker_st(model: Path, kind: str, pairs: Path, threads: int, scores_out: Pat
 def worker_interleaved(
     model: Path, kind: str, st_model: Path, pairs: Path, threads: int, slices: int
 ) -> dict:
-    """Ours (torch, onnx) and theirs in one process, taking turns slice by slice.
+    """Ours (torch, onnx, torch under bf16 autocast) and theirs in one process, taking turns slice by slice.
 
     On a shared machine the load changes minute to minute; taking turns on small slices exposes all
     of them to the same load, so their ratio is trustworthy even when absolute numbers are not.
@@ -195,17 +239,19 @@ def worker_interleaved(
     output columns), without Parquet I/O. Theirs runs at the benchmark's batch size (`st`, as in
     every earlier table) and, for cross-encoders, also at batch 32 (`CrossEncoder.predict`'s default)
     and 8 (its fastest here): our ONNX backend cuts batches by a token budget, and a fair reader
-    wants to know how much of the ratio a smaller batch alone would give them.
+    wants to know how much of the ratio a smaller batch alone would give them. `torch_bf16` is the
+    opt-in `--precision bf16` path (where bf16 is native; `bf16_native` says whether it was).
     """
     import torch
 
+    from simpair.models.device import native_bf16
     from simpair.scoring.model_ref import ModelRef
     from simpair.scoring.scorer import load_pinned, score_columns
 
     table = pq.read_table(pairs, columns=["text_a", "text_b"])
     text_a, text_b = table.column("text_a").to_pylist(), table.column("text_b").to_pylist()
     ref = ModelRef(model.name, "bench", "", str(model), "paraphrase" if kind == "cross" else "sts", kind)
-    ours = {b: load_pinned(str(model), threads, b) for b in ("torch", "onnx")}
+    ours = {name: load_pinned(str(model), threads, b, p) for name, (b, p) in OURS.items()}
     extra: dict = {}
     if kind == "cross":
         from sentence_transformers import CrossEncoder
@@ -229,7 +275,8 @@ def worker_interleaved(
             return np.clip(np.einsum("ij,ij->i", ea, eb), 0.0, 1.0)
 
     methods = {
-        name: (lambda a, b, p=pred: score_columns(p, ref, "bench", a, b, np.zeros(len(a), bool), BATCH)
+        name: (lambda a, b, p=pred, prec=OURS[name][1]:
+               score_columns(p, ref, "bench", a, b, np.zeros(len(a), bool), BATCH, precision=prec)
                .column("score").to_numpy())
         for name, pred in ours.items()
     }  # fmt: skip
@@ -249,9 +296,74 @@ def worker_interleaved(
     return {
         "pairs_per_s": {name: len(text_a) / sec for name, sec in seconds.items()},
         "max_abs_diff": {name: float(np.abs(joined[name] - joined["st"]).max()) for name in ours},
+        "bf16_vs_fp32_max_abs_diff": float(np.abs(joined["torch_bf16"] - joined["torch"]).max()),
+        "bf16_native": native_bf16(torch.device("cpu")),
         "onnx_variant": getattr(ours["onnx"], "variant", "plain"),
         "loadavg": os.getloadavg(),
     }
+
+
+def worker_impact(cross_model: Path, bi_model: Path, threads: int, limit: int) -> dict:
+    """fp32 vs bf16 on real test pairs: how far scores move and how many decisions change.
+
+    Both precisions run the torch forward pass (so the difference is the precision alone; ONNX
+    Runtime's fp32 scores equal torch's to ~1e-7). The paraphrase model's labels use its own stored
+    threshold (tuned on its dev split, in fp32); 0.5 is reported too.
+    """
+    import torch
+    from scipy.stats import spearmanr
+
+    from simpair.models.device import native_bf16
+    from simpair.scoring.scorer import load_pinned
+
+    def both(model: Path, a: list[str], b: list[str]) -> tuple[dict, dict, dict]:
+        out, seconds = {}, {}
+        for precision in ("fp32", "bf16"):
+            predictor = load_pinned(str(model), threads, "torch", precision)
+            began = time.perf_counter()
+            out[precision] = predictor.predict(a, b, batch_size=BATCH)
+            seconds[precision] = time.perf_counter() - began
+        return out["fp32"], out["bf16"], {p: len(a) / s for p, s in seconds.items()}
+
+    def diffs(x: np.ndarray, y: np.ndarray) -> dict:
+        d = np.abs(x.astype(np.float64) - y.astype(np.float64))
+        return {"max_abs_diff": float(d.max()), "mean_abs_diff": float(d.mean()),
+                "p99_abs_diff": float(np.quantile(d, 0.99))}  # fmt: skip
+
+    def subset(a: list[str], b: list[str], gold: np.ndarray) -> tuple[list[str], list[str], np.ndarray]:
+        """A fixed random sample (test files are ordered by source/genre: a prefix is not representative)."""
+        if limit >= len(a):
+            return a, b, gold
+        keep = np.sort(np.random.default_rng(0).permutation(len(a))[:limit])
+        return [a[i] for i in keep], [b[i] for i in keep], gold[keep]
+
+    result: dict = {"bf16_native": native_bf16(torch.device("cpu")), "loadavg_before": os.getloadavg()}
+    a, b, labels = subset(*msrp_test_pairs(SHARED))
+    fp32, bf16, speed = both(cross_model, a, b)
+    meta = json.loads((cross_model / "simpair.json").read_text())
+    threshold = float(meta.get("threshold", 0.5))
+    result["paraphrase"] = {
+        "model": str(cross_model), "trained": "backbone-" not in cross_model.name, "pairs": len(a),
+        "threshold": threshold, **diffs(fp32["score"], bf16["score"]),
+        "label_flips": int((fp32["label"] != bf16["label"]).sum()),
+        "label_flip_share": float((fp32["label"] != bf16["label"]).mean()),
+        "flips_at_0.5": int(((fp32["score"] >= 0.5) != (bf16["score"] >= 0.5)).sum()),
+        "accuracy_fp32": float((fp32["label"] == labels).mean()),
+        "accuracy_bf16": float((bf16["label"] == labels).mean()),
+        "pairs_per_s": speed,
+    }  # fmt: skip
+    a, b, gold = subset(*stsb_test_pairs(SHARED))
+    fp32, bf16, speed = both(bi_model, a, b)
+    result["sts"] = {
+        "model": str(bi_model), "trained": "backbone-" not in bi_model.name, "pairs": len(a),
+        **diffs(fp32["score"], bf16["score"]),
+        "spearman_fp32": float(spearmanr(fp32["score"], gold).statistic),
+        "spearman_bf16": float(spearmanr(bf16["score"], gold).statistic),
+        "spearman_fp32_vs_bf16": float(spearmanr(fp32["score"], bf16["score"]).statistic),
+        "pairs_per_s": speed,
+    }  # fmt: skip
+    result["loadavg_after"] = os.getloadavg()
+    return result
 
 
 def run_worker(args: list[str], threads: int) -> dict:
@@ -268,10 +380,11 @@ def run_worker(args: list[str], threads: int) -> dict:
 # --------------------------------------------------------------------------------------- driver
 def measure(label: str, model_kind: str, model: Path, st_model: Path | None, pool: list[str], n: int,
             threads: int, reps: int, backends: tuple[str, ...], work: Path, note: str,
-            interleave: bool = False) -> dict:  # fmt: skip
+            interleave: bool = False, fresh: bool = True) -> dict:  # fmt: skip
     """Ours (each backend) and theirs on the same pairs, alternating `reps` times, fresh processes.
 
     Best pairs/s and worst peak RSS are kept: alternating spreads a shared machine's noise evenly.
+    `fresh=False` skips the fresh-process runs (only the interleaved one, when `interleave`).
     """
     load_before = os.getloadavg()
     pairs = work / f"pairs-{n}.parquet"
@@ -279,7 +392,7 @@ def measure(label: str, model_kind: str, model: Path, st_model: Path | None, poo
     row: dict = {"model": label, "pairs": n, "threads": threads, "note": note, "distinct_share": distinct}
     runs: dict[str, list[dict]] = {b: [] for b in (*backends, "st")}
     scores = {name: work / f"{name}-{n}.npy" for name in runs}
-    for _ in range(reps):
+    for _ in range(reps if fresh else 0):
         for backend in backends:
             runs[backend].append(
                 run_worker(["ours", str(model), str(pairs), str(scores[backend]), backend], threads)
@@ -299,10 +412,16 @@ def measure(label: str, model_kind: str, model: Path, st_model: Path | None, poo
         for name, value in out["pairs_per_s"].items():
             row[f"interleaved_{name}_pairs_per_s"] = value
         best_st = max(v for k, v in out["pairs_per_s"].items() if k.startswith("st"))
-        for name in ("torch", "onnx"):
+        for name in OURS:
             row[f"interleaved_{name}_speedup"] = out["pairs_per_s"][name] / out["pairs_per_s"]["st"]
             row[f"interleaved_{name}_speedup_vs_best_st"] = out["pairs_per_s"][name] / best_st
             row[f"interleaved_{name}_max_abs_diff"] = out["max_abs_diff"][name]
+        for fp32 in ("torch", "onnx"):
+            row[f"interleaved_torch_bf16_speedup_vs_{fp32}"] = (
+                out["pairs_per_s"]["torch_bf16"] / out["pairs_per_s"][fp32]
+            )
+        row["interleaved_bf16_vs_fp32_max_abs_diff"] = out["bf16_vs_fp32_max_abs_diff"]
+        row["interleaved_bf16_native"] = out["bf16_native"]
         row["interleaved_onnx_variant"] = out["onnx_variant"]
         row["interleaved_loadavg"] = out["loadavg"]
     if runs["st"]:
@@ -338,7 +457,7 @@ def markdown(result: dict) -> str:
         "| peak RSS MB ours / theirs | note |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
-    for r in result["rows"]:
+    for r in (r for r in result["rows"] if "st_pairs_per_s" in r or "torch_pairs_per_s" in r):
         speed = " / ".join(_fmt(r.get(f"{b}_speedup"), 2) + "×" if r.get(f"{b}_speedup") else "–"
                            for b in ("torch", "onnx"))  # fmt: skip
         diff = " / ".join(f"{r[f'{b}_max_abs_diff']:.1e}" if r.get(f"{b}_max_abs_diff") is not None else "–"
@@ -375,8 +494,65 @@ def markdown(result: dict) -> str:
             f"{r['interleaved_torch_max_abs_diff']:.1e} / {r['interleaved_onnx_max_abs_diff']:.1e} | "
             f"{r.get('interleaved_onnx_variant', '–')} | {load} |"
         )
+    lines += bf16_markdown(result)
     lines += ["", *result.get("findings", []), ""]
     return "\n".join(lines)
+
+
+def bf16_markdown(result: dict) -> list[str]:
+    """The opt-in bf16 tables: speed from the interleaved run, decision impact from `--parts impact`."""
+    lines: list[str] = []
+    rows = [r for r in result["rows"] if "interleaved_torch_bf16_pairs_per_s" in r]
+    if rows:
+        native = all(r.get("interleaved_bf16_native") for r in rows)
+        lines += [
+            "",
+            "**bf16 opt-in** (`--precision bf16`; not the default, since scores are not identical): "
+            "ours with the torch forward pass under bf16 autocast, in the same interleaved run as above"
+            + ("" if native else " (**no native bf16 on this machine: it ran fp32**)")
+            + ". Max abs diff against theirs (fp32) and against our own fp32 torch path:",
+            "",
+            f"| model | pairs | ours bf16 pairs/s | speed-up vs theirs b{BATCH} / best theirs "
+            "| vs our fp32 torch / onnx | max abs diff vs theirs | vs our fp32 | load avg |",
+            "|---|---:|---:|---:|---:|---:|---:|---|",
+        ]
+        for r in rows:
+            load = " / ".join(f"{x:.1f}" for x in r.get("interleaved_loadavg", ()))
+            lines.append(
+                f"| {r['model']} | {r['pairs']:,} | {_fmt(r['interleaved_torch_bf16_pairs_per_s'], 1)} | "
+                f"{r['interleaved_torch_bf16_speedup']:.2f}× / "
+                f"{r['interleaved_torch_bf16_speedup_vs_best_st']:.2f}× | "
+                f"{r['interleaved_torch_bf16_speedup_vs_torch']:.2f}× / "
+                f"{r['interleaved_torch_bf16_speedup_vs_onnx']:.2f}× | "
+                f"{r['interleaved_torch_bf16_max_abs_diff']:.1e} | "
+                f"{r['interleaved_bf16_vs_fp32_max_abs_diff']:.1e} | {load} |"
+            )
+    impact = result.get("bf16_impact")
+    if impact:
+        para, sts = impact["paraphrase"], impact["sts"]
+        load = " / ".join(f"{x:.1f}" for x in impact["loadavg_after"])
+
+        def name(part: dict) -> str:
+            kind = "trained" if part["trained"] else "untrained backbone, proxy only"
+            return f"`{Path(part['model']).name}` ({kind})"
+
+        lines += [
+            "",
+            f"bf16 decision impact (fp32 vs bf16, both the torch forward pass, same pairs; load avg {load}):",
+            "",
+            "| test pairs | model | pairs | max / mean / p99 abs score change | decisions |",
+            "|---|---|---:|---:|---|",
+            f"| MSRP test | {name(para)} | {para['pairs']:,} | {para['max_abs_diff']:.1e} / "
+            f"{para['mean_abs_diff']:.1e} / {para['p99_abs_diff']:.1e} | "
+            f"{para['label_flips']} labels flip ({para['label_flip_share']:.2%}) at its dev threshold "
+            f"{para['threshold']:.3f}, {para['flips_at_0.5']} at 0.5; accuracy {para['accuracy_fp32']:.4f} → "
+            f"{para['accuracy_bf16']:.4f} |",
+            f"| STS-B test | {name(sts)} | {sts['pairs']:,} | {sts['max_abs_diff']:.1e} / "
+            f"{sts['mean_abs_diff']:.1e} / {sts['p99_abs_diff']:.1e} | Spearman vs gold "
+            f"{sts['spearman_fp32']:.4f} → {sts['spearman_bf16']:.4f}; fp32 vs bf16 "
+            f"{sts['spearman_fp32_vs_bf16']:.5f} |",
+        ]
+    return lines
 
 
 def write_doc(text: str) -> None:
@@ -402,6 +578,18 @@ def main() -> None:
     parser.add_argument("--real-bi-pairs", type=int, default=1500)
     parser.add_argument("--tiny-sizes", type=int, nargs="*", default=[10_000, 100_000, 1_000_000])
     parser.add_argument("--tiny-st-max", type=int, default=100_000, help="largest size also run through ST")
+    parser.add_argument(
+        "--parts", nargs="+", choices=PARTS, default=list(PARTS),
+        help="fresh: fresh-process rows of the real models; interleaved: taking turns (fp32 + bf16); "
+        "tiny: RSS flatness rows; impact: bf16 decision impact on MSRP/STS-B test pairs",
+    )  # fmt: skip
+    parser.add_argument("--impact-pairs", type=int, default=100_000, help="test pairs per dataset for impact")
+    parser.add_argument("--impact-cross", type=Path, default=TRAINED_CROSS, help="trained paraphrase model")
+    parser.add_argument("--impact-bi", type=Path, default=TRAINED_BI, help="trained STS bi-encoder")
+    parser.add_argument(
+        "--append-quick", action="store_true",
+        help="with --quick: append the result to score.json's quick_runs (the full-run rows stay)",
+    )  # fmt: skip
     args = parser.parse_args()
     if args.worker is not None:
         import torch
@@ -410,6 +598,8 @@ def main() -> None:
         role, model, pairs, scores, backend = args.worker
         if role == "interleaved":  # model, pairs, st_model, kind
             out = worker_interleaved(Path(model), backend, Path(scores), Path(pairs), args.threads, slices=20)
+        elif role == "impact":  # cross model, bi model, pair limit, -
+            out = worker_impact(Path(model), Path(pairs), args.threads, int(scores))
         elif role == "ours":
             out = worker_ours(Path(model), Path(pairs), args.threads, Path(scores), backend)
         else:
@@ -424,11 +614,14 @@ def main() -> None:
     if args.quick:
         args.real_cross_pairs, args.real_bi_pairs = 200, 1000
         args.tiny_sizes, args.tiny_st_max = [2000, 20000], 2000
+        args.impact_pairs = min(args.impact_pairs, 400)
+    parts = set(args.parts)
     pool = sentence_pool(ROOT.parent / "shared" / "data")
     work = Path(tempfile.mkdtemp(prefix="bench-score-"))
     try:
         models = build_models(work)
         rows = []
+        real = bool({"fresh", "interleaved"} & parts)
         plan = [
             ("backbone cross-encoder", "cross", models["backbone-cross"], models["backbone-cross"],
              args.real_cross_pairs, args.threads, args.reps, ("torch", "onnx"), "real weights: throughput"),
@@ -440,9 +633,19 @@ def main() -> None:
              "tiny model: RSS flatness")
             for n in args.tiny_sizes
         ]  # fmt: skip
+        plan = [p for p in plan if (real if p[-1].startswith("real") else "tiny" in parts)]
         for label, kind, model, st_model, n, threads, reps, backends, note in plan:
             rows.append(measure(label, kind, model, st_model, pool, n, threads, reps, backends, work, note,
-                                interleave=note.startswith("real")))  # fmt: skip
+                                interleave=note.startswith("real") and "interleaved" in parts,
+                                fresh=note.startswith("tiny") or "fresh" in parts))  # fmt: skip
+        impact = None
+        if "impact" in parts:
+            # trained models if present, else the untrained backbone (reported as a proxy only)
+            cross = args.impact_cross if (args.impact_cross / "simpair.json").is_file() else None
+            bi = args.impact_bi if (args.impact_bi / "simpair.json").is_file() else None
+            cross, bi = cross or models["backbone-cross"], bi or models["backbone-bi"]
+            impact = run_worker(["impact", str(cross), str(bi), str(args.impact_pairs), "-"], args.threads)
+            print(json.dumps(impact), flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     result = {
@@ -451,12 +654,19 @@ def main() -> None:
         "threads": args.threads,
         "command": "nice -n 10 .venv/bin/python benchmarks/score.py"
         + (f" --threads {args.threads}" if args.threads != 2 else "")
-        + (" --quick" if args.quick else ""),
+        + (" --quick" if args.quick else "")
+        + (f" --parts {' '.join(args.parts)}" if parts != set(PARTS) else ""),
         "sentence_pool": len(pool),
         "rows": rows,
     }
+    if impact is not None:
+        result["bf16_impact"] = impact
     print(markdown(result))
-    if not args.quick:
+    if args.quick and args.append_quick:
+        saved = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
+        saved.setdefault("quick_runs", []).append(result)
+        RESULTS.write_text(json.dumps(saved, indent=2) + "\n")
+    if not args.quick and parts == set(PARTS):  # a partial run must not replace the full table
         RESULTS.parent.mkdir(parents=True, exist_ok=True)
         RESULTS.write_text(json.dumps(result, indent=2) + "\n")
         write_doc(markdown(result))

@@ -5,7 +5,9 @@ chunks (mapped over every pending chunk of every file) -> finalize each file onc
 -> summary artifact. Chunks fan out through whatever task runner the flow runs with: threads by
 default, a Dask cluster with `prefect-dask` (`run(..., dask_address=...)` or `local_cluster=N`).
 The run lock is held by the flow process for the whole run; workers only touch the ledger rows of
-the chunks they were given.
+the chunks they were given. Like the pinned model, the precision (`fp32`, or the opt-in `bf16`) is
+decided once in the flow process and handed to every chunk task as an argument, which is how Dask
+workers receive every setting.
 """
 
 from __future__ import annotations
@@ -21,11 +23,12 @@ from simpair.scoring.ledger import run_lock
 from simpair.scoring.run import (
     DEFAULT_BATCH_SIZE,
     DEFAULT_CHUNK_ROWS,
+    DEFAULT_PRECISION,
     ScoreSummary,
     new_run_id,
     summarize,
 )
-from simpair.scoring.scorer import default_threads
+from simpair.scoring.scorer import check_precision, default_threads, resolve_precision
 from tasks.scoring import (
     finalize_file_task,
     hash_file_task,
@@ -50,37 +53,42 @@ def nightly_score(
     lock_wait: float = 0.0,
     contract: str | None = None,
     backend: str = "auto",
+    precision: str = DEFAULT_PRECISION,
 ) -> ScoreSummary:
     """Score the inbox into `out`; see docs/scoring.md."""
+    check_precision(precision, backend)  # a bad combination fails before the lock and any claim
     out_dir = Path(out).expanduser().resolve()
     home_dir = settings.home_dir(home)
     rules = load_contract(contract)
     with run_lock(out_dir, lock_wait):
         pinned = resolve_model_task(model, home_dir)
+        effective = resolve_precision(precision, backend)
         run_id = f"prefect-{runtime.flow_run.id}" if runtime.flow_run.id else new_run_id()
         start_run_task(out_dir, run_id, pinned)
         files = list_inbox_task(inbox)
         hashed = hash_file_task.map(files).result()
-        plans = plan_files_task(hashed, out_dir, pinned, run_id, rules, chunk_rows)
+        plans = plan_files_task(hashed, out_dir, pinned, run_id, rules, chunk_rows, effective)
         began = time.perf_counter()
         to_score = [p for p in plans if p.action == "score"]
         chunks = {
             p.sha256: score_chunk_task.map(
                 unmapped(p), p.pending, unmapped(pinned), unmapped(run_id), unmapped(rules),
-                unmapped(batch_size), unmapped(threads), unmapped(backend),
+                unmapped(batch_size), unmapped(threads), unmapped(backend), unmapped(effective),
             )
             for p in to_score
         }  # fmt: skip
-        finals = [finalize_file_task.submit(p, chunks[p.sha256], pinned, run_id) for p in to_score]
+        finals = [finalize_file_task.submit(p, chunks[p.sha256], pinned, run_id, effective) for p in to_score]
         file_results = [f.result() for f in finals]
         chunk_results = [r for futures in chunks.values() for r in futures.result()]
-        summary = summarize(run_id, pinned, plans, file_results, chunk_results, time.perf_counter() - began)
+        seconds = time.perf_counter() - began
+        summary = summarize(run_id, pinned, plans, file_results, chunk_results, seconds, effective, precision)
         publish_summary_task(out_dir, summary)
     print(
         f"scored {summary.files_scored} files ({summary.rows_scored} rows, "
         f"{summary.rows_rejected} rejected), "
         f"skipped {summary.files_skipped}, quarantined {summary.files_quarantined}; "
-        f"{summary.pairs_per_s} pairs/s with {summary.model_name}/{summary.model_version}"
+        f"{summary.pairs_per_s} pairs/s with {summary.model_name}/{summary.model_version} "
+        f"in {summary.precision}"
     )
     return summary
 
@@ -95,6 +103,7 @@ def run(
     batch_size: int = DEFAULT_BATCH_SIZE,
     threads: int | None = None,
     backend: str = "auto",
+    precision: str = DEFAULT_PRECISION,
     lock_wait: float = 0.0,
     dask_address: str | None = None,
     local_cluster: int | None = None,
@@ -123,4 +132,5 @@ def run(
         threads=threads,
         lock_wait=lock_wait,
         backend=backend,
+        precision=precision,
     )

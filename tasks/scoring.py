@@ -61,9 +61,10 @@ def plan_files_task(
     run_id: str,
     contract: ScoringContract,
     chunk_rows: int,
+    precision: str = "fp32",
 ) -> list[FilePlan]:
     """Sequential on purpose: the one step that claims files in the ledger."""
-    return plan_files(hashed, out, model, run_id, contract, chunk_rows)
+    return plan_files(hashed, out, model, run_id, contract, chunk_rows, precision)
 
 
 @task(
@@ -82,15 +83,17 @@ def score_chunk_task(
     batch_size: int,
     threads: int | None,
     backend: str = "torch",
+    precision: str = "fp32",
 ) -> ChunkResult:
-    return score_chunk(plan, idx, model, run_id, contract, batch_size, threads, backend)
+    """Runs wherever the task runner puts it (a thread, a Dask worker): every setting is an argument."""
+    return score_chunk(plan, idx, model, run_id, contract, batch_size, threads, backend, precision)
 
 
 @task(name="finalize-file", task_run_name="finalize-{plan.name}", cache_policy=NO_CACHE)
 def finalize_file_task(
-    plan: FilePlan, results: list[ChunkResult], model: ModelRef, run_id: str
+    plan: FilePlan, results: list[ChunkResult], model: ModelRef, run_id: str, precision: str = "fp32"
 ) -> FileResult:
-    return finalize_file(plan, results, model, run_id)
+    return finalize_file(plan, results, model, run_id, precision)
 
 
 @task(name="publish-score-summary", cache_policy=NO_CACHE)
@@ -100,5 +103,7 @@ def publish_summary_task(out: Path, summary: ScoreSummary) -> UUID:
     return create_markdown_artifact(
         key="nightly-score-summary",
         markdown=summary_markdown(summary),
-        description=f"nightly scoring with {summary.model_name}/{summary.model_version}",
+        description=(
+            f"nightly scoring with {summary.model_name}/{summary.model_version} in {summary.precision}"
+        ),
     )

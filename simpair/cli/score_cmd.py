@@ -14,7 +14,14 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from simpair.scoring.run import DEFAULT_BATCH_SIZE, DEFAULT_CHUNK_ROWS, ScoreSummary
+from simpair.scoring.run import (
+    DEFAULT_BATCH_SIZE,
+    DEFAULT_CHUNK_ROWS,
+    DEFAULT_PRECISION,
+    ScoreSummary,
+    precision_note,
+)
+from simpair.scoring.scorer import check_precision
 
 EXIT_LOCKED = 3
 EXIT_NO_MODEL = 4
@@ -23,12 +30,15 @@ EXIT_NO_MODEL = 4
 def summary_table(summary: ScoreSummary) -> Table:
     """The run summary as a rich table: one line per inbox file, totals in the caption."""
     table = Table(
-        title=f"scoring run {summary.run_id} with {summary.model_name}/{summary.model_version}",
+        title=(
+            f"scoring run {summary.run_id} with {summary.model_name}/{summary.model_version} "
+            f"in {summary.precision}"
+        ),
         caption=(
             f"files: {summary.files_scored} scored, {summary.files_skipped} skipped, "
             f"{summary.files_quarantined} quarantined | rows: {summary.rows_scored} scored, "
             f"{summary.rows_rejected} rejected, {summary.rows_truncated} truncated | "
-            f"{summary.pairs_per_s} pairs/s"
+            f"{summary.pairs_per_s} pairs/s | precision {summary.precision}: {precision_note(summary)}"
         ),
     )
     table.add_column("file")
@@ -72,6 +82,14 @@ def register(app: typer.Typer) -> None:
                 help="Forward pass: auto (ONNX Runtime on CPU when installed, else torch), torch, or onnx."
             ),
         ] = "auto",
+        precision: Annotated[
+            str,
+            typer.Option(
+                help="fp32 (default: scores equal to the fp32 reference) or bf16 (opt-in, faster where "
+                "bf16 is native; moves scores by ~1e-3 on average, up to ~2e-2, see docs/scoring.md; "
+                "not with --backend onnx)."
+            ),
+        ] = DEFAULT_PRECISION,
         wait: Annotated[
             float,
             typer.Option(min=0, help="Seconds to wait if another run holds the output; 0 exits at once."),
@@ -97,20 +115,25 @@ def register(app: typer.Typer) -> None:
             raise typer.BadParameter(
                 "--dask-address/--local-cluster need the Prefect flow (drop --no-prefect)"
             )
+        try:  # before Prefect starts, so a wrong combination is a usage error, not a failed flow run
+            check_precision(precision, backend)
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc)) from None
         try:
             if no_prefect:
                 from simpair.scoring import score_inbox
 
                 summary = score_inbox(
                     inbox, out, model, home, chunk_rows=chunk_rows, batch_size=batch_size,
-                    threads=threads, backend=backend, lock_wait=wait,
+                    threads=threads, backend=backend, precision=precision, lock_wait=wait,
                 )  # fmt: skip
             else:
                 from flows.nightly_score import run as run_flow
 
                 summary = run_flow(
                     inbox, out, model, home, chunk_rows=chunk_rows, batch_size=batch_size, threads=threads,
-                    backend=backend, lock_wait=wait, dask_address=dask_address, local_cluster=local_cluster,
+                    backend=backend, precision=precision, lock_wait=wait, dask_address=dask_address,
+                    local_cluster=local_cluster,
                 )  # fmt: skip
         except RunLocked as exc:
             console.print(f"[yellow]not started:[/] {exc}")

@@ -54,6 +54,7 @@ CREATE TABLE IF NOT EXISTS chunks (
     run_id TEXT NOT NULL,
     seconds REAL NOT NULL,
     updated_at TEXT NOT NULL,
+    precision TEXT,
     PRIMARY KEY (sha256, idx)
 );
 CREATE TABLE IF NOT EXISTS runs (
@@ -98,7 +99,11 @@ class FileRecord:
 
 @dataclass(frozen=True)
 class ChunkRecord:
-    """One finished chunk: its counts and the model version that scored it."""
+    """One finished chunk: its counts and the model version and precision that scored it.
+
+    `precision` is None for chunks recorded by a ledger from before precision was tracked; their
+    staged parts lack the `precision` column, so a resumed run scores them again.
+    """
 
     idx: int
     rows_in: int
@@ -109,6 +114,18 @@ class ChunkRecord:
     model_version: str
     run_id: str
     seconds: float
+    precision: str | None = None
+
+
+def _add_column(conn: sqlite3.Connection, table: str, column: str, decl: str) -> None:
+    """Upgrade a ledger written by an older version in place (new columns are NULL in old rows)."""
+    if column in {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}:
+        return
+    try:
+        conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {decl}")
+    except sqlite3.OperationalError as exc:  # another worker process added it a moment ago
+        if "duplicate column" not in str(exc):
+            raise
 
 
 class Ledger:
@@ -122,6 +139,7 @@ class Ledger:
         with closing(sqlite3.connect(self.path, timeout=60)) as conn:
             conn.execute("PRAGMA journal_mode=WAL")
             conn.executescript(_SCHEMA)
+            _add_column(conn, "chunks", "precision", "TEXT")
 
     @contextmanager
     def _connect(self) -> Iterator[sqlite3.Connection]:
@@ -210,18 +228,19 @@ class Ledger:
         with self._connect() as conn:
             conn.execute(
                 """INSERT OR REPLACE INTO chunks (sha256, idx, rows_in, rows_scored, rows_rejected,
-                       rows_truncated, model_name, model_version, run_id, seconds, updated_at)
-                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+                       rows_truncated, model_name, model_version, run_id, seconds, updated_at, precision)
+                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
                 (sha256, record.idx, record.rows_in, record.rows_scored, record.rows_rejected,
                  record.rows_truncated, record.model_name, record.model_version, record.run_id,
-                 record.seconds, _now()),
+                 record.seconds, _now(), record.precision),
             )  # fmt: skip
 
     def chunks(self, sha256: str) -> dict[int, ChunkRecord]:
         with self._connect() as conn:
             rows = conn.execute(
                 """SELECT idx, rows_in, rows_scored, rows_rejected, rows_truncated, model_name,
-                       model_version, run_id, seconds FROM chunks WHERE sha256 = ? ORDER BY idx""",
+                       model_version, run_id, seconds, precision FROM chunks WHERE sha256 = ?
+                   ORDER BY idx""",
                 (sha256,),
             ).fetchall()
         return {row["idx"]: ChunkRecord(**dict(row)) for row in rows}

@@ -34,9 +34,9 @@ from torch import nn
 
 from simpair.models import Predictor
 from simpair.models.batching import pad_batch
+from simpair.scoring.budget import MAX_BATCH_TOKENS, run_budget_batches
 
 INPUTS = ("input_ids", "attention_mask", "token_type_ids")
-MAX_BATCH_TOKENS = 512
 VERIFY_ATOL = 1e-5
 log = logging.getLogger(__name__)
 
@@ -241,26 +241,10 @@ class OrtPredictor(Predictor):
 
     @torch.inference_mode()
     def _run(self, enc: Any, batch_size: int, progress: bool, desc: str) -> np.ndarray:
-        ids: list[list[int]] = enc["input_ids"]
-        types: list[list[int]] | None = enc.get("token_type_ids")
-        lengths = np.fromiter((len(x) for x in ids), dtype=np.int64, count=len(ids))
-        order = np.argsort(-lengths, kind="stable")
-        pad_id = self.tokenizer.pad_token_id or 0
-        results: list[np.ndarray] = []
-        start = 0
-        while start < len(order):
-            longest = int(lengths[order[start]])  # sorted longest first: the first pair sets the width
-            size = max(1, min(batch_size, self.max_batch_tokens // max(longest, 1)))
-            idx = order[start : start + size]
-            batch = pad_batch(
-                [ids[i] for i in idx], pad_id, [types[i] for i in idx] if types is not None else None
-            )
-            results.append(self.model(**batch).numpy())
-            start += size
-        stacked = np.concatenate(results, axis=0)
-        restored = np.empty_like(stacked)
-        restored[order] = stacked
-        return restored.astype(np.float32)
+        return run_budget_batches(
+            enc, batch_size, self.max_batch_tokens, self.tokenizer.pad_token_id or 0,
+            lambda batch: self.model(**batch).numpy(),
+        )  # fmt: skip
 
 
 def use_onnx(predictor: Predictor, threads: int) -> OrtPredictor:

@@ -9,7 +9,11 @@ Steps (each safe to run in another process; the ledger is the only shared state)
 3. `score_chunk`: read, validate, score and atomically write one chunk, then record it (parallel).
 4. `finalize_file`: merge a batch's chunk parts into its date-partitioned output and rejects file,
    then mark the batch done (or quarantine it if a chunk hit corrupt data).
-5. `summarize`: counts, pairs/s and the pinned model, for the console and the Prefect artifact.
+5. `summarize`: counts, pairs/s, the pinned model and precision, for the console and the Prefect artifact.
+
+Precision (`fp32` default, `bf16` opt-in) is decided once per run (`resolve_precision`) and passed to
+every step like the pinned model: chunks record it in the ledger and on every output row, and a
+resumed batch rescores chunks scored in another precision, so one output file never mixes them.
 """
 
 from __future__ import annotations
@@ -30,11 +34,13 @@ from simpair.scoring.ledger import ChunkRecord, Ledger, run_lock
 from simpair.scoring.model_ref import ModelRef, resolve_model_spec
 from simpair.scoring.reader import FileLayout, FileProblem, inspect_file, read_chunk, validate_rows
 from simpair.scoring.scorer import (
-    BACKENDS,
     SCORE_COLUMNS,
     SCORE_SCHEMA,
+    check_precision,
     default_threads,
     load_pinned,
+    resolve_precision,
+    runnable_precision,
     score_columns,
 )
 from simpair.scoring.writer import REJECTS_SCHEMA, chunk_paths, merge_parts, output_paths, staging_dir
@@ -42,6 +48,7 @@ from simpair.scoring.writer import write_atomic as write_part
 
 DEFAULT_CHUNK_ROWS = 8192
 DEFAULT_BATCH_SIZE = 64
+DEFAULT_PRECISION = "fp32"  # issue 5 asks for scores identical to fp32; bf16 is an explicit opt-in
 
 
 def new_run_id() -> str:
@@ -113,8 +120,12 @@ def plan_files(
     run_id: str,
     contract: ScoringContract,
     chunk_rows: int = DEFAULT_CHUNK_ROWS,
+    precision: str = DEFAULT_PRECISION,
 ) -> list[FilePlan]:
-    """Decide, claim and quarantine, in one sequential pass (the only step that writes claims)."""
+    """Decide, claim and quarantine, in one sequential pass (the only step that writes claims).
+
+    A chunk is pending unless the ledger records it as scored by the pinned model in `precision`.
+    """
     ledger = Ledger(out)
     day = datetime.now(UTC).date().isoformat()
     seen: dict[str, str] = {}
@@ -161,11 +172,7 @@ def plan_files(
             run_id=run_id,
         )
         done = ledger.chunks(sha)
-        pending = tuple(
-            i
-            for i in range(n_chunks)
-            if i not in done or (done[i].model_name, done[i].model_version) != (model.name, model.version)
-        )
+        pending = tuple(i for i in range(n_chunks) if not _scored_as(done.get(i), model, precision))
         plans.append(
             FilePlan(
                 name=file.name,
@@ -184,6 +191,15 @@ def plan_files(
             )
         )
     return plans
+
+
+def _scored_as(record: ChunkRecord | None, model: ModelRef, precision: str) -> bool:
+    """Whether a recorded chunk was scored by this pinned model in this precision."""
+    return record is not None and (record.model_name, record.model_version, record.precision) == (
+        model.name,
+        model.version,
+        precision,
+    )
 
 
 @dataclass(frozen=True)
@@ -209,8 +225,14 @@ def score_chunk(
     batch_size: int = DEFAULT_BATCH_SIZE,
     threads: int | None = None,
     backend: str = "auto",
+    precision: str = DEFAULT_PRECISION,
 ) -> ChunkResult:
-    """Read, validate, score and write chunk `idx` of a planned file, then record it in the ledger."""
+    """Read, validate, score and write chunk `idx` of a planned file, then record it in the ledger.
+
+    `precision` is the run's resolved precision (`resolve_precision`). A worker that cannot run it
+    natively (bf16 pinned by a driver with native bf16, on a worker without) fails the chunk rather
+    than score it in another precision than the rest of the run.
+    """
     assert plan.sha256 and plan.layout and plan.output_schema, "score_chunk needs a file planned to score"
     began = time.perf_counter()
     start, stop = plan.bounds(idx)
@@ -219,8 +241,15 @@ def score_chunk(
     except FileProblem as problem:
         return ChunkResult(plan.sha256, idx, problem=str(problem))
     checked = validate_rows(table, contract, start)
-    predictor = load_pinned(model.local_dir, threads or default_threads(), backend)
-    scores = score_columns(predictor, model, run_id, checked.text_a, checked.text_b, checked.cut, batch_size)
+    predictor = load_pinned(model.local_dir, threads or default_threads(), backend, precision)
+    if runnable_precision(precision, predictor.device) != precision:
+        raise RuntimeError(
+            f"this run is pinned to {precision}, but this worker ({predictor.device}) has no native "
+            f"{precision}; run the workers on hardware that has it, or score with --precision fp32"
+        )
+    scores = score_columns(
+        predictor, model, run_id, checked.text_a, checked.text_b, checked.cut, batch_size, precision=precision
+    )
     kept = checked.kept
     scored = pa.Table.from_arrays(kept.columns + scores.columns, schema=plan.output_schema)
     part, rejects_part = chunk_paths(Path(plan.out), plan.sha256, idx)
@@ -256,6 +285,7 @@ def score_chunk(
             model_version=model.version,
             run_id=run_id,
             seconds=seconds,
+            precision=precision,
         ),
     )
     return result
@@ -276,11 +306,17 @@ class FileResult:
     reason: str | None = None
 
 
-def finalize_file(plan: FilePlan, results: list[ChunkResult], model: ModelRef, run_id: str) -> FileResult:
+def finalize_file(
+    plan: FilePlan,
+    results: list[ChunkResult],
+    model: ModelRef,
+    run_id: str,
+    precision: str = DEFAULT_PRECISION,
+) -> FileResult:
     """Merge a batch's chunk parts into its output (and rejects) file and mark it done.
 
-    Every chunk must be recorded in the ledger as scored by the pinned model: the output then holds
-    each input row exactly once, in input order, whichever run scored which chunk.
+    Every chunk must be recorded in the ledger as scored by the pinned model in `precision`: the
+    output then holds each input row exactly once, in input order, whichever run scored which chunk.
     """
     assert plan.sha256 and plan.output_path and plan.rejects_path and plan.output_schema
     out, ledger = Path(plan.out), Ledger(plan.out)
@@ -290,13 +326,11 @@ def finalize_file(plan: FilePlan, results: list[ChunkResult], model: ModelRef, r
         shutil.rmtree(staging_dir(out, plan.sha256), ignore_errors=True)
         return FileResult(plan.name, plan.sha256, "quarantined", reason=problems[0])
     done = ledger.chunks(plan.sha256)
-    missing = [
-        i
-        for i in range(plan.n_chunks)
-        if i not in done or (done[i].model_name, done[i].model_version) != (model.name, model.version)
-    ]
+    missing = [i for i in range(plan.n_chunks) if not _scored_as(done.get(i), model, precision)]
     if missing:
-        raise RuntimeError(f"{plan.name}: chunks {missing[:5]} not scored by {model.label}; cannot finalize")
+        raise RuntimeError(
+            f"{plan.name}: chunks {missing[:5]} not scored by {model.label} in {precision}; cannot finalize"
+        )
     parts = [chunk_paths(out, plan.sha256, i) for i in range(plan.n_chunks)]
     rows = merge_parts((p for p, _ in parts), Path(plan.output_path), plan.output_schema)
     rejected = sum(done[i].rows_rejected for i in range(plan.n_chunks))
@@ -328,6 +362,8 @@ class ScoreSummary:
     run_id: str
     model_name: str
     model_version: str
+    precision: str = DEFAULT_PRECISION  # what every chunk of the run was scored in
+    precision_requested: str = DEFAULT_PRECISION  # differs when bf16 fell back to fp32 (no native bf16)
     files_seen: int = 0
     files_scored: int = 0
     files_skipped: int = 0
@@ -351,10 +387,19 @@ def summarize(
     results: list[FileResult],
     chunk_results: list[ChunkResult],
     scoring_seconds: float,
+    precision: str = DEFAULT_PRECISION,
+    precision_requested: str | None = None,
 ) -> ScoreSummary:
     """Roll plans and results up into the run summary (one line per inbox file)."""
     by_sha = {r.sha256: r for r in results}
-    summary = ScoreSummary(run_id, model.name, model.version, files_seen=len(plans))
+    summary = ScoreSummary(
+        run_id,
+        model.name,
+        model.version,
+        precision=precision,
+        precision_requested=precision_requested or precision,
+        files_seen=len(plans),
+    )
     for plan in plans:
         result = by_sha.get(plan.sha256 or "") if plan.action == "score" else None
         if result is not None:
@@ -378,12 +423,23 @@ def summarize(
     return summary
 
 
+def precision_note(summary: ScoreSummary) -> str:
+    """One phrase saying what the run's precision means for its scores (console and artifact)."""
+    if summary.precision_requested != summary.precision:
+        return f"{summary.precision_requested} asked, no native {summary.precision_requested} here: fell back"
+    if summary.precision == "bf16":
+        return "opt-in bf16 autocast: scores differ from fp32, see docs/scoring.md"
+    return "scores equal to fp32 reference"
+
+
 def summary_markdown(summary: ScoreSummary) -> str:
     """The run summary as a markdown report (Prefect artifact, docs)."""
     lines = [
         f"# Nightly scoring run `{summary.run_id}`",
         "",
         f"Model: **{summary.model_name}** version **{summary.model_version}** (pinned for the whole run)",
+        "",
+        f"Precision: **{summary.precision}** ({precision_note(summary)})",
         "",
         "| files scored | skipped | quarantined | rows scored | rejected | truncated | pairs/s |",
         "|---:|---:|---:|---:|---:|---:|---:|",
@@ -410,6 +466,7 @@ def score_inbox(
     batch_size: int = DEFAULT_BATCH_SIZE,
     threads: int | None = None,
     backend: str = "auto",
+    precision: str = DEFAULT_PRECISION,
     lock_wait: float = 0.0,
     contract_path: Path | None = None,
     on_chunk_done: Callable[[ChunkResult], None] | None = None,
@@ -418,37 +475,42 @@ def score_inbox(
 
     `model` is resolved once, here, before the first chunk. `backend` is "auto" (ONNX Runtime on CPU when
     installed, else torch), "torch" or "onnx"
-    (ONNX Runtime verified against torch at load; scores equal to ~1e-7). `on_chunk_done` is called after each
+    (ONNX Runtime verified against torch at load; scores equal to ~1e-7). `precision` is "fp32" or the
+    opt-in "bf16" (torch under bf16 autocast where bf16 is native, else fp32 with a warning; not with
+    backend "onnx"), decided once here for every chunk. `on_chunk_done` is called after each
     chunk is recorded (progress bars; tests use it to promote a model mid-run).
     Raises `RunLocked` if another run holds `out` for longer than `lock_wait` seconds.
     """
     from simpair.settings import home_dir
 
-    if backend not in BACKENDS:
-        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+    check_precision(precision, backend)
     out = Path(out).expanduser().resolve()
     contract = load_contract(contract_path)
     with run_lock(out, lock_wait):
         pinned = model if isinstance(model, ModelRef) else resolve_model_spec(model, home_dir(home))
+        effective = resolve_precision(precision, backend)
         run_id = new_run_id()
         ledger = Ledger(out)
         ledger.start_run(run_id, pinned.name, pinned.version)
         hashed = [hash_file(f) for f in list_inbox(inbox)]
-        plans = plan_files(hashed, out, pinned, run_id, contract, chunk_rows)
+        plans = plan_files(hashed, out, pinned, run_id, contract, chunk_rows, effective)
         began = time.perf_counter()
         chunk_results: list[ChunkResult] = []
         file_results: list[FileResult] = []
         for plan in (p for p in plans if p.action == "score"):
             results = []
             for idx in plan.pending:
-                result = score_chunk(plan, idx, pinned, run_id, contract, batch_size, threads, backend)
+                result = score_chunk(
+                    plan, idx, pinned, run_id, contract, batch_size, threads, backend, effective
+                )
                 results.append(result)
                 if on_chunk_done:
                     on_chunk_done(result)
                 if result.problem:
                     break
             chunk_results.extend(results)
-            file_results.append(finalize_file(plan, results, pinned, run_id))
-        summary = summarize(run_id, pinned, plans, file_results, chunk_results, time.perf_counter() - began)
+            file_results.append(finalize_file(plan, results, pinned, run_id, effective))
+        seconds = time.perf_counter() - began
+        summary = summarize(run_id, pinned, plans, file_results, chunk_results, seconds, effective, precision)
         ledger.finish_run(run_id, summary.to_dict())
     return summary

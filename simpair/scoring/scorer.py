@@ -4,6 +4,13 @@ The predictor (simpair.models) already sorts by length, runs under `torch.infere
 for bi-encoders, encodes each distinct sentence once. On top of that, identical (a, b) pairs in a
 chunk are scored once: duplicate-question and listing batches repeat pairs often, and a
 cross-encoder's score of a pair does not depend on its neighbours.
+
+Precision: `fp32` (default) gives scores equal to sentence-transformers' to ~1e-7, which issue 5
+asks for. `bf16` is an explicit opt-in for throughput: the torch forward pass under
+`torch.autocast(bfloat16)`, outputs cast back to fp32 before sigmoid / cosine / calibration. It is
+only run where bf16 is native (CUDA with bf16, CPUs with AVX512-BF16 or AMX): emulated bf16 is
+slower than fp32 and would still move the scores, so elsewhere it falls back to fp32 with a warning.
+ONNX Runtime's CPU provider has no fast bf16 path, so bf16 always scores with torch.
 """
 
 from __future__ import annotations
@@ -12,6 +19,7 @@ import importlib.util
 import logging
 import os
 import threading
+import warnings
 from datetime import UTC, datetime
 from functools import lru_cache
 from typing import Any, Protocol
@@ -31,6 +39,7 @@ SCORE_COLUMNS = (
     "model_name",
     "model_version",
     "model_run_id",
+    "precision",
     "run_id",
     "scored_at",
 )
@@ -43,6 +52,7 @@ SCORE_SCHEMA = pa.schema(
         pa.field("model_name", pa.string()),
         pa.field("model_version", pa.string()),
         pa.field("model_run_id", pa.string()),
+        pa.field("precision", pa.string()),
         pa.field("run_id", pa.string()),
         pa.field("scored_at", pa.timestamp("us", tz="UTC")),
     ]
@@ -74,28 +84,92 @@ _LOAD_LOCK = threading.Lock()
 # ("Already borrowed"), so forward passes take turns; reading and writing chunks still overlap.
 _PREDICT_LOCK = threading.Lock()
 BACKENDS = ("auto", "torch", "onnx")
+PRECISIONS = ("fp32", "bf16")
 
 
-def load_pinned(local_dir: str, threads: int, backend: str = "torch") -> PairPredictor:
+def check_precision(precision: str, backend: str) -> None:
+    """Reject unknown names and `onnx` + `bf16` (ORT's CPU provider has no fast bf16 kernels)."""
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
+    if precision == "bf16" and backend == "onnx":
+        raise ValueError(
+            "precision bf16 runs the torch forward pass under bf16 autocast; ONNX Runtime's CPU "
+            "provider has no fast bf16 path. Use --backend torch or auto with --precision bf16, "
+            "or --backend onnx with --precision fp32."
+        )
+
+
+def runnable_precision(precision: str, device: Any) -> str:
+    """The precision a process on `device` actually scores in: bf16 only where it is native."""
+    from simpair.models import device as devices  # torch only when a run starts (fast CLI --help)
+
+    if precision == "bf16" and not devices.native_bf16(device):
+        return "fp32"
+    return precision
+
+
+def resolve_precision(precision: str, backend: str, device: Any | None = None) -> str:
+    """Decide a run's precision once, before its first chunk, and warn if bf16 must fall back.
+
+    Called by the process that starts the run; the result is passed to every chunk (and worker),
+    so all chunks of a run use the same precision. `device` defaults to the one `load_predictor`
+    would pick here (CUDA if available, else CPU).
+    """
+    from simpair.models.device import pick_device
+
+    check_precision(precision, backend)
+    device = pick_device("auto") if device is None else device
+    effective = runnable_precision(precision, device)
+    if effective != precision:
+        _warn_fallback(device)
+    return effective
+
+
+def _warn_fallback(device: Any) -> None:
+    message = (
+        f"precision bf16 asked, but {device} has no native bf16 (it needs CUDA with bf16, or a CPU "
+        "with AVX512-BF16 or AMX); scoring in fp32 instead, since emulated bf16 is slower than fp32"
+    )
+    warnings.warn(message, RuntimeWarning, stacklevel=3)
+    log.warning(message)
+
+
+def load_pinned(
+    local_dir: str, threads: int, backend: str = "torch", precision: str = "fp32"
+) -> PairPredictor:
     """Load a pinned model once per process (each Dask worker process keeps its own copy).
 
     The lock stops several chunk threads of one process from all loading the same model at once.
-    `backend="onnx"` runs the forward pass in ONNX Runtime (see `onnx_backend`).
+    `backend="onnx"` runs the forward pass in ONNX Runtime (see `onnx_backend`). `precision="bf16"`
+    runs the torch forward pass under bf16 autocast (members of a stacked model too) where bf16 is
+    native, and falls back to fp32 with a warning elsewhere; `backend="auto"` then means torch.
     """
-    if backend not in BACKENDS:
-        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+    from simpair.models.device import pick_device
+
+    check_precision(precision, backend)
+    effective = runnable_precision(precision, pick_device("auto"))
     with _LOAD_LOCK:
-        return _load(local_dir, threads, backend)
+        # keyed by the precision run *and* the one asked for: a fallback warns once per process
+        return _load(local_dir, threads, backend, effective, precision)
 
 
-@lru_cache(maxsize=2)
-def _load(local_dir: str, threads: int, backend: str) -> PairPredictor:
+@lru_cache(maxsize=4)
+def _load(local_dir: str, threads: int, backend: str, precision: str, requested: str) -> PairPredictor:
     import torch
 
     from simpair.models import load_predictor
 
     torch.set_num_threads(threads)
-    predictor = load_predictor(local_dir)
+    # Always explicit: load_predictor's own default ("auto") would pick bf16 on CUDA.
+    predictor = load_predictor(local_dir, precision=precision)
+    if precision != requested:
+        _warn_fallback(predictor.device)
+    if precision == "bf16":  # a torch autocast path: ONNX Runtime has no fast bf16 on CPU
+        from simpair.scoring.bf16_backend import use_bf16
+
+        return use_bf16(predictor)
     if backend == "auto":
         if predictor.device.type != "cpu" or importlib.util.find_spec("onnxruntime") is None:
             return predictor
@@ -103,7 +177,7 @@ def _load(local_dir: str, threads: int, backend: str) -> PairPredictor:
             return _with_onnx(predictor, threads)
         except Exception as exc:  # an architecture the exporter cannot handle: torch scores it the same
             log.warning("ONNX Runtime unavailable for %s (%s); scoring with torch", local_dir, exc)
-            return load_predictor(local_dir)
+            return load_predictor(local_dir, precision="fp32")
     if backend == "onnx":
         return _with_onnx(predictor, threads)
     return predictor
@@ -167,8 +241,14 @@ def score_columns(
     text_b: list[str],
     cut: np.ndarray,
     batch_size: int,
+    *,
+    precision: str,
 ) -> pa.Table:
-    """The columns scoring adds to a chunk's kept rows (schema `SCORE_SCHEMA`)."""
+    """The columns scoring adds to a chunk's kept rows (schema `SCORE_SCHEMA`).
+
+    `precision` is the one the predictor runs in (`fp32` or `bf16`), written on every row next to
+    the model version so a reader of a scored file knows how its scores were computed.
+    """
     n = len(text_a)
     if n:
         with _PREDICT_LOCK:  # one forward pass at a time per process (see _PREDICT_LOCK)
@@ -193,6 +273,7 @@ def score_columns(
         pa.array([model.name] * n, pa.string()),
         pa.array([model.version] * n, pa.string()),
         pa.array([model.run_id] * n, pa.string()),
+        pa.array([precision] * n, pa.string()),
         pa.array([run_id] * n, pa.string()),
         pa.array([scored_at] * n, pa.timestamp("us", tz="UTC")),
     ]

@@ -1,0 +1,321 @@
+"""Opt-in bf16 bulk scoring (`--precision bf16`): close to fp32, recorded everywhere, never mixed.
+
+Real saved tiny BERT models, real ledgers and Parquet outputs, the real CLI in a subprocess. The only
+stand-in is `native_bf16` forced to False in the fallback tests, to reach the branch a machine
+without AVX512-BF16/AMX/CUDA takes; what is tested there is the scorer's reaction to it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+import test_scoring_support as support
+from test_scoring_support import assert_exactly_once, make_pairs, read_outputs, write_batch
+
+from simpair.ensemble.stacked import StackSpec
+from simpair.models import device as devices
+from simpair.models import load_predictor, save_tiny_model
+from simpair.models.metadata import ModelMetadata
+from simpair.scoring import score_inbox
+from simpair.scoring.bf16_backend import Bf16Predictor
+from simpair.scoring.ledger import Ledger
+from simpair.scoring.run import summary_markdown
+from simpair.scoring.scorer import load_pinned
+
+tiny_cross = support.tiny_cross
+tiny_bi = support.tiny_bi
+
+NATIVE = devices.native_bf16(devices.pick_device("auto"))
+BF16_RUNS_AS = "bf16" if NATIVE else "fp32"  # what a bf16 request scores in on this machine
+SIMPAIR = str(Path(sys.executable).with_name("simpair"))
+CLOSE = 5e-2  # tiny random BERT: bf16 moves its scores by ~1e-5..1e-4; a broken path moves them by more
+
+
+def _texts(n: int, seed: int) -> tuple[list[str], list[str]]:
+    table = make_pairs(n, seed=seed)
+    return table.column("text_a").to_pylist(), table.column("text_b").to_pylist()
+
+
+@pytest.fixture(scope="module")
+def tiny_stack(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A `kind: stacked` directory written by hand (fitting one needs a training home): two tiny
+    paraphrase members, a cross- and a bi-encoder, combined by a fixed logistic model."""
+    root = tmp_path_factory.mktemp("stack") / "tiny-stack"
+    members = ["members/0-cross", "members/1-bi"]
+    save_tiny_model(root / members[0], task="paraphrase", kind="cross", seed=3)
+    save_tiny_model(root / members[1], task="paraphrase", kind="bi", seed=4)
+    StackSpec(
+        combiner="logistic",
+        members=members,
+        features=["member:0", "member:1"],
+        mean=[0.0, 0.0],
+        scale=[1.0, 1.0],
+        coef=[1.5, 2.0],
+        intercept=-1.0,
+        regularisation=1.0,
+    ).write(root)
+    meta = ModelMetadata(
+        kind="stacked", task="paraphrase", objective="stack", backbone="stack", threshold=0.5
+    )  # type: ignore[arg-type]
+    meta.write(root)
+    return root
+
+
+def _torch_members(predictor: object) -> list[object]:
+    return list(getattr(predictor, "members", [predictor]))
+
+
+@pytest.mark.parametrize("which", ["tiny_cross", "tiny_bi", "tiny_stack"])
+def test_bf16_scores_stay_close_to_fp32_and_use_the_torch_path(
+    which: str, request: pytest.FixtureRequest
+) -> None:
+    """`auto` + bf16 must score with torch (ORT has no fast bf16 on CPU), members of a stack too."""
+    model = request.getfixturevalue(which)
+    a, b = _texts(400, seed=11)
+    fp32 = load_pinned(str(model), 1, "torch", "fp32").predict(a, b)
+    bf16_predictor = load_pinned(str(model), 1, "auto", "bf16")
+    if NATIVE:  # torch under bf16 autocast, never ONNX Runtime (no fast bf16 on CPU); stack members too
+        assert all(isinstance(m, Bf16Predictor) for m in _torch_members(bf16_predictor))
+    bf16 = bf16_predictor.predict(a, b)
+    assert set(bf16) == set(fp32)
+    assert bf16["score"].dtype == np.float32
+    assert np.all((bf16["score"] >= 0) & (bf16["score"] <= 1))
+    assert np.abs(bf16["score"] - fp32["score"]).max() < CLOSE
+
+
+@pytest.mark.skipif(not NATIVE, reason="no native bf16 on this machine: a bf16 request runs fp32 here")
+@pytest.mark.parametrize("which", ["tiny_cross", "tiny_bi", "tiny_stack"])
+def test_native_bf16_really_changes_the_arithmetic(which: str, request: pytest.FixtureRequest) -> None:
+    """Guards against a bf16 flag that silently runs fp32 (autocast not entered, members skipped)."""
+    model = request.getfixturevalue(which)
+    a, b = _texts(400, seed=11)
+    fp32 = load_pinned(str(model), 1, "torch", "fp32")
+    bf16 = load_pinned(str(model), 1, "torch", "bf16")
+    for fp32_member, bf16_member in zip(_torch_members(fp32), _torch_members(bf16), strict=True):
+        assert not np.array_equal(bf16_member.predict_raw(a, b), fp32_member.predict_raw(a, b))
+
+
+@pytest.mark.skipif(not NATIVE, reason="Bf16Predictor refuses to run without native bf16")
+@pytest.mark.parametrize("which", ["tiny_cross", "tiny_bi"])
+def test_bf16_backend_is_exactly_the_predictors_bf16_autocast(
+    which: str, request: pytest.FixtureRequest
+) -> None:
+    """Weights cast to bf16 once and one autocast context per call are speed only: with the same
+    batches (no token budget) the scores are bit-identical to `Predictor(precision="bf16")`."""
+    model = request.getfixturevalue(which)
+    a, b = _texts(300, seed=20)
+    reference = load_predictor(model, precision="bf16").predict_raw(a, b, batch_size=32)
+    fast = Bf16Predictor(load_predictor(model, precision="bf16"), max_batch_tokens=None)
+    np.testing.assert_array_equal(fast.predict_raw(a, b, batch_size=32), reference)
+
+
+def test_without_native_bf16_it_warns_and_scores_exactly_fp32(
+    tmp_path: Path, tiny_cross: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(devices, "native_bf16", lambda device: False)
+    table = make_pairs(600, seed=12)
+    write_batch(table, tmp_path / "inbox" / "night.parquet")
+    fp32 = score_inbox(
+        str(tmp_path / "inbox"), tmp_path / "out-fp32", str(tiny_cross), tmp_path / "home",
+        threads=1, backend="torch", chunk_rows=256,
+    )  # fmt: skip
+    with pytest.warns(RuntimeWarning, match="no native bf16.*scoring in fp32"):
+        asked = score_inbox(
+            str(tmp_path / "inbox"), tmp_path / "out-bf16", str(tiny_cross), tmp_path / "home",
+            threads=1, backend="torch", precision="bf16", chunk_rows=256,
+        )  # fmt: skip
+    assert (asked.precision, asked.precision_requested) == ("fp32", "bf16")
+    assert (fp32.precision, fp32.precision_requested) == ("fp32", "fp32")
+    assert "fell back" in summary_markdown(asked)
+    want, got = read_outputs(tmp_path / "out-fp32"), read_outputs(tmp_path / "out-bf16")
+    np.testing.assert_array_equal(got.column("score").to_numpy(), want.column("score").to_numpy())
+    assert set(got.column("precision").to_pylist()) == {"fp32"}
+
+    # load_pinned on its own (benchmarks, notebooks) falls back the same way
+    with pytest.warns(RuntimeWarning, match="no native bf16"):
+        predictor = load_pinned(str(tiny_cross), 1, "torch", "bf16")
+    a, b = _texts(200, seed=13)
+    reference = load_pinned(str(tiny_cross), 1, "torch", "fp32").predict(a, b)["score"]
+    np.testing.assert_array_equal(predictor.predict(a, b)["score"], reference)
+    with (
+        pytest.raises(RuntimeError, match="emulated bf16"),
+        pytest.warns(UserWarning, match="no native bf16"),
+    ):
+        Bf16Predictor(load_predictor(tiny_cross, precision="fp32"))  # the backend itself refuses too
+
+
+def test_onnx_with_bf16_is_refused_before_anything_is_claimed(tmp_path: Path, tiny_cross: Path) -> None:
+    write_batch(make_pairs(50, seed=14), tmp_path / "inbox" / "night.parquet")
+    with pytest.raises(ValueError, match="ONNX Runtime.*--backend torch or auto"):
+        score_inbox(str(tmp_path / "inbox"), tmp_path / "out", str(tiny_cross), threads=1, backend="onnx",
+                    precision="bf16")  # fmt: skip
+    assert not (tmp_path / "out").exists()  # no lock, no ledger, no claim
+    with pytest.raises(ValueError, match="precision must be one of"):
+        load_pinned(str(tiny_cross), 1, "torch", "fp16")
+    with pytest.raises(ValueError, match="ONNX Runtime"):
+        load_pinned(str(tiny_cross), 1, "onnx", "bf16")
+
+
+def test_precision_is_recorded_on_rows_in_the_ledger_and_in_the_summary(
+    tmp_path: Path, tiny_bi: Path
+) -> None:
+    table = make_pairs(700, seed=15)
+    write_batch(table, tmp_path / "inbox" / "night.parquet")
+    summary = score_inbox(
+        str(tmp_path / "inbox"), tmp_path / "out", str(tiny_bi), tmp_path / "home",
+        threads=1, precision="bf16", chunk_rows=300,
+    )  # fmt: skip
+    output = read_outputs(tmp_path / "out")
+    assert_exactly_once(table, output)
+    assert output.column_names.index("precision") == output.column_names.index("model_run_id") + 1
+    assert set(output.column("precision").to_pylist()) == {BF16_RUNS_AS}
+    assert summary.precision == BF16_RUNS_AS and summary.to_dict()["precision_requested"] == "bf16"
+    assert f"Precision: **{BF16_RUNS_AS}**" in summary_markdown(summary)
+    [record] = Ledger(tmp_path / "out").files()
+    chunks = Ledger(tmp_path / "out").chunks(record.sha256)
+    assert len(chunks) == 3 and {c.precision for c in chunks.values()} == {BF16_RUNS_AS}
+    with sqlite3.connect(tmp_path / "out" / "_ledger" / "ledger.sqlite") as conn:
+        [(stored,)] = conn.execute("SELECT summary_json FROM runs").fetchall()
+    assert json.loads(stored)["precision"] == BF16_RUNS_AS
+
+    # One predict call over all 700 rows vs three 300-row chunks: in bf16 the batches (and their
+    # padding widths) differ, which moves scores in the last bf16 bits (~1e-6 here), unlike fp32.
+    expected = load_pinned(str(tiny_bi), 1, "auto", "bf16").predict(
+        table.column("text_a").to_pylist(), table.column("text_b").to_pylist()
+    )
+    np.testing.assert_allclose(output.column("score").to_numpy(), expected["score"], atol=1e-4)
+
+
+def test_resuming_a_batch_in_another_precision_rescores_its_chunks(tmp_path: Path, tiny_cross: Path) -> None:
+    """A crashed fp32 run resumed with --precision bf16 must not leave fp32 chunks in a bf16 file."""
+    table = make_pairs(900, seed=16)
+    write_batch(table, tmp_path / "inbox" / "night.parquet")
+
+    class Crash(Exception):
+        pass
+
+    def crash_after_first(result: object) -> None:
+        raise Crash
+
+    with pytest.raises(Crash):
+        score_inbox(str(tmp_path / "inbox"), tmp_path / "out", str(tiny_cross), threads=1, backend="torch",
+                    chunk_rows=300, on_chunk_done=crash_after_first)  # fmt: skip
+    scored: list[int] = []
+    summary = score_inbox(
+        str(tmp_path / "inbox"), tmp_path / "out", str(tiny_cross), threads=1, precision="bf16",
+        chunk_rows=300, on_chunk_done=lambda r: scored.append(r.idx),
+    )  # fmt: skip
+    assert scored == ([0, 1, 2] if NATIVE else [1, 2])  # fp32 chunk 0 is redone only if bf16 really runs
+    output = read_outputs(tmp_path / "out")
+    assert_exactly_once(table, output)
+    assert set(output.column("precision").to_pylist()) == {summary.precision} == {BF16_RUNS_AS}
+
+
+def test_a_ledger_from_before_precision_is_upgraded_and_its_chunks_redone(
+    tmp_path: Path, tiny_cross: Path
+) -> None:
+    """A batch half-scored by a version that did not track precision: its ledger has no precision
+    column and its staged part no `precision` column, so that chunk must be scored again."""
+    table = make_pairs(600, seed=19)
+    write_batch(table, tmp_path / "inbox" / "night.parquet")
+    out = tmp_path / "out"
+
+    def crash(result: object) -> None:
+        raise KeyboardInterrupt  # what a killed run leaves: chunk 0 recorded, nothing finalized
+
+    with pytest.raises(KeyboardInterrupt):
+        score_inbox(str(tmp_path / "inbox"), out, str(tiny_cross), threads=1, backend="torch",
+                    chunk_rows=300, on_chunk_done=crash)  # fmt: skip
+    [part] = (out / "_staging").glob("*/chunk-000000.parquet")
+    pq.write_table(pq.read_table(part).drop_columns(["precision"]), part)  # the old output layout
+    with sqlite3.connect(out / "_ledger" / "ledger.sqlite") as conn:  # the old ledger layout
+        conn.execute("ALTER TABLE chunks DROP COLUMN precision")
+    [record] = Ledger(out).chunks(part.parent.name).values()
+    assert (record.idx, record.precision) == (0, None)
+
+    scored: list[int] = []
+    score_inbox(str(tmp_path / "inbox"), out, str(tiny_cross), threads=1, backend="torch", chunk_rows=300,
+                on_chunk_done=lambda r: scored.append(r.idx))  # fmt: skip
+    assert scored == [0, 1]
+    output = read_outputs(out)
+    assert_exactly_once(table, output)
+    assert set(output.column("precision").to_pylist()) == {"fp32"}
+
+
+def test_cli_precision_flag_end_to_end(tmp_path: Path, tiny_cross: Path) -> None:
+    table = make_pairs(300, seed=17)
+    write_batch(table, tmp_path / "inbox" / "night.parquet")
+    env = dict(os.environ, HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1", TOKENIZERS_PARALLELISM="false",
+               COLUMNS="250")  # fmt: skip
+    base = [SIMPAIR, "score", "--inbox", str(tmp_path / "inbox"), "--model", str(tiny_cross),
+            "--home", str(tmp_path / "home"), "--no-prefect", "--threads", "1"]  # fmt: skip
+
+    refuse = [*base, "--out", str(tmp_path / "x"), "--backend", "onnx", "--precision", "bf16"]
+    refused = subprocess.run(refuse, capture_output=True, text=True, env=env)
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    message = " ".join(refused.stderr.replace("│", " ").split())  # rich draws the error in a box
+    assert "ONNX Runtime's CPU provider has no fast bf16 path" in message, message
+    assert not (tmp_path / "x").exists()
+
+    summary_path = tmp_path / "summary.json"
+    command = [*base, "--out", str(tmp_path / "out"), "--precision", "bf16", "--json", str(summary_path)]
+    done = subprocess.run(command, capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"in {BF16_RUNS_AS}" in done.stdout
+    summary = json.loads(summary_path.read_text())
+    assert (summary["precision"], summary["precision_requested"], summary["rows_scored"]) == (
+        BF16_RUNS_AS,
+        "bf16",
+        300,
+    )
+    [output] = sorted((tmp_path / "out").glob("date=*/*.parquet"))
+    assert set(pq.read_table(output, columns=["precision"]).column("precision").to_pylist()) == {BF16_RUNS_AS}
+
+
+@pytest.mark.slow
+@pytest.mark.integration
+def test_flow_on_a_local_dask_cluster_hands_precision_to_its_workers(
+    prefect_api: None, tmp_path: Path, tiny_cross: Path
+) -> None:
+    """The flow process resolves the precision; the worker process receives it as a task argument."""
+    from flows.nightly_score import run as run_flow
+
+    table = make_pairs(700, seed=18)
+    write_batch(table, tmp_path / "inbox" / "night.parquet")
+    dask = run_flow(str(tmp_path / "inbox"), tmp_path / "out-dask", str(tiny_cross), tmp_path / "home",
+                    chunk_rows=300, threads=1, precision="bf16", local_cluster=1)  # fmt: skip
+    local = score_inbox(str(tmp_path / "inbox"), tmp_path / "out-local", str(tiny_cross), tmp_path / "home",
+                        chunk_rows=300, threads=1, precision="bf16")  # fmt: skip
+    assert dask.precision == local.precision == BF16_RUNS_AS and dask.run_id.startswith("prefect-")
+    got, want = read_outputs(tmp_path / "out-dask"), read_outputs(tmp_path / "out-local")
+    assert set(got.column("precision").to_pylist()) == {BF16_RUNS_AS}
+    np.testing.assert_allclose(got.column("score").to_numpy(), want.column("score").to_numpy(), atol=1e-6)
+
+
+@pytest.mark.parametrize("budget", [1, 40, 512])
+def test_token_budget_batches_cap_tokens_and_restore_input_order(budget: int) -> None:
+    """The batching the bf16 path (and ONNX) runs on: every output back at its input's position,
+    no batch over the budget unless a single pair is longer. The forward pass here reports each
+    row's unpadded length, so a misplaced output shows as a wrong length."""
+    from simpair.scoring.budget import run_budget_batches
+
+    rng = np.random.default_rng(budget)
+    ids = [list(range(1, int(n) + 1)) for n in rng.integers(1, 90, size=257)]
+    widths: list[tuple[int, int]] = []
+
+    def forward(batch: dict) -> np.ndarray:
+        widths.append(tuple(batch["input_ids"].shape))
+        return batch["attention_mask"].sum(dim=1).numpy().astype(np.float32)
+
+    got = run_budget_batches({"input_ids": ids}, 64, budget, 0, forward)
+    np.testing.assert_array_equal(got, [len(x) for x in ids])
+    assert sum(rows for rows, _ in widths) == len(ids)
+    assert all(rows <= 64 and (rows == 1 or rows * width <= budget) for rows, width in widths)
