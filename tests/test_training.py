@@ -189,6 +189,34 @@ def test_intermediate_training_inherits_lineage(home: Path) -> None:
     assert any(line.startswith("msrp\ttrain\t") for line in lines)
 
 
+def test_a_cross_encoder_can_start_from_a_trained_bi_encoder(home: Path) -> None:
+    """The bi-encoder's fine-tuned encoder carries over under a fresh head; a stack cannot be a parent."""
+    from safetensors.torch import load_file
+
+    write_toy_home(home)
+    sts = dict(task="sts", train=[{"dataset": "stsb", "split": "train"}], dev={"split": "dev"}, epochs=1)
+    bi = train(config(kind="bi", objective="cosent", **sts), home)
+    # One optimiser step at a negligible rate: the cross-encoder's encoder is still the bi-encoder's.
+    cross = train(config(backbone=str(bi.model_dir), max_steps=1, learning_rate=1e-12, **sts), home)
+    meta = load_predictor(cross.model_dir).meta
+    assert meta.kind == "cross" and meta.init_from == str(bi.model_dir)
+    assert meta.train_datasets == ["stsb/train"]
+    bi_weights = load_file(str(bi.model_dir / "model.safetensors"))
+    cross_weights = load_file(str(cross.model_dir / "model.safetensors"))
+    key = "embeddings.word_embeddings.weight"
+    cross_key = next(k for k in cross_weights if k.endswith(key))
+    assert torch.allclose(bi_weights[key], cross_weights[cross_key], atol=1e-6)
+    fresh = train(config(max_steps=1, learning_rate=1e-12, **sts), home)
+    fresh_weights = load_file(str(fresh.model_dir / "model.safetensors"))
+    assert not torch.allclose(bi_weights[key], fresh_weights[cross_key], atol=1e-6)
+
+    (bi.model_dir.parent / "stacked").mkdir()
+    stacked_meta = json.loads((bi.model_dir / "simpair.json").read_text()) | {"kind": "stacked"}
+    (bi.model_dir.parent / "stacked" / "simpair.json").write_text(json.dumps(stacked_meta))
+    with pytest.raises(ValueError, match="stacked ensemble"):
+        train(config(backbone=str(bi.model_dir.parent / "stacked"), **sts), home)
+
+
 def test_batches_are_length_grouped_seeded_and_cover_everything() -> None:
     lengths = np.random.default_rng(0).integers(5, 100, size=1000)
     batches = length_grouped_batches(lengths, 16, seed=3)

@@ -94,10 +94,10 @@ def resolve_backbone(config: TrainConfig, home: Path) -> tuple[str, ModelMetadat
     meta_path = Path(name) / METADATA_FILE
     if meta_path.is_file():
         parent = ModelMetadata.read(Path(name))
-        if parent.kind != config.kind:
-            raise ValueError(
-                f"backbone {name} is a {parent.kind}-encoder but the config trains {config.kind}"
-            )
+        if parent.kind == "stacked":
+            raise ValueError(f"backbone {name} is a stacked ensemble; train from one of its members")
+        # A bi-encoder's weights are a plain encoder, so a cross-encoder can start from one (a new
+        # head on top) and the other way round: the STS knowledge of the parent carries over.
         return name, parent
     return name, None
 
