@@ -123,13 +123,22 @@ def test_leakage_finds_msrp_test_pairs_in_stsb_train(ingested: tuple[Path, Inges
         "train_pair_id",
     ]
     msrp_test = leakage.filter(
-        (pl.col("dataset") == "msrp") & (pl.col("split") == "test") & (pl.col("train_dataset") == "stsb")
+        (pl.col("dataset") == "msrp")
+        & (pl.col("split") == "test")
+        & (pl.col("train_dataset") == "stsb")
+        & (pl.col("train_split") == "train")
     )
     assert msrp_test["pair_id"].n_unique() == 498
     counts = {(c.dataset, c.split, c.train_dataset, c.train_split): c.pairs for c in report.leakage.counts}
     assert counts[("stsb", "test", "msrp", "train")] == 127
     assert counts[("stsb", "dev", "msrp", "train")] == 121
     assert ("msrp", "test", "msrp", "train") not in counts  # PROVENANCE: no MSRP train/test overlap
+    # dev splits count as training data too (a refit on train + dev must not see test pairs)
+    assert counts[("stsb", "test", "stsb", "dev")] == 3
+    assert counts[("msrp", "test", "stsb", "dev")] == 129
+    assert not leakage.filter(
+        (pl.col("dataset") == pl.col("train_dataset")) & (pl.col("split") == pl.col("train_split"))
+    ).height, "a split is never reported as its own training data"
     # no training split is ever reported as the evaluation side
     assert set(leakage["split"].unique()) <= {"dev", "test"}
 

@@ -79,6 +79,9 @@ def test_gate_lifecycle_zero_shot_bar_promotion_margin_corrupt_champion_and_roll
     assert metric(first.challenger, "f1") == 0.0 and metric(first.zero_shot, "f1") > 0.5
     excluded = len(leaked_ids(store, MSRP_TEST)["msrp/test"])  # MSRP test pairs found in STS-B train
     assert excluded > 0 and first.excluded == {"msrp/test": excluded}
+    # a model refit on STS-B dev also excludes the MSRP test pairs that sit there
+    plain, with_dev = (leaked_ids(store, MSRP_TEST, t)["msrp/test"] for t in ((), ["stsb/dev"]))
+    assert plain < with_dev
     assert (
         first.challenger["msrp/test/evaluated"] == first.zero_shot["msrp/test/evaluated"] == 1725 - excluded
     )

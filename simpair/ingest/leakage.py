@@ -1,4 +1,8 @@
-"""Leakage: evaluation pairs (dev/test role) that also occur in any training split.
+"""Leakage: evaluation pairs (dev/test role) that also occur in a split a model may train on.
+
+Models may train on dev splits too (a final refit on all labelled data once the recipe is fixed), so
+train- and dev-role splits are both checked as training data: a test pair that sits in STS-B dev is
+reported, and dropped from training when a config trains on that dev split.
 
 Identity is `simpair.pairs.pair_key` on cleaned texts, so a pair with its sentences swapped, or
 differing only in whitespace or mojibake, still counts. The report is recomputed only when the set
@@ -21,7 +25,7 @@ from simpair.pairs import pair_key
 
 _INPUTS_KEY = b"simpair.leakage_inputs"
 # Bumped when the leakage rows computed from the same datasets change, so an old report is not reused.
-LEAKAGE_CODE_VERSION = "2"
+LEAKAGE_CODE_VERSION = "3"
 
 
 def _keyed(catalog: Catalog, dataset: str, split: str) -> pl.DataFrame:
@@ -38,7 +42,10 @@ def compute_leakage(catalog: Catalog) -> pl.DataFrame:
             keyed = _keyed(catalog, dataset, split).with_columns(
                 pl.lit(dataset).alias("dataset"), pl.lit(split).alias("split")
             )
-            (train if role == "train" else evals).append(keyed)
+            if role in ("train", "dev"):
+                train.append(keyed)
+            if role != "train":
+                evals.append(keyed)
     empty = pl.DataFrame(schema=dict.fromkeys(LEAKAGE_COLUMNS, pl.Utf8))
     if not train or not evals:
         return empty
@@ -46,6 +53,10 @@ def compute_leakage(catalog: Catalog) -> pl.DataFrame:
         {"dataset": "train_dataset", "split": "train_split", "pair_id": "train_pair_id"}
     )
     joined = pl.concat(evals).join(train_all, on="pair_key", how="inner")
+    # a split is not its own training data
+    joined = joined.filter(
+        (pl.col("dataset") != pl.col("train_dataset")) | (pl.col("split") != pl.col("train_split"))
+    )
     return joined.select(LEAKAGE_COLUMNS).sort(
         ["dataset", "split", "train_dataset", "train_split", "pair_id"]
     )

@@ -34,16 +34,25 @@ class Evaluation:
     artifacts: list[Path] = field(default_factory=list)
 
 
-def leaked_ids(home: Path, eval_sets: Sequence[tuple[str, str]]) -> dict[str, set[str]]:
-    """Evaluation pair ids that also occur in *any* training split (ingest's leakage report).
+def leaked_ids(
+    home: Path, eval_sets: Sequence[tuple[str, str]], trained_splits: Sequence[str] = ()
+) -> dict[str, set[str]]:
+    """Evaluation pair ids that also occur in *any* train-role split (ingest's leakage report), or in
+    one of `trained_splits` ("dataset/split", e.g. a dev split a refit model trained on).
 
     The gate excludes the union for every model it compares, so challenger, champion and zero-shot
     are scored on exactly the same pairs even when they were trained on different splits.
     """
-    leakage = Catalog(home).leakage()
+    catalog = Catalog(home)
+    leakage = catalog.leakage()
+    train_role = {
+        f"{d}/{s}" for d in catalog.datasets() for s, role in catalog.splits(d).items() if role == "train"
+    }
+    counted = train_role | set(trained_splits)
     out: dict[str, set[str]] = {}
     for dataset, split in eval_sets:
         rows = leakage.filter((pl.col("dataset") == dataset) & (pl.col("split") == split))
+        rows = rows.filter((pl.col("train_dataset") + "/" + pl.col("train_split")).is_in(list(counted)))
         out[f"{dataset}/{split}"] = set(rows["pair_id"].to_list())
     return out
 
@@ -155,7 +164,7 @@ def run_gate(
     challenger = registry.resolve_model(
         f"{name}/{version}", home, fresh=True
     )  # a corrupt challenger fails loudly
-    excluded = leaked_ids(home, eval_sets)
+    excluded = leaked_ids(home, eval_sets, ModelMetadata.read(challenger.local_dir).train_datasets)
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     out = home / "gate" / name / f"v{version}-{stamp}"
     chal_eval = evaluate(challenger.local_dir, home, eval_sets, excluded, out / "challenger")
