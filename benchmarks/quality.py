@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 import time
 from pathlib import Path
 from typing import Annotated, Any
@@ -46,6 +47,17 @@ def _save(results: dict[str, Any]) -> None:
 
 def _overrides(values: list[str] | None) -> dict[str, Any]:
     return {k: yaml.safe_load(v) for k, _, v in (s.partition("=") for s in values or [])}
+
+
+def _cpu_model() -> str:
+    """The CPU model name: runs on different hosts are only comparable knowing which."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
 
 
 def _record(
@@ -81,6 +93,9 @@ def _record(
         "command": command,
         "cpu_threads": config.num_threads,
         "loadavg_at_end": os.getloadavg()[0],
+        # what ran, not what was asked: `precision: bf16` falls back to fp32 without native bf16
+        "autocast": metrics.get("autocast"),
+        "cpu": _cpu_model(),
     }
     results = _load()
     results["runs"][name] = row
@@ -495,9 +510,9 @@ def table() -> None:
                 else f"{dev.get('spearman', 0):.3f}"
             )
             test_v = f"{m['accuracy']:.3f} / {m['f1']:.3f}" if "accuracy" in m else f"{m['spearman']:.3f}"
-            precision = str(row["config"].get("precision", "auto")).replace(
-                "auto", "fp32"
-            )  # auto: fp32 on CPU
+            asked = str(row["config"].get("precision", "auto")).replace("auto", "fp32")  # auto: fp32 on CPU
+            ran = row.get("autocast")
+            precision = f"{ran} ({asked} asked)" if ran and ran != asked else asked
             speed = f"{row['train_samples_per_s']:.1f}" if row["train_samples_per_s"] else "-"
             lines.append(
                 f"| {name} ({row['kind']}) | {row['objective']} | {', '.join(row['train'])}"
