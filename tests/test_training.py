@@ -217,6 +217,14 @@ def test_a_cross_encoder_can_start_from_a_trained_bi_encoder(home: Path) -> None
         train(config(backbone=str(bi.model_dir.parent / "stacked"), **sts), home)
 
 
+def test_runs_of_one_name_never_share_a_model_directory(tmp_path: Path) -> None:
+    """Seeds trained side by side can finish in the same second: each still gets its own directory."""
+    from simpair.models.io import new_model_dir
+
+    dirs = [new_model_dir(tmp_path / "models", "stsb-bi") for _ in range(3)]
+    assert len(set(dirs)) == 3 and all(d.is_dir() and d.name.startswith("stsb-bi-") for d in dirs)
+
+
 def test_batches_are_length_grouped_seeded_and_cover_everything() -> None:
     lengths = np.random.default_rng(0).integers(5, 100, size=1000)
     batches = length_grouped_batches(lengths, 16, seed=3)

@@ -182,10 +182,9 @@ def register(app: typer.Typer) -> None:
 
         The result is a model directory like any other: evaluate, predict, register and score it.
         """
-        from datetime import UTC, datetime
-
         from simpair import settings
         from simpair.ensemble import StackConfig, fit_stack, train_stack
+        from simpair.models.io import new_model_dir
 
         if (config is None) == (not member):
             raise typer.BadParameter("give either --config or --member (two or more)", param_hint="--config")
@@ -201,11 +200,10 @@ def register(app: typer.Typer) -> None:
                 splits = splits or [(r.dataset, r.split) for r in stack.evaluate_on]
             else:
                 members = [_resolve_model(m, home_path) for m in member or []]
-                stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
                 target = fit_stack(
                     members,
                     home_path,
-                    out or home_path / "models" / f"stack-{stamp}",
+                    out or new_model_dir(home_path / "models", "stack"),
                     lexical,
                     zero_shot=zero_shot,
                 )
@@ -234,16 +232,14 @@ def register(app: typer.Typer) -> None:
         ] = None,
     ) -> None:
         """Average the weights of fine-tunes (e.g. two seeds) into one model: a greedy soup chosen on dev."""
-        from datetime import UTC, datetime
-
         from simpair import settings
         from simpair.ensemble import fit_soup
+        from simpair.models.io import new_model_dir
 
         home_path = settings.home_dir(home)
         members = [_resolve_model(m, home_path) for m in member]
-        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
         try:
-            target = fit_soup(members, home_path, out or home_path / "models" / f"soup-{stamp}")
+            target = fit_soup(members, home_path, out or new_model_dir(home_path / "models", "soup"))
         except ValueError as exc:
             raise typer.BadParameter(str(exc), param_hint="--member") from exc
         console = Console()

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from simpair.ensemble.config import StackConfig
 from simpair.ensemble.fit import fit_stack
 from simpair.ensemble.soup import fit_soup
+from simpair.models.io import new_model_dir
 from simpair.training import train
 
 
@@ -45,8 +45,7 @@ def train_members(config: StackConfig, home: Path, overrides: dict[str, Any] | N
 
 def combine_members(config: StackConfig, member_dirs: list[Path], home: Path) -> Path:
     """The stack or soup of trained members, as `<home>/models/<name>-<UTC time>`."""
-    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    out = Path(home) / "models" / f"{config.name}-{stamp}"
+    out = new_model_dir(Path(home) / "models", config.name)
     if config.combine == "soup":
         return fit_soup(member_dirs, home, out)
     return fit_stack(

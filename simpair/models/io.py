@@ -91,6 +91,26 @@ def save_model(
     return directory
 
 
+def new_model_dir(models_root: Path, name: str) -> Path:
+    """Reserve `<models_root>/<name>-<UTC second>` (then `-2`, `-3`, ...) by creating it empty.
+
+    Seeds of one config train in parallel (soups, nightly tasks) and can finish in the same second;
+    without the reservation the later save would replace the earlier model. `mkdir` is atomic, so
+    two processes never get the same directory; the saved model then replaces the empty one.
+    """
+    models_root = Path(models_root)
+    models_root.mkdir(parents=True, exist_ok=True)
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    for n in range(1, 10_000):
+        candidate = models_root / (f"{name}-{stamp}" if n == 1 else f"{name}-{stamp}-{n}")
+        try:
+            candidate.mkdir()
+        except FileExistsError:
+            continue
+        return candidate
+    raise RuntimeError(f"no free model directory for {name} under {models_root}")
+
+
 def load_model(directory: Path) -> tuple[EncoderModel, PreTrainedTokenizerBase, ModelMetadata]:
     """Model (eval mode, CPU), tokenizer and metadata of a saved directory."""
     directory = Path(directory)

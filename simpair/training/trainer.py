@@ -15,7 +15,6 @@ import math
 import random
 import time
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +30,7 @@ from simpair.losses import build_objective
 from simpair.models.bi_encoder import BiEncoder
 from simpair.models.cross_encoder import CrossEncoder
 from simpair.models.device import autocast, autocast_dtype, pick_device
-from simpair.models.io import build_model, quiet_transformers, save_model
+from simpair.models.io import build_model, new_model_dir, quiet_transformers, save_model
 from simpair.models.metadata import METADATA_FILE, ModelMetadata
 from simpair.models.tiny import build_tiny, default_backbone
 from simpair.models.tokenizer import load_tokenizer, tokenizer_fingerprint
@@ -431,8 +430,7 @@ def _finish(
             score = calibrate.apply(calibration, raw)
         dev = graded_metrics(score, dev_pairs.targets)
 
-    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    out_dir = Path(config.output_dir) if config.output_dir else home / "models" / f"{config.name}-{stamp}"
+    out_dir = Path(config.output_dir) if config.output_dir else new_model_dir(home / "models", config.name)
     train_lines = [
         f"{d}\t{s}\t{p}" for d, s, p in zip(trained.dataset, trained.split, trained.pair_ids, strict=True)
     ]
