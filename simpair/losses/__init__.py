@@ -6,10 +6,12 @@
 | softmax | bi | 0/1 label | softmax.py |
 | cosine_mse | bi | 0-1 score or 0/1 | cosine_similarity.py |
 | cosent | bi | 0-1 score or 0/1 | cosent.py |
+| angle | bi | 0-1 score or 0/1 | angle.py |
 | mnrl | bi | positives only (label 1 / score >= threshold) | multiple_negatives_ranking.py |
 | online_contrastive | bi | 0/1 label | online_contrastive.py |
 """
 
+from simpair.losses.angle import AnglELoss
 from simpair.losses.binary_cross_entropy import BinaryCrossEntropyLoss
 from simpair.losses.cosent import CoSENTLoss
 from simpair.losses.cosine_similarity import CosineSimilarityLoss
@@ -26,6 +28,7 @@ from simpair.losses.softmax import SoftmaxLoss
 
 __all__ = [
     "OBJECTIVES",
+    "AnglELoss",
     "BinaryCrossEntropyLoss",
     "CoSENTLoss",
     "CosineSimilarityLoss",

@@ -34,10 +34,17 @@ class CoSENTLoss(nn.Module):
 
     def forward(self, outputs: tuple[torch.Tensor, torch.Tensor], targets: torch.Tensor) -> torch.Tensor:
         u, v = outputs
-        cos = F.cosine_similarity(u.float(), v.float(), dim=-1) * self.scale
-        diff = cos[None, :] - cos[:, None]  # diff[i, j] = cos_j - cos_i
-        ordered = targets[:, None] > targets[None, :]  # gold s_i > s_j
-        diff = diff.masked_fill(~ordered, float("-inf"))
-        # A leading 0 is the "1 +" inside the log; logsumexp keeps it stable.
-        flat = torch.cat([torch.zeros(1, device=cos.device), diff.flatten()])
-        return torch.logsumexp(flat, dim=0)
+        return ranking_loss(F.cosine_similarity(u.float(), v.float(), dim=-1) * self.scale, targets)
+
+
+def ranking_loss(similarity: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """log(1 + sum_{s_i > s_j} exp(sim_j - sim_i)) for already scaled similarities (B,).
+
+    Shared by CoSENT (cosine) and AnglE (angle difference): only the similarity differs.
+    """
+    diff = similarity[None, :] - similarity[:, None]  # diff[i, j] = sim_j - sim_i
+    ordered = targets[:, None] > targets[None, :]  # gold s_i > s_j
+    diff = diff.masked_fill(~ordered, float("-inf"))
+    # A leading 0 is the "1 +" inside the log; logsumexp keeps it stable.
+    flat = torch.cat([torch.zeros(1, device=similarity.device), diff.flatten()])
+    return torch.logsumexp(flat, dim=0)
