@@ -345,7 +345,8 @@ def soup(name: str, member: MEMBERS, home: HOME) -> None:
     out = fit_soup(member, home, home / "models" / f"bench-{name}")
     meta = json.loads((out / "simpair.json").read_text())
     kept = json.loads((out / "metrics.json").read_text())["soup"]["kept"]
-    objective = f"{meta['objective']}, soup of {len(kept)}"
+    tried = f" (of {len(member)} tried)" if len(kept) < len(member) else ""
+    objective = f"{meta['objective']}, soup of {len(kept)}{tried}"
     flags = " ".join("--member MODEL_DIR" for _ in member)
     command = f"benchmarks/quality.py soup {name} {flags} --home HOME"
     _record_combined(name, out, member, home, meta["kind"], objective, time.perf_counter() - started, command)
