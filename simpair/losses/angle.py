@@ -24,16 +24,15 @@ from simpair.losses.registry import register_objective
 
 
 def angle_similarity(u: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-    """|sum of Re and Im of (u / v)| with each vector normalised: the AnglE pairwise similarity (B,)."""
+    """|Re + Im summed over u * conj(v)| / (|u| |v|), halves of each vector as real and imaginary parts.
+
+    The same value as sentence-transformers' `pairwise_angle_sim` (divide u by v in complex space, then
+    normalise by |u| / |v|), written without the intermediate division.
+    """
     a, b = torch.chunk(u, 2, dim=-1)
     c, d = torch.chunk(v, 2, dim=-1)
-    z = (c**2 + d**2).sum(dim=-1, keepdim=True)
-    re = (a * c + b * d) / z
-    im = (b * c - a * d) / z
-    norm_u = (a**2 + b**2).sum(dim=-1, keepdim=True).sqrt()
-    norm_v = z.sqrt()
-    re, im = re / (norm_u / norm_v), im / (norm_u / norm_v)
-    return torch.cat([re, im], dim=-1).sum(dim=-1).abs()
+    real_plus_imag = (a * c + b * d + b * c - a * d).sum(dim=-1)
+    return (real_plus_imag / (u.norm(dim=-1) * v.norm(dim=-1))).abs()
 
 
 @register_objective("angle")
