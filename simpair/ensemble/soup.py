@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from simpair.ensemble.fit import shared_dev_frame
+from simpair.ensemble.postprocess import refit_postprocess, train_sentences
 from simpair.evaluation.binary_classification import best_threshold, binary_metrics
 from simpair.evaluation.graded_similarity import graded_metrics
 from simpair.models import ModelMetadata, load_predictor, save_model
@@ -45,8 +46,30 @@ def _dev_fit(
     return meta, graded_metrics(calibrate.apply(meta.calibration, raw), gold)
 
 
-def fit_soup(member_dirs: Sequence[str | Path], home: str | Path, out_dir: str | Path) -> Path:
-    """Greedy soup of same-architecture fine-tunes, written as an ordinary model directory."""
+def _postprocess_setting(member_dirs: Sequence[Path], metas: Sequence[ModelMetadata]) -> int | None:
+    """The ingredients' common `remove_directions`, None if none post-processes its embeddings."""
+    settings = [(m.embedding_postprocess or {}).get("remove_directions") for m in metas]
+    for d, setting in zip(member_dirs, settings, strict=True):
+        if setting != settings[0]:
+            raise ValueError(
+                f"{d}: embedding post-processing {setting!r} but {member_dirs[0]} has {settings[0]!r}; "
+                "pass remove_directions to soup them with one setting"
+            )
+    return settings[0]
+
+
+def fit_soup(
+    member_dirs: Sequence[str | Path],
+    home: str | Path,
+    out_dir: str | Path,
+    remove_directions: int | None = None,
+) -> Path:
+    """Greedy soup of same-architecture fine-tunes, written as an ordinary model directory.
+
+    Bi-encoders whose embeddings are post-processed (or any, when `remove_directions` is given) are
+    scored with a transform fitted to each candidate's own weights, so the greedy choice sees what the
+    saved soup will compute.
+    """
     member_dirs = [Path(d) for d in member_dirs]
     if len(member_dirs) < 2:
         raise ValueError("a soup needs at least two fine-tuned models")
@@ -64,7 +87,25 @@ def fit_soup(member_dirs: Sequence[str | Path], home: str | Path, out_dir: str |
     gold = (dev["score"] if first.task == "sts" else dev["label"]).to_numpy()
     key = "spearman" if first.task == "sts" else "accuracy"
 
+    if remove_directions is None:
+        remove_directions = _postprocess_setting(member_dirs, metas)
+    elif first.kind != "bi":
+        raise ValueError("remove_directions post-processes bi-encoder embeddings; these are cross-encoders")
     predictors = [load_predictor(d, device="cpu") for d in member_dirs]
+    post_info: dict[str, Any] | None = None
+    sentences: list[str] = []
+    fitted_on: list[str] = []
+
+    def refit(predictor: Any) -> None:
+        nonlocal post_info
+        if remove_directions is not None:
+            post_info = refit_postprocess(predictor, sentences, remove_directions, fitted_on)
+
+    if remove_directions is not None:
+        sentences, fitted_on = train_sentences(member_dirs, Path(home))
+        for p, meta in zip(predictors, metas, strict=True):
+            if (meta.embedding_postprocess or {}).get("remove_directions") != remove_directions:
+                refit(p)
     singles = [_dev_fit(p, a, b, gold)[1][key] for p in predictors]
     order = sorted(range(len(predictors)), key=lambda i: -singles[i])
     # copies: the first ingredient's model object is overwritten by every candidate soup below
@@ -73,11 +114,14 @@ def fit_soup(member_dirs: Sequence[str | Path], home: str | Path, out_dir: str |
     kept, best = [order[0]], singles[order[0]]
     for i, state in zip(order[1:], states[1:], strict=True):
         soup.model.load_state_dict(average_states([states[order.index(j)] for j in kept] + [state]))
+        refit(soup)
         score = _dev_fit(soup, a, b, gold)[1][key]
         if score >= best:
             kept, best = [*kept, i], score
     soup.model.load_state_dict(average_states([states[order.index(j)] for j in kept]))
+    refit(soup)
     meta, dev_metrics = _dev_fit(soup, a, b, gold)
+    meta.embedding_postprocess = post_info
     meta.created_at = None
     meta.init_from = None
     meta.soup_of = [member_dirs[i].name for i in kept]

@@ -15,6 +15,8 @@ import torch
 from torch import nn
 from transformers import AutoModel, PreTrainedModel
 
+from simpair.models.postprocess import EmbeddingPostprocess
+
 
 def mean_pool(token_embeddings: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
     """Average of the token vectors where the mask is 1 (padding never counts)."""
@@ -29,14 +31,17 @@ class BiEncoder(nn.Module):
 
     kind = "bi"
 
-    def __init__(self, model: PreTrainedModel) -> None:
+    def __init__(self, model: PreTrainedModel, post: EmbeddingPostprocess | None = None) -> None:
         super().__init__()
         self.model = model
+        # Fitted after training (simpair.models.postprocess); None while training and for plain backbones.
+        self.post = post
 
     @classmethod
     def from_pretrained(cls, name_or_path: str | Path) -> BiEncoder:
-        """Load any local directory or hub id (never remote code)."""
-        return cls(AutoModel.from_pretrained(str(name_or_path), trust_remote_code=False))
+        """Any local directory or hub id (never remote code), with its saved embedding post-processing."""
+        model = AutoModel.from_pretrained(str(name_or_path), trust_remote_code=False)
+        return cls(model, EmbeddingPostprocess.load(name_or_path))
 
     @property
     def encoder(self) -> nn.Module:
@@ -56,8 +61,11 @@ class BiEncoder(nn.Module):
         if token_type_ids is not None:
             kwargs["token_type_ids"] = token_type_ids
         hidden = self.model(**kwargs).last_hidden_state
-        return mean_pool(hidden, attention_mask).float()
+        pooled = mean_pool(hidden, attention_mask).float()
+        return pooled if self.post is None else self.post(pooled)
 
     def save(self, directory: Path) -> None:
-        """safetensors weights + config.json (transformers' format; never pickle)."""
+        """safetensors weights + config.json (transformers' format; never pickle) + post-processing."""
         self.model.save_pretrained(str(directory), safe_serialization=True)
+        if self.post is not None:
+            self.post.save(directory)

@@ -50,6 +50,8 @@ class ModelMetadata(BaseModel):
     # to exclude leaked pairs exactly. One tab-separated line per pair.
     train_pairs_file: str | None = None
     init_from: str | None = None
+    # Bi-encoders: how embeddings are post-processed before the cosine (embedding_postprocess.safetensors)
+    embedding_postprocess: dict[str, Any] | None = None
     tokenizer_fingerprint: str | None = None
     created_at: str | None = None
 

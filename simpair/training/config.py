@@ -61,6 +61,17 @@ class IntermediateConfig(BaseModel):
     objective: str | None = None  # default: the main stage's objective
 
 
+class PostprocessConfig(BaseModel):
+    """Bi-encoders: centre the embeddings and remove their top principal directions after training.
+
+    Fitted on the model's own training sentences (no labels); see simpair.models.postprocess for why.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    remove_directions: int = Field(1, ge=0, le=64)  # 0: centring only
+
+
 class TrainConfig(BaseModel):
     """Everything a training run needs; see docs/training.md for each field's meaning and defaults."""
 
@@ -93,6 +104,7 @@ class TrainConfig(BaseModel):
     selection_metric: str | None = None  # paraphrase: accuracy; sts: spearman
     threshold_metric: Literal["accuracy", "f1"] = "accuracy"
     average_last_checkpoints: int = Field(1, ge=1)  # >1: average the weights of the last k epochs
+    postprocess: PostprocessConfig | None = None  # bi-encoders: centre embeddings, remove top directions
     seed: int = 42
     max_steps: int | None = None  # stop after this many optimiser steps (smoke runs)
     max_train_samples: int | None = None  # use only the first N train pairs after shuffling (smoke)
@@ -112,6 +124,8 @@ class TrainConfig(BaseModel):
             )
         if not self.train:
             raise ValueError("train: at least one split is needed")
+        if self.postprocess is not None and self.kind != "bi":
+            raise ValueError("postprocess is for bi-encoder embeddings; this config trains a cross-encoder")
         return self
 
     @property

@@ -32,6 +32,7 @@ from simpair.models.cross_encoder import CrossEncoder
 from simpair.models.device import autocast, autocast_dtype, pick_device
 from simpair.models.io import build_model, new_model_dir, quiet_transformers, save_model
 from simpair.models.metadata import METADATA_FILE, ModelMetadata
+from simpair.models.postprocess import EmbeddingPostprocess
 from simpair.models.tiny import build_tiny, default_backbone
 from simpair.models.tokenizer import load_tokenizer, tokenizer_fingerprint
 from simpair.training import calibration as calibrate
@@ -39,7 +40,7 @@ from simpair.training.averaging import average_states
 from simpair.training.config import TrainConfig
 from simpair.training.data import PairTokens, collate, length_grouped_batches, load_train_data
 from simpair.training.ddp import barrier, broadcast_object, init_distributed, shard_batches
-from simpair.training.inference import raw_outputs
+from simpair.training.inference import raw_outputs, sentence_embeddings
 
 log = logging.getLogger(__name__)
 
@@ -210,6 +211,8 @@ def _train(config: TrainConfig, home: Path) -> TrainResult:
             model = build_model(config.kind, backbone)
             backbone_label = parent.backbone if parent else backbone
     pad_id = tokenizer.pad_token_id or 0
+    if isinstance(model, BiEncoder):  # a bi-encoder backbone's transform belongs to its old weights
+        model.post = None
 
     # Rank 0 tokenizes first (file lock also protects), then the others read the cache.
     if not dist_info.is_main:
@@ -392,6 +395,26 @@ def _train(config: TrainConfig, home: Path) -> TrainResult:
     return TrainResult(Path(model_dir), metrics, history, final_sha1)
 
 
+def fit_postprocess(
+    model: BiEncoder,
+    trained: PairTokens,
+    remove_directions: int,
+    pad_id: int,
+    device: torch.device,
+    dtype: torch.dtype | None,
+) -> dict[str, Any]:
+    """Fit and attach the embedding transform on the distinct sentences the model was trained on."""
+    distinct = {tuple(ids): None for col in ("ids_a", "ids_b") for ids in trained.cols[col]}
+    model.post = None
+    embeddings = sentence_embeddings(model, [list(ids) for ids in distinct], pad_id, device, dtype)
+    model.post = EmbeddingPostprocess.fit(embeddings, remove_directions).to(device)
+    return {
+        "remove_directions": remove_directions,
+        "fitted_on": sorted({f"{d}/{s}" for d, s in zip(trained.dataset, trained.split, strict=True)}),
+        "sentences": len(distinct),
+    }
+
+
 def _finish(
     config: TrainConfig,
     home: Path,
@@ -410,6 +433,12 @@ def _finish(
     run_info: dict[str, Any],
 ) -> Path:
     """Pick threshold/calibration on dev, write the model directory with metrics and lineage."""
+    postprocess_info = None
+    if config.postprocess is not None and isinstance(model, BiEncoder):
+        before = dev_metrics(raw_outputs(model, dev_pairs, pad_id, device, dtype), dev_pairs, config)
+        directions = config.postprocess.remove_directions
+        postprocess_info = fit_postprocess(model, trained, directions, pad_id, device, dtype)
+        run_info = {**run_info, "dev_before_postprocess": before}
     raw = raw_outputs(model, dev_pairs, pad_id, device, dtype, config.symmetric)
     calibration = None
     threshold = 0.5
@@ -456,6 +485,7 @@ def _finish(
         train_pairs_file="train_pairs.txt",
         tokenizer_fingerprint=tokenizer_fingerprint(tokenizer),
         init_from=parent_dir if parent is not None else None,
+        embedding_postprocess=postprocess_info,
     )
     metrics = {
         "dev": dev,
