@@ -75,7 +75,8 @@ def _record(
         "name": name,
         "model_dir": str(model_dir),
         "kind": config.kind,
-        "objective": config.objective,
+        "objective": config.objective
+        + (f", centred - {config.postprocess.remove_directions} dir." if config.postprocess else ""),
         "task": config.task,
         "train": [
             f"{r.label()} (stage 1)" for r in (config.intermediate.train if config.intermediate else [])
@@ -337,17 +338,25 @@ def stack(name: str, member: MEMBERS, home: HOME, lexical: bool = True, zero_sho
 
 
 @app.command()
-def soup(name: str, member: MEMBERS, home: HOME) -> None:
+def soup(
+    name: str,
+    member: MEMBERS,
+    home: HOME,
+    remove_directions: Annotated[int | None, typer.Option(help="embedding post-processing")] = None,
+) -> None:
     """Greedy weight soup of fine-tunes of one backbone (e.g. two seeds), chosen on dev."""
     from simpair.ensemble import fit_soup
 
     started = time.perf_counter()
-    out = fit_soup(member, home, home / "models" / f"bench-{name}")
+    out = fit_soup(member, home, home / "models" / f"bench-{name}", remove_directions)
     meta = json.loads((out / "simpair.json").read_text())
     kept = json.loads((out / "metrics.json").read_text())["soup"]["kept"]
     tried = f" (of {len(member)} tried)" if len(kept) < len(member) else ""
-    objective = f"{meta['objective']}, soup of {len(kept)}{tried}"
+    post = meta.get("embedding_postprocess")
+    post_note = f", centred - {post['remove_directions']} dir." if post else ""
+    objective = f"{meta['objective']}, soup of {len(kept)}{tried}{post_note}"
     flags = " ".join("--member MODEL_DIR" for _ in member)
+    flags += f" --remove-directions {remove_directions}" if remove_directions is not None else ""
     command = f"benchmarks/quality.py soup {name} {flags} --home HOME"
     _record_combined(name, out, member, home, meta["kind"], objective, time.perf_counter() - started, command)
 

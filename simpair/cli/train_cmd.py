@@ -230,6 +230,14 @@ def register(app: typer.Typer) -> None:
         split: Annotated[
             list[str] | None, typer.Option(help="Evaluate on DATASET/SPLIT afterwards (repeatable).")
         ] = None,
+        remove_directions: Annotated[
+            int | None,
+            typer.Option(
+                min=0,
+                help="Bi-encoders: centre the soup's embeddings and remove this many top directions "
+                "(default: what the ingredients were trained with).",
+            ),
+        ] = None,
     ) -> None:
         """Average the weights of fine-tunes (e.g. two seeds) into one model: a greedy soup chosen on dev."""
         from simpair import settings
@@ -239,7 +247,9 @@ def register(app: typer.Typer) -> None:
         home_path = settings.home_dir(home)
         members = [_resolve_model(m, home_path) for m in member]
         try:
-            target = fit_soup(members, home_path, out or new_model_dir(home_path / "models", "soup"))
+            target = fit_soup(
+                members, home_path, out or new_model_dir(home_path / "models", "soup"), remove_directions
+            )
         except ValueError as exc:
             raise typer.BadParameter(str(exc), param_hint="--member") from exc
         console = Console()
