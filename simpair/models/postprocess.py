@@ -6,8 +6,10 @@ L2-normalised embeddings has norm 0.61-0.71 after fine-tuning, against 0.18 for 
 backbone: all cosines are squeezed into a narrow band and the differences that carry meaning are a
 small part of each vector. Subtracting that mean and projecting out the top principal direction(s),
 "all-but-the-top" (Mu & Viswanath, 2018), or whitening (Su et al., 2021) undoes it. The statistics come
-from the model's own unlabelled training sentences, never from dev or test labels; docs/benchmarks.md
-has the dev measurements behind `remove_directions: 1`.
+from the model's own unlabelled training sentences, never from dev or test labels.
+
+Opt-in (`postprocess:` in a bi-encoder config): on STS-B it helped only the dev genre that training
+never saw and cost accuracy on the trained genres, so test fell (docs/training.md, docs/benchmarks.md).
 
 The transform is linear and fixed after fitting, so it runs inside `BiEncoder.forward`: the torch,
 bf16 and ONNX scoring paths all get it without code of their own. Its tensors are non-persistent
@@ -22,7 +24,6 @@ from pathlib import Path
 import numpy as np
 import torch
 from safetensors.torch import load_file, save_file
-from sklearn.decomposition import PCA
 from torch import nn
 
 POSTPROCESS_FILE = "embedding_postprocess.safetensors"
@@ -56,7 +57,9 @@ class EmbeddingPostprocess(nn.Module):
         mean = x.mean(axis=0)
         if n_directions == 0:
             directions = np.zeros((0, x.shape[1]))
-        else:
+        else:  # imported here: loading a model for scoring (MLflow pyfunc env) needs no scikit-learn
+            from sklearn.decomposition import PCA
+
             directions = PCA(n_components=n_directions, svd_solver="full").fit(x).components_
         return cls(torch.from_numpy(mean), torch.from_numpy(np.ascontiguousarray(directions)))
 
