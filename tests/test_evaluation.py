@@ -145,3 +145,51 @@ def test_cli_train_evaluate_predict(home: Path, tmp_path: Path) -> None:
         app, ["train", "--config", str(repo / "configs" / "smoke-paraphrase.yaml"), "--set", "epochz=1"]
     )
     assert bad.exit_code != 0 and "epochz" in bad.output
+
+
+def test_metrics_per_group_of_pair_ids_match_a_recomputation(home: Path, tmp_path: Path) -> None:
+    """Toy ids run stsb-test-0000 .. -0023: groups "0" (ids 0-9), "1" (10-19), the rest unmatched."""
+    import polars as pl
+    from scipy.stats import spearmanr
+
+    from simpair.catalog import Catalog
+    from simpair.cli import app
+
+    write_toy_home(home)
+    pattern = r"-00([01])\d$"
+    for task, kind, dataset in (("sts", "bi", "stsb"), ("paraphrase", "cross", "msrp")):
+        model_dir = save_tiny_model(tmp_path / f"tiny-{kind}", task=task, kind=kind, seed=3)
+        ev = evaluate_model(
+            model_dir, home, [(dataset, "test")], out_dir=tmp_path / kind, group_pattern=pattern
+        )
+        split = ev.metrics["splits"][f"{dataset}/test"]
+        groups = split["by_group"]
+        assert list(groups) == ["0", "1", "(unmatched)"]
+        assert [g["evaluated"] for g in groups.values()] == [10, 10, 4]
+        assert sum(g["evaluated"] for g in groups.values()) == split["evaluated"]
+
+        preds = pl.read_parquet(ev.predictions_paths[0])
+        gold = Catalog(home).read_split(dataset, "test").select("pair_id", "label", "score")
+        joined = preds.join(gold, on="pair_id")
+        number = joined["pair_id"].str.slice(-4).cast(pl.Int64)
+        for name, lo, hi in (("0", 0, 9), ("1", 10, 19), ("(unmatched)", 20, 23)):
+            part = joined.filter((number >= lo) & (number <= hi))
+            if task == "sts":
+                want = spearmanr(part["score"].to_numpy(), part["score_right"].to_numpy()).statistic
+                assert groups[name]["spearman"] == pytest.approx(want, abs=1e-9)
+            else:
+                want = float((part["label"].to_numpy() == part["label_right"].to_numpy()).mean())
+                assert groups[name]["accuracy"] == pytest.approx(want, abs=1e-9)
+                assert groups[name]["threshold"] == split["threshold"]  # the dev threshold, not re-tuned
+        assert f"### {dataset}/test by group" in ev.report_path.read_text()
+
+    for bad, message in (("-00[01]", "needs a capture group"), ("(", "not a valid regular expression")):
+        with pytest.raises(ValueError, match=message):
+            evaluate_model(model_dir, home, [("msrp", "test")], out_dir=tmp_path / "bad", group_pattern=bad)
+    runner = CliRunner()
+    args = ["evaluate", "--model", str(model_dir), "--home", str(home), "--split", "msrp/test"]
+    res = runner.invoke(app, [*args, "--out", str(tmp_path / "cli"), "--group-pattern", pattern])
+    assert res.exit_code == 0, res.output
+    assert "(unmatched)" in res.output
+    res = runner.invoke(app, [*args, "--out", str(tmp_path / "cli-bad"), "--group-pattern", "("])
+    assert res.exit_code == 2 and "--group-pattern" in res.output  # a usage error naming the option

@@ -137,6 +137,13 @@ def register(app: typer.Typer) -> None:
         out: Annotated[
             Path | None, typer.Option(help="Output folder. Default: <home>/evaluations/<model>-<time>.")
         ] = None,
+        group_pattern: Annotated[
+            str | None,
+            typer.Option(
+                help="Also report metrics per group of pairs: a regular expression over pair ids whose "
+                "first capture group names the group, e.g. '^(.+?)-\\d{4}' for STS-B genres."
+            ),
+        ] = None,
     ) -> None:
         """Metrics, PNG plots and a markdown report for a saved model (threshold as chosen on dev)."""
         from simpair import settings
@@ -145,7 +152,19 @@ def register(app: typer.Typer) -> None:
         home_path = settings.home_dir(home)
         model_dir = _resolve_model(model, home_path)
         splits = [_parse_split(s) for s in split] if split else None
-        ev = evaluate_model(model_dir, home_path, splits, exclude_leaked=exclude_leaked, out_dir=out)
+        try:
+            ev = evaluate_model(
+                model_dir,
+                home_path,
+                splits,
+                exclude_leaked=exclude_leaked,
+                out_dir=out,
+                group_pattern=group_pattern,
+            )
+        except ValueError as exc:
+            if group_pattern is None or "group pattern" not in str(exc):
+                raise
+            raise typer.BadParameter(str(exc), param_hint="--group-pattern") from exc
         _print_eval(Console(), ev)
 
     @app.command("stack")
@@ -298,5 +317,9 @@ def _print_eval(console: Console, ev: Any) -> None:
         table.add_row(
             label, str(m["evaluated"]), str(m["excluded_leaked"]), ", ".join(f"{k} {m[k]:.4f}" for k in keys)
         )
+        for group, g in m.get("by_group", {}).items():
+            shown = [k if k in g else f"graded_{k}" for k in keys]
+            metrics = ", ".join(f"{k.removeprefix('graded_')} {g[k]:.4f}" for k in shown if k in g)
+            table.add_row(f"  {group}", str(g["evaluated"]), "", metrics)
     console.print(table)
     console.print(f"report: {ev.report_path}")

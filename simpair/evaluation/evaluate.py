@@ -21,6 +21,7 @@ import polars as pl
 from simpair.catalog import Catalog, CatalogError
 from simpair.evaluation.binary_classification import binary_metrics
 from simpair.evaluation.graded_similarity import graded_metrics
+from simpair.evaluation.groups import compile_group_pattern, metrics_by_group, pair_groups
 from simpair.evaluation.plots import confusion_matrix_png, histogram_png, scatter_png
 from simpair.models.predictor import load_predictor
 from simpair.tokens import pretokenize, read_tokens
@@ -106,9 +107,15 @@ def evaluate_model(
     exclude_leaked: bool = True,
     out_dir: str | Path | None = None,
     batch_size: int = 64,
+    group_pattern: str | None = None,
 ) -> EvalResult:
-    """Evaluate a saved model on ingested splits; writes metrics.json, report.md, PNGs, predictions."""
+    """Evaluate a saved model on ingested splits; writes metrics.json, report.md, PNGs, predictions.
+
+    `group_pattern` (a regular expression over pair ids, first capture group = group) adds the same
+    metrics per group of each split (`by_group`), e.g. per STS-B genre.
+    """
     model_dir, home = Path(model_dir), Path(home)
+    grouping = compile_group_pattern(group_pattern) if group_pattern is not None else None
     predictor = load_predictor(model_dir)
     meta = predictor.meta
     catalog = Catalog(home)
@@ -189,6 +196,15 @@ def evaluate_model(
                         f"score per gold grade, {label}",
                     )
                 )
+        if grouping is not None:
+            result["by_group"] = _metrics_by_group(
+                pair_groups(frame["pair_id"].to_list(), grouping),
+                score,
+                scored["score"],
+                frame["label"].to_numpy().astype(np.int64) if has_labels else None,
+                frame["score"].to_numpy().astype(np.float64) if has_scores else None,
+                meta.threshold,
+            )
         preds = pl.DataFrame({"pair_id": frame["pair_id"], "raw": raw, **{k: v for k, v in scored.items()}})
         pred_path = out / f"{slug}-predictions.parquet"
         preds.write_parquet(pred_path)
@@ -211,11 +227,34 @@ def evaluate_model(
         "dataset_versions": {d: catalog.current_version(d) for d in sorted({d for d, _ in datasets})},
         "model_dataset_versions": dict(meta.dataset_versions),
         "splits": metrics,
+        "group_pattern": group_pattern,
     }
     (out / "metrics.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
     report = out / "report.md"
     report.write_text(render_report(summary, plots, out))
     return EvalResult(summary, report, plots, excluded_counts, pred_paths)
+
+
+def _metrics_by_group(
+    groups: np.ndarray,
+    probability: np.ndarray,
+    score: np.ndarray,
+    labels: np.ndarray | None,
+    gold_score: np.ndarray | None,
+    threshold: float,
+) -> dict[str, dict[str, Any]]:
+    """The split's metrics restricted to each group (the threshold stays the one chosen on dev)."""
+
+    def metrics(mask: np.ndarray) -> dict[str, Any]:
+        out: dict[str, Any] = {"evaluated": int(mask.sum())}
+        if labels is not None:
+            out.update(binary_metrics(probability[mask], labels[mask], threshold))
+        if gold_score is not None:
+            graded = graded_metrics(score[mask], gold_score[mask])
+            out.update(graded if labels is None else {f"graded_{k}": v for k, v in graded.items()})
+        return out
+
+    return metrics_by_group(groups, metrics)
 
 
 def render_report(summary: dict[str, Any], plots: list[Path], out: Path) -> str:
@@ -245,6 +284,22 @@ def render_report(summary: dict[str, Any], plots: list[Path], out: Path) -> str:
             f"| {fmt(m, 'mse', 'graded_mse')} | {fmt(m, 'mae', 'graded_mae')} |"
         )
     lines.append("")
+    for label, m in summary["splits"].items():
+        if "by_group" not in m:
+            continue
+        lines += [
+            f"### {label} by group (pair ids matched by `{summary['group_pattern']}`)",
+            "",
+            "| group | evaluated | accuracy | F1 | ROC-AUC | Spearman | Pearson | MAE |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
+        for group, g in m["by_group"].items():
+            lines.append(
+                f"| {group} | {g['evaluated']} | {fmt(g, 'accuracy')} | {fmt(g, 'f1')} | {fmt(g, 'roc_auc')} "
+                f"| {fmt(g, 'spearman', 'graded_spearman')} | {fmt(g, 'pearson', 'graded_pearson')} "
+                f"| {fmt(g, 'mae', 'graded_mae')} |"
+            )
+        lines.append("")
     for plot in plots:
         lines += [f"![{plot.stem}]({plot.relative_to(out)})", ""]
     return "\n".join(lines)
