@@ -21,6 +21,7 @@ import json
 import os
 import platform
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -490,6 +491,64 @@ def wise(
     _record(name, target, home, f"benchmarks/quality.py wise {name} MODEL_DIR --home HOME", None)
 
 
+STSB_GENRES = r"^(.+?)-\d{4}"
+
+
+@app.command()
+def groups(
+    member: MEMBERS,
+    home: HOME,
+    split: Annotated[str, typer.Option(help="DATASET/SPLIT")] = "stsb/dev",
+    pattern: Annotated[str, typer.Option(help="regex over pair ids; group 1 names the group")] = STSB_GENRES,
+    label: Annotated[list[str] | None, typer.Option(help="row name per --member, in order")] = None,
+) -> None:
+    """Spearman (or accuracy) of each model per group of pairs of one split, e.g. STS-B dev per genre."""
+    from simpair.evaluation import evaluate_model
+
+    dataset, _, split_name = split.partition("/")
+    results = _load()
+    table = results.setdefault("groups", {}).setdefault(split, {"pattern": pattern, "models": {}})
+    table["pattern"] = pattern
+    if label and len(label) != len(member):
+        raise typer.BadParameter(f"{len(label)} labels for {len(member)} members", param_hint="--label")
+    for model_dir, name in zip(member, label or [m.name for m in member], strict=True):
+        out = home / "evaluations" / f"bench-groups-{model_dir.name}"
+        m = evaluate_model(model_dir, home, [(dataset, split_name)], out_dir=out, group_pattern=pattern)
+        m = m.metrics["splits"][split]
+        key = "spearman" if "spearman" in m else "accuracy"
+        table["models"][name] = {
+            "metric": key,
+            "all": m[key],
+            "n": m["evaluated"],
+            "by_group": {g: v[key] for g, v in m["by_group"].items()},
+            "group_n": {g: v["evaluated"] for g, v in m["by_group"].items()},
+            "measured_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        }
+        typer.echo(f"{name}: {key} {m[key]:.4f}")
+    _save(results)
+
+
+def _group_tables(results: dict[str, Any]) -> list[str]:
+    lines: list[str] = []
+    for split, table in sorted(results.get("groups", {}).items()):
+        models = table["models"]
+        names = sorted({g for m in models.values() for g in m["by_group"]})
+        counts = {g: n for m in models.values() for g, n in m["group_n"].items()}
+        metric = next(iter(models.values()))["metric"] if models else "spearman"
+        lines += [
+            f"{split} {metric} per group of pair ids (`{table['pattern']}`; command `benchmarks/quality.py "
+            f"groups --member MODEL_DIR ... --split {split} --home HOME`):",
+            "",
+            "| model | all | " + " | ".join(f"{g} ({counts[g]})" for g in names) + " |",
+            "|---|---|" + "---|" * len(names),
+        ]
+        for model, m in models.items():
+            cells = " | ".join(_fmt(m["by_group"].get(g, "-")) for g in names)
+            lines.append(f"| {model} | {m['all']:.3f} | {cells} |")
+        lines.append("")
+    return lines
+
+
 def _fmt(value: Any) -> str:
     return f"{value:.3f}" if isinstance(value, float) else str(value)
 
@@ -560,6 +619,7 @@ def table() -> None:
                 f"| {', '.join(f'{v:.1f}' for v in t['bf16_samples_per_s'])} | {t['speedup']:.2f}x |"
             )
         lines.append("")
+    lines += _group_tables(results)
     notes = results.get("notes")
     if notes:
         lines += ["Findings:", "", *[f"- {n}" for n in notes], ""]
