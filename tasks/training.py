@@ -82,9 +82,16 @@ def evaluate_task(
     home: Path,
     datasets: list[tuple[str, str]] | None = None,
     exclude_leaked: bool = True,
+    group_pattern: str | None = None,
 ) -> EvalResult:
-    """Evaluate a saved model (threshold from dev; leaked pairs excluded) and publish the report."""
-    result = evaluate_model(model_dir, Path(home), datasets, exclude_leaked=exclude_leaked)
+    """Evaluate a saved model (threshold from dev; leaked pairs excluded) and publish the report.
+
+    With `group_pattern` the report (and so the artifact) also has one table per split by group of
+    pair ids, e.g. per STS-B genre.
+    """
+    result = evaluate_model(
+        model_dir, Path(home), datasets, exclude_leaked=exclude_leaked, group_pattern=group_pattern
+    )
     create_markdown_artifact(
         key=f"evaluate-{Path(model_dir).name}".lower().replace("_", "-").replace(".", "-")[:100],
         markdown=result.report_path.read_text(),

@@ -24,7 +24,7 @@ def test_pretokenize_train_evaluate_tasks_in_a_flow(home: Path, prefect_api: Non
     def tiny_retrain(config: str, home: Path) -> dict:
         tokens = pretokenize_task(config, home)
         trained = train_task(config, home)
-        evaluated = evaluate_task(trained.model_dir, home, [("msrp", "test")])
+        evaluated = evaluate_task(trained.model_dir, home, [("msrp", "test")], group_pattern=r"-00([01])\d$")
         return {"tokens": tokens, "trained": trained, "evaluated": evaluated}
 
     write_toy_home(home)
@@ -33,3 +33,6 @@ def test_pretokenize_train_evaluate_tasks_in_a_flow(home: Path, prefect_api: Non
     assert (out["trained"].model_dir / "simpair.json").exists()
     # Trained on msrp/train only: no msrp/test pair leaks into it, so none is excluded.
     assert out["evaluated"].metrics["splits"]["msrp/test"]["evaluated"] == 24
+    groups = out["evaluated"].metrics["splits"]["msrp/test"]["by_group"]
+    assert [g["evaluated"] for g in groups.values()] == [10, 10, 4]
+    assert "### msrp/test by group" in out["evaluated"].report_path.read_text()  # what the artifact shows
