@@ -46,6 +46,11 @@ def _save(results: dict[str, Any]) -> None:
     RESULTS.write_text(json.dumps(results, indent=2, sort_keys=True) + "\n")
 
 
+def _post_note(remove_directions: int | None) -> str:
+    """How a row's bi-encoder post-processes its embeddings (empty when it does not)."""
+    return f", centred - {remove_directions} dir." if remove_directions is not None else ""
+
+
 def _overrides(values: list[str] | None) -> dict[str, Any]:
     return {k: yaml.safe_load(v) for k, _, v in (s.partition("=") for s in values or [])}
 
@@ -77,7 +82,7 @@ def _record(
         "model_dir": str(model_dir),
         "kind": config.kind,
         "objective": config.objective
-        + (f", centred - {config.postprocess.remove_directions} dir." if config.postprocess else ""),
+        + _post_note(config.postprocess.remove_directions if config.postprocess else None),
         "task": config.task,
         "train": [
             f"{r.label()} (stage 1)" for r in (config.intermediate.train if config.intermediate else [])
@@ -354,8 +359,9 @@ def soup(
     kept = json.loads((out / "metrics.json").read_text())["soup"]["kept"]
     tried = f" (of {len(member)} tried)" if len(kept) < len(member) else ""
     post = meta.get("embedding_postprocess")
-    post_note = f", centred - {post['remove_directions']} dir." if post else ""
-    objective = f"{meta['objective']}, soup of {len(kept)}{tried}{post_note}"
+    objective = (
+        f"{meta['objective']}, soup of {len(kept)}{tried}{_post_note(post and post['remove_directions'])}"
+    )
     flags = " ".join("--member MODEL_DIR" for _ in member)
     flags += f" --remove-directions {remove_directions}" if remove_directions is not None else ""
     command = f"benchmarks/quality.py soup {name} {flags} --home HOME"

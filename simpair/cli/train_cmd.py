@@ -318,8 +318,8 @@ def _print_eval(console: Console, ev: Any) -> None:
             label, str(m["evaluated"]), str(m["excluded_leaked"]), ", ".join(f"{k} {m[k]:.4f}" for k in keys)
         )
         for group, g in m.get("by_group", {}).items():
-            shown = [k if k in g else f"graded_{k}" for k in keys]
-            metrics = ", ".join(f"{k.removeprefix('graded_')} {g[k]:.4f}" for k in shown if k in g)
+            values = {k: g.get(k, g.get(f"graded_{k}")) for k in keys}
+            metrics = ", ".join(f"{k} {v:.4f}" for k, v in values.items() if v is not None)
             table.add_row(f"  {group}", str(g["evaluated"]), "", metrics)
     console.print(table)
     console.print(f"report: {ev.report_path}")

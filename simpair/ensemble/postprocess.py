@@ -52,4 +52,4 @@ def refit_postprocess(
     predictor.model.post = None
     embeddings = predictor.embed(sentences)
     predictor.model.post = EmbeddingPostprocess.fit(embeddings, remove_directions).to(predictor.device)
-    return {"remove_directions": remove_directions, "fitted_on": fitted_on, "sentences": len(sentences)}
+    return predictor.model.post.describe(fitted_on, len(sentences))

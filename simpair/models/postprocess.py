@@ -20,6 +20,7 @@ saved beside the weights as safetensors.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -62,6 +63,10 @@ class EmbeddingPostprocess(nn.Module):
 
             directions = PCA(n_components=n_directions, svd_solver="full").fit(x).components_
         return cls(torch.from_numpy(mean), torch.from_numpy(np.ascontiguousarray(directions)))
+
+    def describe(self, fitted_on: list[str], sentences: int) -> dict[str, Any]:
+        """The model metadata entry (`simpair.json`, `embedding_postprocess`) for this transform."""
+        return {"remove_directions": self.n_directions, "fitted_on": fitted_on, "sentences": sentences}
 
     def forward(self, embeddings: torch.Tensor) -> torch.Tensor:
         with torch.autocast(embeddings.device.type, enabled=False):  # a few FLOPs; keep them fp32

@@ -408,11 +408,8 @@ def fit_postprocess(
     model.post = None
     embeddings = sentence_embeddings(model, [list(ids) for ids in distinct], pad_id, device, dtype)
     model.post = EmbeddingPostprocess.fit(embeddings, remove_directions).to(device)
-    return {
-        "remove_directions": remove_directions,
-        "fitted_on": sorted({f"{d}/{s}" for d, s in zip(trained.dataset, trained.split, strict=True)}),
-        "sentences": len(distinct),
-    }
+    fitted_on = sorted({f"{d}/{s}" for d, s in zip(trained.dataset, trained.split, strict=True)})
+    return model.post.describe(fitted_on, len(distinct))
 
 
 def _finish(
