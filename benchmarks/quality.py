@@ -358,10 +358,8 @@ def soup(
     meta = json.loads((out / "simpair.json").read_text())
     kept = json.loads((out / "metrics.json").read_text())["soup"]["kept"]
     tried = f" (of {len(member)} tried)" if len(kept) < len(member) else ""
-    post = meta.get("embedding_postprocess")
-    objective = (
-        f"{meta['objective']}, soup of {len(kept)}{tried}{_post_note(post and post['remove_directions'])}"
-    )
+    post = _post_note((meta.get("embedding_postprocess") or {}).get("remove_directions"))
+    objective = f"{meta['objective']}, soup of {len(kept)}{tried}{post}"
     flags = " ".join("--member MODEL_DIR" for _ in member)
     flags += f" --remove-directions {remove_directions}" if remove_directions is not None else ""
     command = f"benchmarks/quality.py soup {name} {flags} --home HOME"
