@@ -237,6 +237,47 @@ def test_batches_are_length_grouped_seeded_and_cover_everything() -> None:
     assert grouped_pad < 0.2 * random_pad
 
 
+def test_batches_can_be_kept_to_one_source_each() -> None:
+    rng = np.random.default_rng(1)
+    lengths = rng.integers(5, 100, size=300)
+    sources = ["stsb"] * 170 + ["msrp"] * 130
+    batches = length_grouped_batches(lengths, 16, seed=3, sources=sources)
+    assert sorted(np.concatenate(batches).tolist()) == list(range(300))
+    assert all(len({sources[i] for i in b}) == 1 for b in batches)
+    # interleaved, not one dataset after the other
+    firsts = [sources[b[0]] for b in batches]
+    assert sum(x != y for x, y in zip(firsts, firsts[1:], strict=False)) > 4
+    again = length_grouped_batches(lengths, 16, seed=3, sources=sources)
+    assert [b.tolist() for b in batches] == [b.tolist() for b in again]
+    mixed = length_grouped_batches(lengths, 16, seed=3)
+    assert any(len({sources[i] for i in b}) == 2 for b in mixed)
+
+
+def test_two_datasets_train_one_sts_model_without_their_evaluation_pairs(home: Path) -> None:
+    # stsb/test repeats two msrp/train pairs: multi-task training must drop them from msrp/train.
+    write_toy_home(home, msrp_train_in_stsb_test=2)
+    cfg = config(
+        task="sts",
+        kind="bi",
+        objective="cosent",
+        train=[{"dataset": "stsb", "split": "train"}, {"dataset": "msrp", "split": "train"}],
+        dev={"split": "dev"},
+        evaluate_on=[{"dataset": "stsb", "split": "test"}],
+        epochs=1,
+    )
+    result = train(cfg, home)
+    m = result.metrics
+    assert m["excluded_leaked_train_pairs"] == {"msrp/train": 2}
+    assert m["train_pairs_by_dataset"] == {"msrp": 46, "stsb": 50}
+    assert m["batches_by_dataset"] is True
+    trained = (result.model_dir / "train_pairs.txt").read_text()
+    assert "msrp-train-0000" not in trained and "msrp-train-0002" in trained
+    assert "stsb-train-0000" in trained
+    mixed = train(cfg.with_overrides(batch_per_dataset=False), home)
+    assert mixed.metrics["batches_by_dataset"] is False
+    assert mixed.metrics["dev"]["spearman"] != m["dev"]["spearman"]  # other batches, other weights
+
+
 def test_dev_carve_is_stratified_and_fixed() -> None:
     from simpair.training.data import PairTokens
 

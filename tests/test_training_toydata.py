@@ -131,11 +131,22 @@ def refresh_leakage(home: Path) -> None:
     compute_leakage(Catalog(home)).write_parquet(path)
 
 
-def write_toy_home(home: Path, n_train: int = 48, n_eval: int = 24, msrp_version: str = "v1") -> Path:
-    """msrp (train/test) and stsb (train/dev/test); 2 msrp-test pairs also sit in stsb train."""
+def write_toy_home(
+    home: Path,
+    n_train: int = 48,
+    n_eval: int = 24,
+    msrp_version: str = "v1",
+    msrp_train_in_stsb_test: int = 0,
+) -> Path:
+    """msrp (train/test) and stsb (train/dev/test); 2 msrp-test pairs also sit in stsb train.
+
+    `msrp_train_in_stsb_test`: that many of the first msrp-train pairs also replace stsb-test pairs.
+    """
     msrp_train = make_pairs(n_train, 1, graded=False)
     msrp_test = make_pairs(n_eval, 2, graded=False)
     stsb_train = make_pairs(n_train, 3, graded=True) + [(a, b, 0.9) for a, b, _ in msrp_test[:2]]
+    k = msrp_train_in_stsb_test
+    stsb_test = [(a, b, 0.8) for a, b, _ in msrp_train[:k]] + make_pairs(n_eval, 5, graded=True)[k:]
     write_dataset(
         home, "msrp", msrp_version, {"train": ("train", msrp_train), "test": ("test", msrp_test)}, False
     )
@@ -146,7 +157,7 @@ def write_toy_home(home: Path, n_train: int = 48, n_eval: int = 24, msrp_version
         {
             "train": ("train", stsb_train),
             "dev": ("dev", make_pairs(n_eval, 4, graded=True)),
-            "test": ("test", make_pairs(n_eval, 5, graded=True)),
+            "test": ("test", stsb_test),
         },
         True,
     )

@@ -100,6 +100,8 @@ class TrainConfig(BaseModel):
     freeze_encoder_epochs: int = Field(0, ge=0)
     symmetric: bool = False  # train on (a, b) and (b, a); cross-encoders then average both at prediction
     length_grouping: bool = True
+    # several train datasets: each batch from one dataset only (in-batch losses compare labels on one scale)
+    batch_per_dataset: bool = True
     early_stopping_patience: int | None = 2
     selection_metric: str | None = None  # paraphrase: accuracy; sts: spearman
     threshold_metric: Literal["accuracy", "f1"] = "accuracy"

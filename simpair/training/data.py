@@ -205,13 +205,32 @@ def load_train_data(config: TrainConfig, home: Path, tokenizer: PreTrainedTokeni
 
 
 def length_grouped_batches(
-    lengths: np.ndarray, batch_size: int, seed: int, group: bool = True, mega: int = 50
+    lengths: np.ndarray,
+    batch_size: int,
+    seed: int,
+    group: bool = True,
+    mega: int = 50,
+    sources: list[str] | None = None,
 ) -> list[np.ndarray]:
     """Shuffled batches of indices; with `group`, each batch holds similar lengths.
 
     Indices are shuffled, cut into mega-batches of `mega * batch_size`, each sorted by length and cut
     into batches, then the batch order is shuffled: batches stay random across epochs but pad little.
+
+    With `sources` (one name per pair, e.g. its dataset), every batch holds pairs of one source only,
+    and the sources' batches are interleaved at random. In-batch objectives (CoSENT ranks every pair of
+    the batch against every other) then never compare a 0/1 paraphrase label of one dataset with a
+    graded score of another, whose scales mean different things.
     """
+    if sources is not None and len(set(sources)) > 1:
+        names = np.asarray(sources)
+        batches = []
+        for k, name in enumerate(sorted(set(sources))):
+            members = np.flatnonzero(names == name)
+            sub = length_grouped_batches(lengths[members], batch_size, seed + 7919 * (k + 1), group, mega)
+            batches.extend(members[b] for b in sub)
+        order = np.random.default_rng(seed).permutation(len(batches))
+        return [batches[i] for i in order]
     rng = np.random.default_rng(seed)
     perm = rng.permutation(len(lengths))
     if not group:

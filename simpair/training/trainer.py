@@ -14,6 +14,7 @@ import logging
 import math
 import random
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -231,13 +232,18 @@ def _train(config: TrainConfig, home: Path) -> TrainResult:
     if config.symmetric:
         train_pairs = PairTokens.concat([train_pairs, train_pairs.swapped()])
 
+    sources = train_pairs.dataset if config.batch_per_dataset else None
+
     hidden = int(model.model.config.hidden_size)
     objective = build_objective(config.objective, hidden_size=hidden, **config.objective_params)
     module = TrainModule(model, objective).to(device)
     module.train()
 
     steps_per_epoch = len(
-        shard_batches(length_grouped_batches(train_pairs.lengths, config.batch_size, config.seed), dist_info)
+        shard_batches(
+            length_grouped_batches(train_pairs.lengths, config.batch_size, config.seed, sources=sources),
+            dist_info,
+        )
     )
     total_steps = steps_per_epoch * config.epochs
     if config.max_steps is not None:
@@ -274,7 +280,11 @@ def _train(config: TrainConfig, home: Path) -> TrainResult:
             runner = wrap(frozen)
         batches = shard_batches(
             length_grouped_batches(
-                train_pairs.lengths, config.batch_size, config.seed + epoch, config.length_grouping
+                train_pairs.lengths,
+                config.batch_size,
+                config.seed + epoch,
+                config.length_grouping,
+                sources=sources,
             ),
             dist_info,
         )
@@ -489,6 +499,8 @@ def _finish(
         "dev_source": data.dev_source,
         "selection_metric": config.metric_for_selection,
         "train_pairs": len(trained),
+        "train_pairs_by_dataset": dict(sorted(Counter(trained.dataset).items())),
+        "batches_by_dataset": config.batch_per_dataset and len(set(trained.dataset)) > 1,
         "dev_pairs": len(dev_pairs),
         "excluded_leaked_train_pairs": data.excluded_leaked,
         **run_info,
