@@ -578,11 +578,12 @@ def table() -> None:
             metric = "accuracy / F1" if "accuracy" in m else "Spearman"
             dev = row["dev"]
             dev_v = (
-                f"{dev['accuracy']:.3f} / {dev['f1']:.3f}"
+                f"{dev['accuracy']:.4f} / {dev['f1']:.4f}"
                 if "accuracy" in dev
-                else f"{dev.get('spearman', 0):.3f}"
+                else f"{dev.get('spearman', 0):.4f}"
             )
-            test_v = f"{m['accuracy']:.3f} / {m['f1']:.3f}" if "accuracy" in m else f"{m['spearman']:.3f}"
+            # 4 decimals: targets sit at the third (0.865, 0.87), so 0.8698 must not print as 0.870
+            test_v = f"{m['accuracy']:.4f} / {m['f1']:.4f}" if "accuracy" in m else f"{m['spearman']:.4f}"
             asked = str(row["config"].get("precision", "auto")).replace("auto", "fp32")  # auto: fp32 on CPU
             ran = row.get("autocast")
             precision = f"{ran} ({asked} asked)" if ran and ran != asked else asked
