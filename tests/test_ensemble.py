@@ -144,7 +144,9 @@ def test_paraphrase_stack_has_a_dev_threshold_and_serves_as_pyfunc_and_in_bulk_s
     scored = read_outputs(tmp_path / "out")
     a, b = table.column("text_a").to_pylist(), table.column("text_b").to_pylist()
     expected = predictor.predict(a, b)
-    np.testing.assert_allclose(scored.column("probability").to_numpy(), expected["probability"], atol=1e-6)
+    # Chunks of 128 pad differently from one call over all 300 pairs; on AVX-512 hosts the members'
+    # float32 sums then differ by ~1e-6 after the logistic combiner (seen: 1.03e-6 on one pair).
+    np.testing.assert_allclose(scored.column("probability").to_numpy(), expected["probability"], atol=1e-5)
 
     # The ONNX backend (the default on CPU) runs inside each member; their raw outputs match torch's.
     onnx_stack = load_pinned(str(out), 1, "onnx")

@@ -58,6 +58,11 @@ def _postprocess_setting(member_dirs: Sequence[Path], metas: Sequence[ModelMetad
     return settings[0]
 
 
+def _architecture(meta: ModelMetadata) -> tuple[Any, ...]:
+    """What must match for weights to be averaged: same model, same inputs, same head."""
+    return (meta.kind, meta.task, meta.backbone, meta.tokenizer_fingerprint, meta.symmetric, meta.cross_head)
+
+
 def fit_soup(
     member_dirs: Sequence[str | Path],
     home: str | Path,
@@ -76,11 +81,11 @@ def fit_soup(
     metas = [ModelMetadata.read(d) for d in member_dirs]
     first = metas[0]
     for d, meta in zip(member_dirs[1:], metas[1:], strict=True):
-        same = (meta.kind, meta.task, meta.backbone, meta.tokenizer_fingerprint, meta.symmetric)
-        if same != (first.kind, first.task, first.backbone, first.tokenizer_fingerprint, first.symmetric):
+        if _architecture(meta) != _architecture(first):
             raise ValueError(
-                f"{d}: a {meta.kind}-encoder for {meta.task} from {meta.backbone}; soup ingredients must "
-                f"all be {first.kind}-encoders for {first.task} fine-tuned from {first.backbone}"
+                f"{d}: a {meta.kind}-encoder ({meta.cross_head} head) for {meta.task} from {meta.backbone}; "
+                f"soup ingredients must all be {first.kind}-encoders ({first.cross_head} head) for "
+                f"{first.task} fine-tuned from {first.backbone}"
             )
     dev_source, dev = shared_dev_frame(member_dirs, Path(home))
     a, b = dev["text_a"].to_list(), dev["text_b"].to_list()

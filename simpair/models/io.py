@@ -21,7 +21,7 @@ from transformers import PreTrainedTokenizerBase
 from transformers.utils import logging as hf_logging
 
 from simpair.models.bi_encoder import BiEncoder
-from simpair.models.cross_encoder import CrossEncoder
+from simpair.models.cross_encoder import CrossEncoder, CrossHead
 from simpair.models.metadata import ModelMetadata
 from simpair.models.tokenizer import load_tokenizer, tokenizer_fingerprint
 
@@ -40,11 +40,11 @@ def quiet_transformers() -> Iterator[None]:
             hf_logging.enable_progress_bar()
 
 
-def build_model(kind: str, name_or_path: str | Path) -> EncoderModel:
-    """A cross- or bi-encoder from a local directory or hub id."""
+def build_model(kind: str, name_or_path: str | Path, cross_head: CrossHead = "cls") -> EncoderModel:
+    """A cross- or bi-encoder from a local directory or hub id (`cross_head`: cross-encoders' head)."""
     with quiet_transformers():
         if kind == "cross":
-            return CrossEncoder.from_pretrained(name_or_path)
+            return CrossEncoder.from_pretrained(name_or_path, head=cross_head)
         if kind == "bi":
             return BiEncoder.from_pretrained(name_or_path)
     raise ValueError(f"kind must be 'cross' or 'bi', got {kind!r}")
@@ -115,6 +115,6 @@ def load_model(directory: Path) -> tuple[EncoderModel, PreTrainedTokenizerBase, 
     """Model (eval mode, CPU), tokenizer and metadata of a saved directory."""
     directory = Path(directory)
     metadata = ModelMetadata.read(directory)
-    model = build_model(metadata.kind, directory)
+    model = build_model(metadata.kind, directory, metadata.cross_head)
     model.eval()
     return model, load_tokenizer(directory), metadata

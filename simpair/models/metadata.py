@@ -42,6 +42,8 @@ class ModelMetadata(BaseModel):
     max_length: int = 128
     backbone: str
     symmetric: bool = False
+    # Cross-encoders: "cls" (pooler + linear on [CLS]) or "segment_cosine" (simpair.models.cross_encoder)
+    cross_head: Literal["cls", "segment_cosine"] = "cls"
     calibration: Calibration | None = None
     dataset_versions: dict[str, str] = Field(default_factory=dict)
     train_datasets: list[str] = Field(default_factory=list)

@@ -13,7 +13,7 @@ import torch
 from transformers import AutoModel, AutoModelForSequenceClassification, BertConfig
 
 from simpair.models.bi_encoder import BiEncoder
-from simpair.models.cross_encoder import CrossEncoder
+from simpair.models.cross_encoder import CrossEncoder, SegmentCosineHead
 from simpair.models.io import save_model
 from simpair.models.metadata import ModelMetadata
 from simpair.models.tokenizer import load_tokenizer
@@ -46,11 +46,15 @@ def tiny_config(vocab_size: int, num_labels: int = 1) -> BertConfig:
     )
 
 
-def build_tiny(kind: str = "cross", seed: int = 0) -> tuple[CrossEncoder | BiEncoder, object]:
+def build_tiny(
+    kind: str = "cross", seed: int = 0, cross_head: str = "cls"
+) -> tuple[CrossEncoder | BiEncoder, object]:
     """(model, tokenizer): random tiny weights (seeded) with the bundled tokenizer."""
     tokenizer = _bundled_tokenizer()
     torch.manual_seed(seed)
     config = tiny_config(len(tokenizer))
+    if kind == "cross" and cross_head == "segment_cosine":
+        return CrossEncoder(AutoModel.from_config(config), SegmentCosineHead()), tokenizer
     if kind == "cross":
         return CrossEncoder(AutoModelForSequenceClassification.from_config(config)), tokenizer
     if kind == "bi":

@@ -98,6 +98,8 @@ class TrainConfig(BaseModel):
     warmup_ratio: float = Field(0.1, ge=0, lt=1)
     max_grad_norm: float | None = 1.0
     freeze_encoder_epochs: int = Field(0, ge=0)
+    # cross-encoders: "cls" head, or "segment_cosine" (cosine of the two texts' jointly encoded tokens)
+    cross_head: Literal["cls", "segment_cosine"] = "cls"
     symmetric: bool = False  # train on (a, b) and (b, a); cross-encoders then average both at prediction
     length_grouping: bool = True
     # several train datasets: each batch from one dataset only (in-batch losses compare labels on one scale)
@@ -126,6 +128,8 @@ class TrainConfig(BaseModel):
             )
         if not self.train:
             raise ValueError("train: at least one split is needed")
+        if self.cross_head != "cls" and self.kind != "cross":
+            raise ValueError(f"cross_head {self.cross_head!r} is for cross-encoders; this config trains bi")
         if self.postprocess is not None and self.kind != "bi":
             raise ValueError("postprocess is for bi-encoder embeddings; this config trains a cross-encoder")
         return self

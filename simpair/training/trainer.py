@@ -205,11 +205,11 @@ def _train(config: TrainConfig, home: Path) -> TrainResult:
     backbone, parent = resolve_backbone(config, home)
     with quiet_transformers():
         if backbone == "tiny":
-            model, tokenizer = build_tiny(config.kind, seed=config.seed)
+            model, tokenizer = build_tiny(config.kind, seed=config.seed, cross_head=config.cross_head)
             backbone_label = "tiny-random-bert"
         else:
             tokenizer = load_tokenizer(backbone)
-            model = build_model(config.kind, backbone)
+            model = build_model(config.kind, backbone, config.cross_head)
             backbone_label = parent.backbone if parent else backbone
     pad_id = tokenizer.pad_token_id or 0
     if isinstance(model, BiEncoder):  # a bi-encoder backbone's transform belongs to its old weights
@@ -485,6 +485,7 @@ def _finish(
         max_length=config.max_length,
         backbone=backbone_label,
         symmetric=config.symmetric and config.kind == "cross",
+        cross_head=config.cross_head,
         calibration=calibration,
         dataset_versions={**(parent.dataset_versions if parent else {}), **data.versions},
         train_datasets=train_splits,
