@@ -51,6 +51,17 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return path
 
 
+@pytest.fixture
+def one_thread() -> Iterator[None]:
+    """One torch thread for the test (tiny models run fastest so; the machine is shared), then restored."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 @pytest.fixture(scope="session")
 def prefect_api() -> Iterator[None]:
     """One temporary Prefect API for the whole session (its first start migrates SQLite: ~20 s)."""

@@ -6,10 +6,11 @@ Tiny real BERT with the bundled vocabulary, real torch, real ONNX Runtime; nothi
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
+import mlflow
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 from safetensors.numpy import load_file
@@ -22,6 +23,7 @@ from simpair.models import load_predictor
 from simpair.models.batching import pad_batch
 from simpair.models.cross_encoder import HEAD_FILE, INIT_BIAS, INIT_SCALE, CrossEncoder
 from simpair.models.tiny import build_tiny
+from simpair.registry.pyfunc import log_pyfunc
 from simpair.scoring.onnx_backend import use_onnx
 from simpair.training import TrainConfig, train
 
@@ -29,12 +31,8 @@ A = ["the cat sat on the mat", "stocks fell sharply on monday", "he said no"]
 B = ["a cat was sitting on the mat", "shares dropped on monday after the report", "she said yes"]
 
 
-@pytest.fixture(autouse=True)
-def one_thread() -> Iterator[None]:
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+# Tiny models run fastest on one thread, and the machine is shared: no oversubscription.
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def sts_cross(**changes: object) -> TrainConfig:
@@ -90,6 +88,14 @@ def test_segment_cosine_cross_encoder_trains_saves_reloads_and_exports(home: Pat
     out = pred.predict(dev["text_a"].to_list(), dev["text_b"].to_list())
     again = graded_metrics(out["score"], dev["score"].to_numpy())
     assert again["spearman"] == pytest.approx(result.metrics["dev"]["spearman"], abs=1e-6)
+
+    # Logged as an MLflow pyfunc (the whole directory, head file included), it serves the same scores.
+    mlflow.set_tracking_uri(f"sqlite:///{home / 'mlflow.db'}")
+    with mlflow.start_run():
+        info = log_pyfunc(d, "sts")
+    frame = pd.DataFrame({"text_a": dev["text_a"].to_list(), "text_b": dev["text_b"].to_list()})
+    served = mlflow.pyfunc.load_model(info.model_uri).predict(frame)
+    np.testing.assert_allclose(served["score"].to_numpy(), out["score"], atol=1e-6)
 
     # ONNX Runtime scores it like torch (the whole graph: the head reads every token, no [CLS] rewrite).
     onnx = use_onnx(load_predictor(d), threads=1)

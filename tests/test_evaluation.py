@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
 from test_training_toydata import write_toy_home
 from typer.testing import CliRunner
 
@@ -22,13 +20,8 @@ from simpair.evaluation import (
 from simpair.models import load_predictor, save_tiny_model
 from simpair.training import TrainConfig, train
 
-
-@pytest.fixture(autouse=True)
-def one_thread() -> Iterator[None]:
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+# Tiny models run fastest on one thread, and the machine is shared: no oversubscription.
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def test_best_threshold_matches_a_brute_force_sweep() -> None:

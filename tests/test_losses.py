@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 import torch
 from torch.nn import functional as F
@@ -45,13 +43,8 @@ LABELS = torch.tensor([1.0, 0.0, 1.0, 0.0, 1.0, 0.0, 1.0, 0.0])
 SCORES = torch.tensor([0.95, 0.05, 0.9, 0.1, 0.85, 0.0, 0.8, 0.3])
 
 
-@pytest.fixture(autouse=True)
-def one_thread() -> Iterator[None]:
-    """Tiny models run fastest on one thread, and the machine is shared: avoid oversubscription."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+# Tiny models run fastest on one thread, and the machine is shared: no oversubscription.
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _batch(kind: str, targets: torch.Tensor) -> dict[str, torch.Tensor]:

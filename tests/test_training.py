@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -18,13 +17,8 @@ from simpair.models import load_predictor
 from simpair.training import TrainConfig, train
 from simpair.training.data import carve_dev, length_grouped_batches
 
-
-@pytest.fixture(autouse=True)
-def one_thread() -> Iterator[None]:
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+# Tiny models run fastest on one thread, and the machine is shared: no oversubscription.
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def config(**changes: object) -> TrainConfig:
