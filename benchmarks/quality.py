@@ -337,8 +337,9 @@ def stack(name: str, member: MEMBERS, home: HOME, lexical: bool = True, zero_sho
     out = fit_stack(member, home, home / "models" / f"bench-{name}", lexical=lexical, zero_shot=zero_shot)
     spec = json.loads((out / "metrics.json").read_text())["stack"]
     names = [m.name for m in member] + (["zero-shot backbone"] if zero_shot else [])
-    objective = f"{spec['combiner']} on " + " + ".join(names)
+    objective = f"{spec['combiner']} on " + " + ".join(names) + ("" if lexical else " (no lexical features)")
     flags = " ".join("--member MODEL_DIR" for _ in member) + (" --zero-shot" if zero_shot else "")
+    flags += "" if lexical else " --no-lexical"
     command = f"benchmarks/quality.py stack {name} {flags} --home HOME"
     _record_combined(name, out, member, home, "stacked", objective, time.perf_counter() - started, command)
 
