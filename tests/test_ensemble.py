@@ -298,6 +298,66 @@ def test_a_soup_config_is_one_member_of_a_stack_config(home: Path, tmp_path: Pat
         StackConfig.from_yaml(configs / "seeded.yaml").member_items()
 
 
+def test_members_trained_side_by_side_in_processes_give_the_same_stack(home: Path, tmp_path: Path) -> None:
+    from simpair.ensemble import train_stack
+
+    write_toy_home(home)
+    configs = tmp_path / "configs"
+    configs.mkdir()
+    bi = _member_yaml(configs / "bi.yaml", "sts", "bi", "cosent")
+    cross = _member_yaml(configs / "cross.yaml", "sts", "cross", "bce")
+    soup = {"name": "toy-soup", "task": "sts", "members": [bi], "seeds": [1, 2], "combine": "soup"}
+    (configs / "soup.yaml").write_text(yaml.safe_dump(soup))
+    (configs / "best.yaml").write_text(
+        yaml.safe_dump({"name": "toy-best", "task": "sts", "members": ["soup.yaml", cross]})
+    )
+    config = StackConfig.from_yaml(configs / "best.yaml")
+
+    one_by_one = train_stack(config, home, {"num_threads": 1})
+    side_by_side = train_stack(config, home, {"num_threads": 1}, jobs=2)
+    assert set(side_by_side.member_dirs).isdisjoint(one_by_one.member_dirs)  # trained again, not reused
+    assert [d.name.rsplit("-", 1)[0] for d in side_by_side.member_dirs] == ["toy-soup", "m-cross"]
+    for first, second in zip(one_by_one.member_dirs, side_by_side.member_dirs, strict=True):
+        before = json.loads((first / "metrics.json").read_text())
+        after = json.loads((second / "metrics.json").read_text())
+        assert after["dev"]["spearman"] == pytest.approx(before["dev"]["spearman"], abs=1e-6)
+    assert side_by_side.metrics["dev"]["spearman"] == pytest.approx(
+        one_by_one.metrics["dev"]["spearman"], abs=1e-6
+    )
+    texts_a, texts_b = _dev(home, one_by_one.member_dirs[1])
+    np.testing.assert_allclose(
+        load_predictor(side_by_side.model_dir).predict(texts_a, texts_b)["score"],
+        load_predictor(one_by_one.model_dir).predict(texts_a, texts_b)["score"],
+        atol=1e-5,
+    )
+
+
+def test_a_member_failing_in_its_process_names_itself_and_keeps_the_others(
+    home: Path, tmp_path: Path
+) -> None:
+    from typer.testing import CliRunner
+
+    from simpair.cli import app
+
+    write_toy_home(home)
+    configs = tmp_path / "configs"
+    configs.mkdir()
+    bi = _member_yaml(configs / "bi.yaml", "sts", "bi", "cosent")
+    gpu = _member("sts", "cross", "bce", "m-gpu", device="cuda:0")  # no GPU here: fails inside the worker
+    (configs / "gpu.yaml").write_text(yaml.safe_dump(gpu))
+    stack = {"name": "toy-gpu", "task": "sts", "members": [bi, "gpu.yaml"]}
+    (configs / "stack.yaml").write_text(yaml.safe_dump(stack))
+    result = CliRunner().invoke(
+        app,
+        ["stack", "--config", str(configs / "stack.yaml"), "--home", str(home), "--jobs", "2"],
+        env={"COLUMNS": "500"},
+    )
+    assert result.exit_code == 1
+    assert "stack member 'm-gpu' failed" in result.output
+    models = {p.name.rsplit("-", 1)[0] for p in (home / "models").iterdir()}
+    assert "m-bi" in models and "toy-gpu" not in models  # the healthy member is kept; no stack
+
+
 SHIPPED_CONFIGS = sorted((settings.PROJECT_ROOT / "configs").glob("*.yaml"))
 
 

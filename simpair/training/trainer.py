@@ -292,7 +292,7 @@ def _train(config: TrainConfig, home: Path) -> TrainResult:
         epoch_samples, loss_sum, loss_n = 0, 0.0, 0
         bar = tqdm(
             batches,
-            desc=f"epoch {epoch}/{config.epochs}" + (" (encoder frozen)" if frozen else ""),
+            desc=f"{config.name} epoch {epoch}/{config.epochs}" + (" (encoder frozen)" if frozen else ""),
             unit="batch",
             disable=not (config.progress and dist_info.is_main),
             leave=False,
