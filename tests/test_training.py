@@ -334,3 +334,46 @@ def test_bf16_trains_where_native_and_still_saves_and_predicts_in_fp32(home: Pat
     with safe_open(str(result.model_dir / "model.safetensors"), "pt") as weights:
         assert {weights.get_tensor(k).dtype for k in weights.keys()} == {torch.float32}  # noqa: SIM118
     assert load_predictor(result.model_dir)._dtype is None  # prediction stays fp32 on CPU
+
+
+def test_layer_lr_decay_moves_lower_layers_less(home: Path) -> None:
+    """Each encoder depth trains at learning_rate * decay ** (layers - depth); the head at the full rate."""
+    from safetensors.torch import load_file
+
+    from simpair.models.tiny import build_tiny
+    from simpair.training.trainer import TrainModule, _param_groups
+
+    cfg = config(kind="bi", objective="cosent", task="sts", layer_lr_decay=0.5, learning_rate=1.0)
+    model, _ = build_tiny("bi", seed=cfg.seed)
+    layers = model.encoder.config.num_hidden_layers
+    lrs = {}
+    for group in _param_groups(TrainModule(model, torch.nn.Identity()), cfg):
+        names = {n for n, p in model.named_parameters() if any(p is q for q in group["params"])}
+        for name in names:
+            lrs[name] = group["lr"]
+    assert {lr for name, lr in lrs.items() if "embeddings" in name} == {0.5**layers}
+    for i in range(layers):
+        assert {lr for name, lr in lrs.items() if f".layer.{i}." in name} == {0.5 ** (layers - 1 - i)}
+
+    def change(decay: float) -> dict[str, float]:
+        """Largest weight change of the embeddings and of the top layer after real training steps."""
+        run = config(kind="bi", objective="cosent", task="sts", layer_lr_decay=decay, max_steps=4, epochs=1)
+        run = run.with_overrides(
+            train=[{"dataset": "stsb", "split": "train"}], dev={"split": "dev"}, evaluate_on=[]
+        )
+        start, _ = build_tiny("bi", seed=run.seed)
+        before = {k: v.clone() for k, v in start.encoder.state_dict().items()}
+        after = load_file(str(train(run, home).model_dir / "model.safetensors"))
+        out = {}
+        for part, key in (
+            ("embeddings", "embeddings.word_embeddings.weight"),
+            ("top", f"encoder.layer.{layers - 1}.output.dense.weight"),
+        ):
+            out[part] = float((after[key] - before[key]).abs().max())
+        return out
+
+    write_toy_home(home)
+    plain, decayed = change(1.0), change(1e-3)
+    assert plain["embeddings"] > 0 and plain["top"] > 0
+    assert decayed["top"] > 0.5 * plain["top"]  # the top layer keeps the full rate (decay ** 0)
+    assert decayed["embeddings"] < 0.01 * plain["embeddings"]

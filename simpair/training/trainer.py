@@ -13,6 +13,7 @@ import json
 import logging
 import math
 import random
+import re
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -118,18 +119,34 @@ def dev_metrics(raw: np.ndarray, pairs: PairTokens, config: TrainConfig) -> dict
 
 
 def _param_groups(module: TrainModule, config: TrainConfig) -> list[dict[str, Any]]:
-    """AdamW groups: no weight decay on biases and LayerNorm; optional separate head learning rate."""
+    """AdamW groups: no weight decay on biases and LayerNorm; optional separate head learning rate;
+    optional layer-wise learning-rate decay (`layer_lr_decay`)."""
     encoder_ids = {id(p) for p in module.model.encoder.parameters()}
-    groups: dict[tuple[bool, bool], list[nn.Parameter]] = {}
+    layers = getattr(module.model.encoder.config, "num_hidden_layers", 0)
+    groups: dict[tuple[bool, bool, int], list[nn.Parameter]] = {}
     for name, param in module.named_parameters():
         is_head = id(param) not in encoder_ids
         no_decay = param.ndim < 2 or "LayerNorm" in name or "layer_norm" in name
-        groups.setdefault((is_head, no_decay), []).append(param)
+        depth = layers if is_head else encoder_depth(name, layers)
+        groups.setdefault((is_head, no_decay, depth), []).append(param)
     out = []
-    for (is_head, no_decay), params in groups.items():
+    for (is_head, no_decay, depth), params in groups.items():
         lr = config.head_learning_rate if (is_head and config.head_learning_rate) else config.learning_rate
+        lr *= config.layer_lr_decay ** (layers - depth)
         out.append({"params": params, "lr": lr, "weight_decay": 0.0 if no_decay else config.weight_decay})
     return out
+
+
+def encoder_depth(name: str, layers: int) -> int:
+    """0 for embeddings, i + 1 for transformer layer i, `layers` for the rest (pooler, head).
+
+    Why decay by depth (Howard & Ruder 2018; Sun et al. 2019): the lower layers hold general language
+    features the small fine-tuning set should bend least; the top layers and head adapt most.
+    """
+    if "embeddings" in name:
+        return 0
+    match = re.search(r"\.layers?\.(\d+)\.", name)
+    return min(int(match.group(1)) + 1, layers) if match else layers
 
 
 def _state(model: nn.Module) -> dict[str, torch.Tensor]:
