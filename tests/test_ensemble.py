@@ -264,9 +264,10 @@ def test_stack_config_trains_its_members_then_stacks_from_the_cli(home: Path, tm
     assert set((home / "models").iterdir()) == before  # refused before training anything
 
 
-def test_a_soup_config_is_one_member_of_a_stack_config(home: Path, tmp_path: Path) -> None:
-    from simpair.ensemble import train_stack
-
+def _soup_and_cross_configs(
+    home: Path, tmp_path: Path, **stack_fields: object
+) -> tuple[Path, dict[str, object]]:
+    """A toy home and configs/best.yaml: a two-seed bi-encoder soup and a cross-encoder as members."""
     write_toy_home(home)
     configs = tmp_path / "configs"
     configs.mkdir()
@@ -274,8 +275,16 @@ def test_a_soup_config_is_one_member_of_a_stack_config(home: Path, tmp_path: Pat
     cross = _member_yaml(configs / "cross.yaml", "sts", "cross", "bce")
     soup = {"name": "toy-soup", "task": "sts", "members": [bi], "seeds": [1, 2], "combine": "soup"}
     (configs / "soup.yaml").write_text(yaml.safe_dump(soup))
-    stack = {"name": "toy-best", "task": "sts", "members": ["soup.yaml", cross], "zero_shot": True}
+    stack = {"name": "toy-best", "task": "sts", "members": ["soup.yaml", cross], **stack_fields}
     (configs / "best.yaml").write_text(yaml.safe_dump(stack))
+    return configs, stack
+
+
+def test_a_soup_config_is_one_member_of_a_stack_config(home: Path, tmp_path: Path) -> None:
+    from simpair.ensemble import train_stack
+
+    configs, stack = _soup_and_cross_configs(home, tmp_path, zero_shot=True)
+    cross = stack["members"][1]
 
     config = StackConfig.from_yaml(configs / "best.yaml")
     assert [c.name for c in config.member_configs({"num_threads": 1})] == ["m-bi-s1", "m-bi-s2", "m-cross"]
@@ -301,16 +310,7 @@ def test_a_soup_config_is_one_member_of_a_stack_config(home: Path, tmp_path: Pat
 def test_members_trained_side_by_side_in_processes_give_the_same_stack(home: Path, tmp_path: Path) -> None:
     from simpair.ensemble import train_stack
 
-    write_toy_home(home)
-    configs = tmp_path / "configs"
-    configs.mkdir()
-    bi = _member_yaml(configs / "bi.yaml", "sts", "bi", "cosent")
-    cross = _member_yaml(configs / "cross.yaml", "sts", "cross", "bce")
-    soup = {"name": "toy-soup", "task": "sts", "members": [bi], "seeds": [1, 2], "combine": "soup"}
-    (configs / "soup.yaml").write_text(yaml.safe_dump(soup))
-    (configs / "best.yaml").write_text(
-        yaml.safe_dump({"name": "toy-best", "task": "sts", "members": ["soup.yaml", cross]})
-    )
+    configs, _ = _soup_and_cross_configs(home, tmp_path)
     config = StackConfig.from_yaml(configs / "best.yaml")
 
     one_by_one = train_stack(config, home, {"num_threads": 1})
