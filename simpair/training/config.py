@@ -94,7 +94,8 @@ class TrainConfig(BaseModel):
     batch_size: int = Field(16, ge=2)
     learning_rate: float = Field(2e-5, gt=0)
     head_learning_rate: float | None = None
-    # < 1: encoder layer i of L trains at learning_rate * decay ** (L - i), embeddings at decay ** L
+    # < 1: encoder layer i of L (1 = lowest) trains at learning_rate * decay ** (L - i), embeddings at
+    # decay ** L, the top layer and any head at the full rate
     layer_lr_decay: float = Field(1.0, gt=0, le=1)
     weight_decay: float = 0.01
     warmup_ratio: float = Field(0.1, ge=0, lt=1)
