@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
+from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -52,7 +53,9 @@ def train_members(
     return _assemble(config, home, overrides, trained)
 
 
-def _assemble(config: StackConfig, home: Path, overrides: dict[str, Any] | None, trained: Any) -> list[Path]:
+def _assemble(
+    config: StackConfig, home: Path, overrides: dict[str, Any] | None, trained: Iterator[Path]
+) -> list[Path]:
     dirs = []
     for item in config.member_items(overrides):
         if isinstance(item, StackConfig):
