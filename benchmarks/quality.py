@@ -329,17 +329,26 @@ MEMBERS = Annotated[list[Path], typer.Option("--member", help="Trained member mo
 
 
 @app.command()
-def stack(name: str, member: MEMBERS, home: HOME, lexical: bool = True, zero_shot: bool = False) -> None:
+def stack(
+    name: str,
+    member: MEMBERS,
+    home: HOME,
+    lexical: bool = True,
+    zero_shot: bool = False,
+    products: bool = False,
+) -> None:
     """Stack trained members (ridge/logistic on their outputs, fitted on their shared dev split)."""
     from simpair.ensemble import fit_stack
 
     started = time.perf_counter()
-    out = fit_stack(member, home, home / "models" / f"bench-{name}", lexical=lexical, zero_shot=zero_shot)
+    out_dir = home / "models" / f"bench-{name}"
+    out = fit_stack(member, home, out_dir, lexical=lexical, zero_shot=zero_shot, products=products)
     spec = json.loads((out / "metrics.json").read_text())["stack"]
     names = [m.name for m in member] + (["zero-shot backbone"] if zero_shot else [])
-    objective = f"{spec['combiner']} on " + " + ".join(names) + ("" if lexical else " (no lexical features)")
+    extras = ([] if lexical else ["no lexical features"]) + (["member products"] if products else [])
+    objective = f"{spec['combiner']} on " + " + ".join(names) + (f" ({', '.join(extras)})" if extras else "")
     flags = " ".join("--member MODEL_DIR" for _ in member) + (" --zero-shot" if zero_shot else "")
-    flags += "" if lexical else " --no-lexical"
+    flags += ("" if lexical else " --no-lexical") + (" --products" if products else "")
     command = f"benchmarks/quality.py stack {name} {flags} --home HOME"
     _record_combined(name, out, member, home, "stacked", objective, time.perf_counter() - started, command)
 

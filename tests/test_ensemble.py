@@ -109,6 +109,34 @@ def test_graded_stack_predicts_its_fitted_combination_and_evaluates(home: Path) 
     assert ev.metrics["kind"] == "stacked" and ev.report_path.is_file()
 
 
+def test_member_products_stack_multiplies_member_outputs(home: Path) -> None:
+    write_toy_home(home)
+    bi = _train(home, "sts", "bi", "cosent")
+    cross = _train(home, "sts", "cross", "bce")
+    out = fit_stack([bi, cross], home, home / "models" / "stack-products", lexical=False, products=True)
+
+    spec = json.loads((out / "stack.json").read_text())
+    assert spec["features"] == ["member:0", "member:1", "product:0*0", "product:0*1", "product:1*1"]
+    a, b = _dev(home, bi)
+    u, v = (load_predictor(m).predict_raw(a, b).astype(np.float64) for m in (bi, cross))
+    parts = np.column_stack([u, v, u * u, u * v, v * v])
+    expected = ((parts - spec["mean"]) / np.asarray(spec["scale"])) @ spec["coef"] + spec["intercept"]
+    predictor = load_predictor(out)
+    np.testing.assert_allclose(predictor.predict_raw(a, b), expected, atol=1e-5)
+
+    # A hand-edited stack.json with a malformed product name fails naming the feature.
+    spec["features"][3] = "product:0x1"
+    (out / "stack.json").write_text(json.dumps(spec))
+    with pytest.raises(ValueError, match="product:0x1"):
+        load_predictor(out).predict_raw(a[:2], b[:2])
+    spec["features"][3] = "product:0*2"
+    (out / "stack.json").write_text(json.dumps(spec))
+    with pytest.raises(ValueError, match="product:0\\*2.*has 2 members"):
+        load_predictor(out).predict_raw(a[:2], b[:2])
+    with pytest.raises(ValueError, match="a soup has no combiner"):
+        StackConfig(name="s", task="sts", members=["x.yaml"], combine="soup", products=True)
+
+
 def test_paraphrase_stack_has_a_dev_threshold_and_serves_as_pyfunc_and_in_bulk_scoring(
     home: Path, tmp_path: Path
 ) -> None:

@@ -192,6 +192,10 @@ def register(app: typer.Typer) -> None:
             bool,
             typer.Option(help="Add the members' pre-trained backbone, untouched, as one more member."),
         ] = False,
+        products: Annotated[
+            bool,
+            typer.Option(help="Add the members' outputs squared and multiplied pairwise (degree 2)."),
+        ] = False,
         split: Annotated[
             list[str] | None,
             typer.Option(help="Evaluate on DATASET/SPLIT afterwards (repeatable). Default: evaluate_on."),
@@ -234,6 +238,7 @@ def register(app: typer.Typer) -> None:
                     out or new_model_dir(home_path / "models", "stack"),
                     lexical,
                     zero_shot=zero_shot,
+                    products=products,
                 )
         except ValueError as exc:
             raise typer.BadParameter(str(exc), param_hint="--config" if config else "--member") from exc

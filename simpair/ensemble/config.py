@@ -27,6 +27,8 @@ class StackConfig(BaseModel):
     combine: Literal["stack", "soup"] = "stack"
     seeds: list[int] | None = None  # train every member config once per seed (soups of seeds)
     lexical: bool = True
+    # stack only: add the members' outputs squared and multiplied pairwise (a degree-2 combiner)
+    products: bool = False
     # stack only: add the members' pre-trained backbone, untouched, as one more member (its cosine)
     zero_shot: bool = False
     threshold_metric: Literal["accuracy", "f1"] = "accuracy"
@@ -37,6 +39,8 @@ class StackConfig(BaseModel):
     def _zero_shot_only_in_stacks(self) -> StackConfig:
         if self.zero_shot and self.combine != "stack":
             raise ValueError("zero_shot adds a member to a stack; a soup averages trained weights only")
+        if self.products and self.combine != "stack":
+            raise ValueError("products are features of a stack's combiner; a soup has no combiner")
         return self
 
     def member_paths(self) -> list[Path]:

@@ -22,7 +22,7 @@ from sklearn.metrics import roc_auc_score
 from sklearn.model_selection import GridSearchCV, KFold, StratifiedKFold, cross_val_predict
 
 from simpair.catalog import Catalog
-from simpair.ensemble.features import LEXICAL_FEATURES
+from simpair.ensemble.features import LEXICAL_FEATURES, product_name, product_pairs
 from simpair.ensemble.stacked import StackedPredictor, StackSpec
 from simpair.ensemble.zero_shot import is_zero_shot, zero_shot_members
 from simpair.evaluation.binary_classification import best_threshold, binary_metrics
@@ -109,18 +109,22 @@ def fit_stack(
     threshold_metric: Literal["accuracy", "f1"] = "accuracy",
     batch_size: int = 64,
     zero_shot: bool = False,
+    products: bool = False,
 ) -> Path:
     """Fit the combiner on the members' dev split; write a self-contained `kind: stacked` directory.
 
     `zero_shot` adds the members' pre-trained backbone, untouched, as one more member
-    (`simpair.ensemble.zero_shot`).
+    (`simpair.ensemble.zero_shot`). `products` adds the members' outputs squared and multiplied
+    pairwise (a degree-2 combiner, still linear in its coefficients).
     """
     with tempfile.TemporaryDirectory(prefix="simpair-stack-") as scratch:
         member_dirs = [Path(d) for d in member_dirs]
         if zero_shot:
             metas = [ModelMetadata.read(d) for d in member_dirs]
             member_dirs += zero_shot_members(metas, Path(scratch))
-        return _fit_stack(member_dirs, Path(home), Path(out_dir), lexical, threshold_metric, batch_size)
+        return _fit_stack(
+            member_dirs, Path(home), Path(out_dir), lexical, products, threshold_metric, batch_size
+        )
 
 
 def _fit_stack(
@@ -128,6 +132,7 @@ def _fit_stack(
     home: Path,
     out_dir: Path,
     lexical: bool,
+    products: bool,
     threshold_metric: Literal["accuracy", "f1"],
     batch_size: int,
 ) -> Path:
@@ -145,6 +150,8 @@ def _fit_stack(
     dev_source, dev = shared_dev_frame(member_dirs, home)
 
     features = [f"member:{i}" for i in range(len(member_dirs))] + (list(LEXICAL_FEATURES) if lexical else [])
+    if products:
+        features += [product_name(i, j) for i, j in product_pairs(len(member_dirs))]
     spec = StackSpec(
         combiner="ridge" if task == "sts" else "logistic",
         members=[f"members/{i}-{d.name}" for i, d in enumerate(member_dirs)],

@@ -1,4 +1,5 @@
-"""Load and run a stacked model directory: members' raw outputs + lexical features -> linear model.
+"""Load and run a stacked model directory: members' raw outputs (+ their products, lexical
+features) -> linear model.
 
 Layout of a stacked model directory (everything text or safetensors, nothing pickled):
 
@@ -18,7 +19,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from simpair.ensemble.features import LEXICAL_FEATURES, lexical_features
+from simpair.ensemble.features import LEXICAL_FEATURES, lexical_features, parse_product
 from simpair.models.metadata import ModelMetadata
 from simpair.models.predictor import ModelFacts
 
@@ -32,7 +33,7 @@ class StackSpec(BaseModel):
 
     combiner: Literal["ridge", "logistic"]
     members: list[str]  # directories relative to the stacked model directory
-    features: list[str]  # "member:<i>" and LEXICAL_FEATURES names, in column order
+    features: list[str]  # "member:<i>", LEXICAL_FEATURES and "product:<i>*<j>" names, in column order
     mean: list[float]
     scale: list[float]
     coef: list[float]
@@ -93,6 +94,12 @@ class StackedPredictor(ModelFacts):
             lexical = lexical_features(text_a, text_b)
             for j, name in enumerate(LEXICAL_FEATURES):
                 columns[name] = lexical[:, j]
+        for name in self.spec.features:
+            if name.startswith("product:"):
+                i, j = parse_product(name)
+                if max(i, j) >= len(self.members):
+                    raise ValueError(f"stack feature {name!r}: the stack has {len(self.members)} members")
+                columns[name] = columns[f"member:{i}"] * columns[f"member:{j}"]
         return np.column_stack([columns[name] for name in self.spec.features])
 
     def combine(self, features: np.ndarray) -> np.ndarray:

@@ -123,4 +123,5 @@ def combine_members(config: StackConfig, member_dirs: list[Path], home: Path) ->
         lexical=config.lexical,
         threshold_metric=config.threshold_metric,
         zero_shot=config.zero_shot,
+        products=config.products,
     )
