@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from prefect import flow, task
 from prefect.artifacts import create_markdown_artifact
 from prefect.cache_policies import NO_CACHE
+from prefect.futures import wait
 from prefect.runtime import flow_run
 from pydantic import BaseModel
 
@@ -26,6 +28,7 @@ from flows.ingest import ingest_flow
 from simpair import settings
 from simpair.catalog import Catalog
 from simpair.ensemble import StackConfig, is_stack_config
+from simpair.ensemble.train import threads_per_job
 from simpair.registry import model_name
 from simpair.registry.nightly import (
     NightlyProfile,
@@ -102,26 +105,62 @@ def _config_dump(path: Path) -> dict[str, Any]:
     return TrainConfig.from_yaml(path).model_dump(mode="json")
 
 
-def _build_stack(task_name: str, stack: StackConfig, home: str, retries: Retries) -> Path:
-    """Train the members as tasks (nested stacks first, bottom-up), then combine them."""
+def _build_stack(task_name: str, stack: StackConfig, home: str, retries: Retries, jobs: int) -> Path:
+    """Every training config of the stack (nested stacks' included) pre-tokenized, then trained as
+    its own task, `jobs` at a time; nested stacks are then combined bottom-up, this one last."""
+    configs = stack.member_configs()
+    for config in configs:
+        _retrying(pretokenize_task, retries)(config, Path(home))
+    trained = iter(_train_members(task_name, configs, home, retries, jobs))
+    return _combine(task_name, stack, home, retries, trained)
+
+
+def _train_members(
+    task_name: str, configs: list[TrainConfig], home: str, retries: Retries, jobs: int
+) -> list[Path]:
+    """Model directories in config order. With jobs > 1 the trainings run in waves of `jobs`
+    side-by-side tasks, each in its own process with cores/jobs threads (as `simpair stack --jobs`)."""
+    train = _retrying(train_task, retries)
+    dirs: list[Path] = []
+    if jobs == 1:
+        for config in configs:
+            print(f"[{task_name}] training {config.name}: {config.kind}-encoder, {config.epochs} epoch(s)")
+            dirs.append(Path(train(config, Path(home)).model_dir))
+        return dirs
+    threads = threads_per_job(jobs)
+    for start in range(0, len(configs), jobs):
+        wave = [c.with_overrides(num_threads=c.num_threads or threads) for c in configs[start : start + jobs]]
+        print(f"[{task_name}] training side by side: {', '.join(c.name for c in wave)}")
+        futures = [train.submit(config, Path(home), isolated=True) for config in wave]
+        wait(futures)  # every member of the wave ends before a failure is raised
+        dirs += [Path(future.result().model_dir) for future in futures]
+    return dirs
+
+
+def _combine(
+    task_name: str, stack: StackConfig, home: str, retries: Retries, trained: Iterator[Path]
+) -> Path:
     members = []
     for item in stack.member_items():
         if isinstance(item, StackConfig):
             print(f"[{task_name}] stack member {item.name}: a {item.combine} of its own members")
-            members.append(_build_stack(task_name, item, home, retries))
-            continue
-        print(f"[{task_name}] stack member {item.name}: {item.kind}-encoder, {item.epochs} epoch(s)")
-        _retrying(pretokenize_task, retries)(item, Path(home))
-        members.append(_retrying(train_task, retries)(item, Path(home)).model_dir)
+            members.append(_combine(task_name, item, home, retries, trained))
+        else:
+            members.append(next(trained))
     return Path(_retrying(combine_task, retries)(stack, members, Path(home)))
 
 
 def _train_stack(
-    task_name: str, config_path: str, home: str, eval_sets: list[tuple[str, str]], retries: Retries
+    task_name: str,
+    config_path: str,
+    home: str,
+    eval_sets: list[tuple[str, str]],
+    retries: Retries,
+    jobs: int,
 ) -> Trained:
     """Each member pre-tokenized and trained like a single model, then the stack fitted on dev."""
     started = time.monotonic()
-    model_dir = _build_stack(task_name, StackConfig.from_yaml(config_path), home, retries)
+    model_dir = _build_stack(task_name, StackConfig.from_yaml(config_path), home, retries, jobs)
     print(f"[{task_name}] evaluating {Path(model_dir).name} on {eval_sets}")
     evaluated = _retrying(evaluate_task, retries)(model_dir, Path(home), list(eval_sets))
     metrics = json.loads((Path(model_dir) / "metrics.json").read_text())
@@ -139,14 +178,20 @@ def _train_stack(
 
 @flow(name="train-and-evaluate", log_prints=True)
 def train_and_evaluate(
-    task_name: str, config_path: str, home: str, eval_sets: list[tuple[str, str]], retries: Retries
+    task_name: str,
+    config_path: str,
+    home: str,
+    eval_sets: list[tuple[str, str]],
+    retries: Retries,
+    jobs: int = 1,
 ) -> Trained:
     """Pre-tokenize, train and evaluate one task (the part a GPU deployment runs; tasks tagged `gpu`).
 
-    A stack config (`members:`) trains each member, then fits the stack on their shared dev split.
+    A stack config (`members:`) trains each member, `jobs` at a time, then fits the stack on their
+    shared dev split.
     """
     if is_stack_config(config_path):
-        return _train_stack(task_name, config_path, home, eval_sets, retries)
+        return _train_stack(task_name, config_path, home, eval_sets, retries, jobs)
     started = time.monotonic()
     config = TrainConfig.from_yaml(config_path)
     print(f"[{task_name}] pre-tokenizing for {config.name}")
@@ -224,7 +269,12 @@ def _night(
         try:
             trained.append(
                 train_and_evaluate(
-                    name, str(task_plan.config_path()), str(home), task_plan.evaluate, plan.retries
+                    name,
+                    str(task_plan.config_path()),
+                    str(home),
+                    task_plan.evaluate,
+                    plan.retries,
+                    task_plan.jobs,
                 )
             )
         except Exception as exc:

@@ -17,7 +17,7 @@ from prefect.artifacts import create_markdown_artifact
 from prefect.cache_policies import NO_CACHE
 
 from simpair.ensemble import StackConfig
-from simpair.ensemble.train import combine_members
+from simpair.ensemble.train import combine_members, train_in_process
 from simpair.evaluation import EvalResult, evaluate_model
 from simpair.tokens import TokenSplit
 from simpair.training import TrainConfig, TrainResult, train
@@ -40,10 +40,14 @@ def pretokenize_task(config: TrainConfig | str | Path, home: Path) -> list[Token
     cache_policy=NO_CACHE,
     timeout_seconds=4 * 3600,
 )
-def train_task(config: TrainConfig | str | Path, home: Path) -> TrainResult:
-    """Train one model; its directory holds weights, tokenizer, simpair.json and metrics.json."""
+def train_task(config: TrainConfig | str | Path, home: Path, isolated: bool = False) -> TrainResult:
+    """Train one model; its directory holds weights, tokenizer, simpair.json and metrics.json.
+
+    `isolated` trains in a fresh process, so tasks submitted side by side do not share torch's
+    per-process random state and thread pool (nightly stack members with `jobs` > 1).
+    """
     cfg = _config(config)
-    result = train(cfg, Path(home))
+    result = train_in_process(cfg, Path(home)) if isolated else train(cfg, Path(home))
     dev = result.metrics.get("dev", {})
     rows = "\n".join(f"| {k} | {v:.4f} |" for k, v in dev.items() if isinstance(v, float))
     create_markdown_artifact(

@@ -8,6 +8,7 @@ with a clear error; a second concurrent night exits with a message.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import time
@@ -223,11 +224,13 @@ def test_deployments_apply_with_cron_pools_and_one_run_at_a_time() -> None:
     assert nightly.parameters == {"profile": "default", "force": False}
 
 
+@pytest.mark.parametrize("jobs", [1, 2])
 def test_a_stack_config_in_the_profile_trains_members_and_registers_one_stacked_model(
-    home: Path, shared_data: Path, tmp_path: Path
+    home: Path, shared_data: Path, tmp_path: Path, jobs: int
 ) -> None:
     """A nightly task may point at a stack config: every member trains (a nested soup of two seeds
-    first), the zero-shot backbone joins, and the stack is what gets gated."""
+    first), the zero-shot backbone joins, and the stack is what gets gated. With `jobs: 2` the
+    members train side by side, each its own task in its own process, to the same stack."""
     configs = settings.PROJECT_ROOT / "configs"
     cross = yaml.safe_load((configs / "smoke-sts.yaml").read_text())
     cross.update(name="smoke-sts-cross", kind="cross", objective="bce")
@@ -242,7 +245,9 @@ def test_a_stack_config_in_the_profile_trains_members_and_registers_one_stacked_
     }
     (tmp_path / "stack.yaml").write_text(yaml.safe_dump(stack))
     profile = yaml.safe_load((configs / "nightly-smoke.yaml").read_text())
-    profile["tasks"] = {"sts": {**profile["tasks"]["sts"], "config": str(tmp_path / "stack.yaml")}}
+    profile["tasks"] = {
+        "sts": {**profile["tasks"]["sts"], "config": str(tmp_path / "stack.yaml"), "jobs": jobs}
+    }
     (tmp_path / "nightly-stack.yaml").write_text(yaml.safe_dump(profile))
 
     first = run(profile=str(tmp_path / "nightly-stack.yaml"), home=home, sources=shared_data)
@@ -254,5 +259,13 @@ def test_a_stack_config_in_the_profile_trains_members_and_registers_one_stacked_
     assert predictor.kind == "stacked" and len(predictor.members) == 3  # soup, cross, zero-shot
     assert "Stacked `smoke-sts-stack`" in _artifact("stack-smoke-sts-stack")
     assert "Souped `smoke-soup`" in _artifact("soup-smoke-soup")
+    for member in ("smoke-sts-s1", "smoke-sts-s2", "smoke-sts-cross"):
+        assert "| dev metric | value |" in _artifact(f"train-{member}")  # each member its own task
+    if jobs > 1:  # side by side gives the stack that one after the other gives
+        from simpair.ensemble import StackConfig, train_stack
+
+        alone = train_stack(StackConfig.from_yaml(tmp_path / "stack.yaml"), home)
+        stacked = json.loads((Path(resolved.local_dir) / "metrics.json").read_text())
+        assert stacked["dev"]["spearman"] == pytest.approx(alone.metrics["dev"]["spearman"], abs=1e-6)
     again = run(profile=str(tmp_path / "nightly-stack.yaml"), home=home, sources=shared_data)
     assert again.status == "skipped"  # members' configs are part of the hash: unchanged, nothing to do

@@ -15,7 +15,7 @@ from simpair.ensemble.config import StackConfig
 from simpair.ensemble.fit import fit_stack
 from simpair.ensemble.soup import fit_soup
 from simpair.models.io import new_model_dir
-from simpair.training import TrainConfig, train
+from simpair.training import TrainConfig, TrainResult, train
 from simpair.training.pretokenize import pretokenize_config
 
 
@@ -89,7 +89,7 @@ def train_configs(configs: list[TrainConfig], home: Path, jobs: int = 1) -> list
         return [train(c, home).model_dir for c in configs]
     for config in configs:
         pretokenize_config(config, home)
-    threads = max(1, available_cpus() // jobs)
+    threads = threads_per_job(jobs)
     payloads = [
         c.with_overrides(num_threads=c.num_threads or threads).model_dump(mode="json") for c in configs
     ]
@@ -99,7 +99,7 @@ def train_configs(configs: list[TrainConfig], home: Path, jobs: int = 1) -> list
         dirs = []
         for config, future in zip(configs, futures, strict=True):
             try:
-                dirs.append(Path(future.result()))
+                dirs.append(Path(future.result().model_dir))
             except Exception as exc:
                 for pending in futures:
                     pending.cancel()
@@ -107,8 +107,24 @@ def train_configs(configs: list[TrainConfig], home: Path, jobs: int = 1) -> list
         return dirs
 
 
-def _train_in_worker(config: dict[str, Any], home: str) -> str:
-    return str(train(TrainConfig.model_validate(config), Path(home)).model_dir)
+def _train_in_worker(config: dict[str, Any], home: str) -> TrainResult:
+    return train(TrainConfig.model_validate(config), Path(home))
+
+
+def train_in_process(config: TrainConfig, home: str | Path) -> TrainResult:
+    """`train(config, home)` in a fresh spawned process: what lets a caller run several side by side.
+
+    Threads cannot do it: torch's random generators and thread count are per process, so two
+    trainings in one process would neither be reproducible nor keep to their share of the cores.
+    """
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=1, mp_context=context) as pool:
+        return pool.submit(_train_in_worker, config.model_dump(mode="json"), str(home)).result()
+
+
+def threads_per_job(jobs: int) -> int:
+    """Torch threads for each of `jobs` trainings running at once on this machine's CPUs."""
+    return max(1, available_cpus() // jobs)
 
 
 def combine_members(config: StackConfig, member_dirs: list[Path], home: Path) -> Path:

@@ -37,6 +37,12 @@ class TaskPlan(BaseModel):
     config: Path = Field(description="training config YAML, relative to the project root")
     evaluate: list[tuple[str, str]] = Field(description="(dataset, split) pairs the gate evaluates on")
     gate: GatePolicy
+    jobs: int = Field(
+        1,
+        ge=1,
+        description="stack configs: members trained at once, each in its own process with cores/jobs "
+        "threads (CPU; on one GPU keep 1)",
+    )
 
     def config_path(self, root: Path = settings.PROJECT_ROOT) -> Path:
         return self.config if self.config.is_absolute() else root / self.config
