@@ -242,6 +242,37 @@ def _member_yaml(path: Path, task: str, kind: str, objective: str) -> str:
     return path.name
 
 
+def test_a_member_can_override_its_training_config_for_itself_only(tmp_path: Path) -> None:
+    bi = _member_yaml(tmp_path / "bi.yaml", "sts", "bi", "cosent")
+    stack = {
+        "name": "recipe",
+        "task": "sts",
+        "combine": "soup",
+        "members": [
+            {"config": bi, "set": {"seed": 7, "name": "bi-s7"}},
+            {"config": bi, "set": {"learning_rate": 1.2e-4, "length_grouping": False, "name": "bi-fast"}},
+            bi,
+        ],
+    }
+    (tmp_path / "recipe.yaml").write_text(yaml.safe_dump(stack))
+    configs = StackConfig.from_yaml(tmp_path / "recipe.yaml").member_configs({"num_threads": 1})
+    assert [(c.name, c.seed, c.learning_rate, c.length_grouping) for c in configs] == [
+        ("bi-s7", 7, configs[2].learning_rate, True),
+        ("bi-fast", configs[2].seed, 1.2e-4, False),
+        ("m-bi", configs[2].seed, configs[2].learning_rate, True),
+    ]
+    assert {c.num_threads for c in configs} == {1}  # the stack-wide override still reaches every member
+
+    stack["members"][0]["set"] = {"learning_rate": "fast"}
+    (tmp_path / "bad.yaml").write_text(yaml.safe_dump(stack))
+    with pytest.raises(ValueError, match="member bi.yaml set .*learning_rate"):
+        StackConfig.from_yaml(tmp_path / "bad.yaml").member_configs()
+    nested = {"name": "outer", "task": "sts", "members": [{"config": "recipe.yaml", "set": {"seed": 1}}, bi]}
+    (tmp_path / "outer.yaml").write_text(yaml.safe_dump(nested))
+    with pytest.raises(ValueError, match="a nested stack sets its own"):
+        StackConfig.from_yaml(tmp_path / "outer.yaml").member_configs()
+
+
 def test_stack_config_trains_its_members_then_stacks_from_the_cli(home: Path, tmp_path: Path) -> None:
     from typer.testing import CliRunner
 

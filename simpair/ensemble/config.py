@@ -15,6 +15,19 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from simpair.training.config import SplitRef, TrainConfig
 
 
+class MemberRef(BaseModel):
+    """A member written as a mapping: a training config plus overrides for this member only.
+
+    Lets one file describe a recipe of variants (e.g. a soup of a seed of one learning rate and a
+    seed of another) without a YAML file per variant. A plain string member is `{config: path}`.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    config: str
+    set: dict[str, Any] = Field(default_factory=dict)
+
+
 class StackConfig(BaseModel):
     """Members (training configs, optionally once per seed) and how they become one model."""
 
@@ -22,7 +35,7 @@ class StackConfig(BaseModel):
 
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
     task: Literal["paraphrase", "sts"]
-    members: list[str] = Field(min_length=1)
+    members: list[str | MemberRef] = Field(min_length=1)
     # stack: a linear model on the members' outputs; soup: one model, the members' averaged weights
     combine: Literal["stack", "soup"] = "stack"
     seeds: list[int] | None = None  # train every member config once per seed (soups of seeds)
@@ -43,9 +56,13 @@ class StackConfig(BaseModel):
             raise ValueError("products are features of a stack's combiner; a soup has no combiner")
         return self
 
+    def member_refs(self) -> list[MemberRef]:
+        return [MemberRef(config=m) if isinstance(m, str) else m for m in self.members]
+
     def member_paths(self) -> list[Path]:
         base = Path(self.source).parent if self.source else Path.cwd()
-        return [p if p.is_absolute() else base / p for p in map(Path, self.members)]
+        paths = [Path(ref.config) for ref in self.member_refs()]
+        return [p if p.is_absolute() else base / p for p in paths]
 
     def member_items(
         self, overrides: dict[str, Any] | None = None, _seen: tuple[str, ...] = ()
@@ -56,8 +73,10 @@ class StackConfig(BaseModel):
         if here in _seen:
             raise ValueError(f"{self.source}: stack configs include each other in a cycle")
         items: list[TrainConfig | StackConfig] = []
-        for path in self.member_paths():
+        for path, ref in zip(self.member_paths(), self.member_refs(), strict=True):
             if is_stack_config(path):
+                if ref.set:
+                    raise ValueError(f"{path}: `set` changes a training config; a nested stack sets its own")
                 nested = StackConfig.from_yaml(path)
                 if nested.task != self.task:
                     raise ValueError(f"{path}: is a {nested.task!r} stack but {self.name!r} is {self.task!r}")
@@ -67,6 +86,12 @@ class StackConfig(BaseModel):
                 items.append(nested)
                 continue
             config = TrainConfig.from_yaml(path)
+            if ref.set:
+                try:
+                    config = config.with_overrides(**ref.set)
+                except Exception as exc:
+                    where = self.source or self.name
+                    raise ValueError(f"{where}: member {path.name} set {ref.set}: {exc}") from exc
             if overrides:
                 config = config.with_overrides(**overrides)
             if config.task != self.task:
