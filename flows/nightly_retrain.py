@@ -20,7 +20,6 @@ from typing import Any
 from prefect import flow, task
 from prefect.artifacts import create_markdown_artifact
 from prefect.cache_policies import NO_CACHE
-from prefect.futures import wait
 from prefect.runtime import flow_run
 from pydantic import BaseModel
 
@@ -51,6 +50,7 @@ from tasks.registry import (
     register_model_task,
     retry_if_transient,
 )
+from tasks.side_by_side import submit_side_by_side
 from tasks.training import combine_task, evaluate_task, pretokenize_task, train_task
 
 
@@ -118,23 +118,27 @@ def _build_stack(task_name: str, stack: StackConfig, home: str, retries: Retries
 def _train_members(
     task_name: str, configs: list[TrainConfig], home: str, retries: Retries, jobs: int
 ) -> list[Path]:
-    """Model directories in config order. With jobs > 1 the trainings run in waves of `jobs`
-    side-by-side tasks, each in its own process with cores/jobs threads (as `simpair stack --jobs`)."""
+    """Model directories in config order. With jobs > 1, `jobs` trainings run side by side (a freed
+    slot takes the next config at once), each in its own process with cores/jobs threads (as
+    `simpair stack --jobs`)."""
     train = _retrying(train_task, retries)
-    dirs: list[Path] = []
     if jobs == 1:
+        dirs = []
         for config in configs:
             print(f"[{task_name}] training {config.name}: {config.kind}-encoder, {config.epochs} epoch(s)")
             dirs.append(Path(train(config, Path(home)).model_dir))
         return dirs
     threads = threads_per_job(jobs)
-    for start in range(0, len(configs), jobs):
-        wave = [c.with_overrides(num_threads=c.num_threads or threads) for c in configs[start : start + jobs]]
-        print(f"[{task_name}] training side by side: {', '.join(c.name for c in wave)}")
-        futures = [train.submit(config, Path(home), isolated=True) for config in wave]
-        wait(futures)  # every member of the wave ends before a failure is raised
-        dirs += [Path(future.result().model_dir) for future in futures]
-    return dirs
+    configs = [c.with_overrides(num_threads=c.num_threads or threads) for c in configs]
+    results = submit_side_by_side(
+        train,
+        [{"config": config, "home": Path(home), "isolated": True} for config in configs],
+        jobs,
+        on_start=lambda i: print(
+            f"[{task_name}] training {configs[i].name} ({jobs} at once, {threads} thread(s) each)"
+        ),
+    )
+    return [Path(result.model_dir) for result in results]
 
 
 def _combine(

@@ -1,0 +1,82 @@
+"""`submit_side_by_side` on real Prefect tasks: a freed slot is refilled at once, results keep order."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+from prefect import flow, task
+
+from tasks.side_by_side import submit_side_by_side
+
+_starts: dict[str, float] = {}
+_lock = threading.Lock()
+
+
+@task
+def nap(name: str, seconds: float, fail: bool = False) -> tuple[str, float, float]:
+    start = time.monotonic()
+    with _lock:
+        _starts[name] = start
+    time.sleep(seconds)
+    if fail:
+        raise RuntimeError(f"{name} failed")
+    return name, start, time.monotonic()
+
+
+def _overlap(spans: list[tuple[str, float, float]]) -> int:
+    """Most runs going at one instant."""
+    edges = sorted([(s, 1) for _, s, _ in spans] + [(e, -1) for _, _, e in spans])
+    level = peak = 0
+    for _, step in edges:
+        level += step
+        peak = max(peak, level)
+    return peak
+
+
+def test_a_freed_slot_takes_the_next_run_without_waiting_for_the_slowest() -> None:
+    calls = [
+        {"name": "slow", "seconds": 3.0},
+        {"name": "quick-1", "seconds": 0.2},
+        {"name": "quick-2", "seconds": 0.2},
+        {"name": "quick-3", "seconds": 0.2},
+    ]
+
+    @flow
+    def run() -> list[tuple[str, float, float]]:
+        return submit_side_by_side(nap, calls, jobs=2)
+
+    spans = run()
+    assert [name for name, _, _ in spans] == ["slow", "quick-1", "quick-2", "quick-3"]
+    slow_end = spans[0][2]
+    # waves of two would start quick-2 only after slow ends (3 s); a refilled slot starts it at ~0.2 s
+    assert all(start < slow_end - 1.0 for _, start, _ in spans[1:])
+    assert _overlap(spans) <= 2
+
+
+def test_a_failure_stops_new_runs_and_waits_for_the_ones_going() -> None:
+    _starts.clear()
+    calls = [
+        {"name": "long", "seconds": 1.5},
+        {"name": "broken", "seconds": 0.1, "fail": True},
+        {"name": "never", "seconds": 0.1},
+    ]
+    ended: list[float] = []
+
+    @flow
+    def run() -> None:
+        try:
+            submit_side_by_side(nap, calls, jobs=2)
+        finally:
+            ended.append(time.monotonic())
+
+    with pytest.raises(RuntimeError, match="broken failed"):
+        run()
+    assert "never" not in _starts
+    assert ended[0] >= _starts["long"] + 1.5  # the running one finished before the error surfaced
+
+
+def test_jobs_below_one_is_refused() -> None:
+    with pytest.raises(ValueError, match="jobs must be 1 or more"):
+        submit_side_by_side(nap, [{"name": "x", "seconds": 0}], jobs=0)
