@@ -134,6 +134,7 @@ def _train_members(
         train,
         [{"config": config, "home": Path(home), "isolated": True} for config in configs],
         jobs,
+        slot_argument="progress_slot",
         on_start=lambda i: print(
             f"[{task_name}] training {configs[i].name} ({jobs} at once, {threads} thread(s) each)"
         ),

@@ -40,14 +40,20 @@ def pretokenize_task(config: TrainConfig | str | Path, home: Path) -> list[Token
     cache_policy=NO_CACHE,
     timeout_seconds=4 * 3600,
 )
-def train_task(config: TrainConfig | str | Path, home: Path, isolated: bool = False) -> TrainResult:
+def train_task(
+    config: TrainConfig | str | Path,
+    home: Path,
+    isolated: bool = False,
+    progress_slot: int | None = None,
+) -> TrainResult:
     """Train one model; its directory holds weights, tokenizer, simpair.json and metrics.json.
 
     `isolated` trains in a fresh process, so tasks submitted side by side do not share torch's
-    per-process random state and thread pool (nightly stack members with `jobs` > 1).
+    per-process random state and thread pool (nightly stack members with `jobs` > 1);
+    `progress_slot` then gives its progress bar a terminal line of its own.
     """
     cfg = _config(config)
-    result = train_in_process(cfg, Path(home)) if isolated else train(cfg, Path(home))
+    result = train_in_process(cfg, Path(home), progress_slot) if isolated else train(cfg, Path(home))
     dev = result.metrics.get("dev", {})
     rows = "\n".join(f"| {k} | {v:.4f} |" for k, v in dev.items() if isinstance(v, float))
     create_markdown_artifact(

@@ -1,13 +1,18 @@
-"""`submit_side_by_side` on real Prefect tasks: a freed slot is refilled at once, results keep order."""
+"""Side-by-side runs: `submit_side_by_side` on real Prefect tasks refills a freed slot at once and
+keeps result order; training worker processes each own a progress-bar line."""
 
 from __future__ import annotations
 
+import multiprocessing
 import threading
 import time
+from typing import Any
 
 import pytest
 from prefect import flow, task
 
+from simpair.ensemble.train import worker_pool
+from simpair.training.progress_slot import current_slot
 from tasks.side_by_side import submit_side_by_side
 
 _starts: dict[str, float] = {}
@@ -15,14 +20,18 @@ _lock = threading.Lock()
 
 
 @task
-def nap(name: str, seconds: float, fail: bool = False) -> tuple[str, float, float]:
+def nap(name: str, seconds: float, fail: bool = False, slot: int | None = None) -> tuple[str, float, float]:
     start = time.monotonic()
     with _lock:
         _starts[name] = start
+        _slots[name] = slot
     time.sleep(seconds)
     if fail:
         raise RuntimeError(f"{name} failed")
     return name, start, time.monotonic()
+
+
+_slots: dict[str, int | None] = {}
 
 
 def _overlap(spans: list[tuple[str, float, float]]) -> int:
@@ -45,7 +54,7 @@ def test_a_freed_slot_takes_the_next_run_without_waiting_for_the_slowest() -> No
 
     @flow
     def run() -> list[tuple[str, float, float]]:
-        return submit_side_by_side(nap, calls, jobs=2)
+        return submit_side_by_side(nap, calls, jobs=2, slot_argument="slot")
 
     spans = run()
     assert [name for name, _, _ in spans] == ["slow", "quick-1", "quick-2", "quick-3"]
@@ -53,6 +62,8 @@ def test_a_freed_slot_takes_the_next_run_without_waiting_for_the_slowest() -> No
     # waves of two would start quick-2 only after slow ends (3 s); a refilled slot starts it at ~0.2 s
     assert all(start < slow_end - 1.0 for _, start, _ in spans[1:])
     assert _overlap(spans) <= 2
+    # the slow run keeps slot 0 throughout; the quick ones, each running beside it, get slot 1
+    assert [_slots[name] for name, _, _ in spans] == [0, 1, 1, 1]
 
 
 def test_a_failure_stops_new_runs_and_waits_for_the_ones_going() -> None:
@@ -80,3 +91,16 @@ def test_a_failure_stops_new_runs_and_waits_for_the_ones_going() -> None:
 def test_jobs_below_one_is_refused() -> None:
     with pytest.raises(ValueError, match="jobs must be 1 or more"):
         submit_side_by_side(nap, [{"name": "x", "seconds": 0}], jobs=0)
+
+
+def _slot_after_meeting(barrier: Any) -> int | None:
+    barrier.wait(timeout=60)  # both workers are busy at once, so two distinct processes answer
+    return current_slot()
+
+
+def test_each_training_worker_process_draws_on_its_own_line() -> None:
+    with multiprocessing.get_context("spawn").Manager() as manager:
+        barrier = manager.Barrier(2)
+        with worker_pool(2) as pool:
+            slots = [pool.submit(_slot_after_meeting, barrier) for _ in range(2)]
+            assert sorted(f.result(timeout=120) for f in slots) == [0, 1]

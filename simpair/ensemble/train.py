@@ -17,6 +17,7 @@ from simpair.ensemble.soup import fit_soup
 from simpair.models.io import new_model_dir
 from simpair.training import TrainConfig, TrainResult, train
 from simpair.training.pretokenize import pretokenize_config
+from simpair.training.progress_slot import claim_slot
 
 
 class MemberFailed(RuntimeError):
@@ -93,8 +94,7 @@ def train_configs(configs: list[TrainConfig], home: Path, jobs: int = 1) -> list
     payloads = [
         c.with_overrides(num_threads=c.num_threads or threads).model_dump(mode="json") for c in configs
     ]
-    context = multiprocessing.get_context("spawn")  # fork after torch has started threads can deadlock
-    with ProcessPoolExecutor(max_workers=min(jobs, len(configs)), mp_context=context) as pool:
+    with worker_pool(min(jobs, len(configs))) as pool:
         futures = [pool.submit(_train_in_worker, payload, str(home)) for payload in payloads]
         dirs = []
         for config, future in zip(configs, futures, strict=True):
@@ -107,18 +107,39 @@ def train_configs(configs: list[TrainConfig], home: Path, jobs: int = 1) -> list
         return dirs
 
 
+def worker_pool(workers: int) -> ProcessPoolExecutor:
+    """Spawned training processes, each drawing its progress bars on a terminal line of its own.
+
+    Spawn, not fork: forking after torch has started its threads can deadlock. A worker runs one
+    training at a time for the pool's life, so a slot per worker never has two bars on one line.
+    """
+    context = multiprocessing.get_context("spawn")
+    next_slot = context.Value("i", 0)
+    return ProcessPoolExecutor(
+        max_workers=workers, mp_context=context, initializer=_claim_next_slot, initargs=(next_slot,)
+    )
+
+
+def _claim_next_slot(next_slot: Any) -> None:
+    with next_slot.get_lock():
+        claim_slot(next_slot.value)
+        next_slot.value += 1
+
+
 def _train_in_worker(config: dict[str, Any], home: str) -> TrainResult:
     return train(TrainConfig.model_validate(config), Path(home))
 
 
-def train_in_process(config: TrainConfig, home: str | Path) -> TrainResult:
+def train_in_process(config: TrainConfig, home: str | Path, progress_slot: int | None = None) -> TrainResult:
     """`train(config, home)` in a fresh spawned process: what lets a caller run several side by side.
 
     Threads cannot do it: torch's random generators and thread count are per process, so two
     trainings in one process would neither be reproducible nor keep to their share of the cores.
+    `progress_slot` is the terminal line its progress bar draws on (distinct per running training).
     """
     context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=1, mp_context=context) as pool:
+    init = {"initializer": claim_slot, "initargs": (progress_slot,)} if progress_slot is not None else {}
+    with ProcessPoolExecutor(max_workers=1, mp_context=context, **init) as pool:
         return pool.submit(_train_in_worker, config.model_dump(mode="json"), str(home)).result()
 
 

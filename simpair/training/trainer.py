@@ -43,6 +43,7 @@ from simpair.training.config import TrainConfig
 from simpair.training.data import PairTokens, collate, length_grouped_batches, load_train_data
 from simpair.training.ddp import barrier, broadcast_object, init_distributed, shard_batches
 from simpair.training.inference import raw_outputs, sentence_embeddings
+from simpair.training.progress_slot import current_slot
 
 log = logging.getLogger(__name__)
 
@@ -314,6 +315,7 @@ def _train(config: TrainConfig, home: Path) -> TrainResult:
             disable=not (config.progress and dist_info.is_main),
             leave=False,
             mininterval=2.0,
+            position=current_slot(),
         )
         for idx in bar:
             batch = {k: v.to(device, non_blocking=True) for k, v in collate(train_pairs, idx, pad_id).items()}
@@ -364,8 +366,8 @@ def _train(config: TrainConfig, home: Path) -> TrainResult:
             log.info("epoch %d: loss %.4f, dev %s %.4f", epoch, record["train_loss"], metric_name, value)
             if config.progress:
                 tqdm.write(
-                    f"epoch {epoch}: loss {record['train_loss']:.4f}, dev {metric_name} {value:.4f}, "
-                    f"{record['samples_per_s']:.1f} samples/s"
+                    f"{config.name} epoch {epoch}: loss {record['train_loss']:.4f}, "
+                    f"dev {metric_name} {value:.4f}, {record['samples_per_s']:.1f} samples/s"
                 )
         history.append(record)
         reached_max = config.max_steps is not None and step >= config.max_steps
