@@ -109,6 +109,23 @@ def test_graded_stack_predicts_its_fitted_combination_and_evaluates(home: Path) 
     assert ev.metrics["kind"] == "stacked" and ev.report_path.is_file()
 
 
+def test_a_stack_counts_its_dev_pairs_as_training_data_for_leakage(home: Path) -> None:
+    """The combiner learnt from the dev labels: test pairs that also sit in dev are excluded for the
+    stack, while its members, which only early-stopped on dev, still evaluate them."""
+    write_toy_home(home, stsb_dev_in_stsb_test=3)
+    bi = _train(home, "sts", "bi", "cosent")
+    cross = _train(home, "sts", "cross", "bce")
+    out = fit_stack([bi, cross], home, home / "models" / "stack")
+
+    meta = load_predictor(out).meta
+    assert "stsb/dev" in meta.train_datasets
+    dev_ids = (out / "dev_pair_ids.txt").read_text().split()
+    assert {f"stsb\tdev\t{i}" for i in dev_ids} <= set((out / "train_pairs.txt").read_text().splitlines())
+    stack_split = evaluate_model(out, home, [("stsb", "test")], out_dir=home / "ev-stack").metrics["splits"]
+    bi_split = evaluate_model(bi, home, [("stsb", "test")], out_dir=home / "ev-bi").metrics["splits"]
+    assert stack_split["stsb/test"]["excluded_leaked"] == bi_split["stsb/test"]["excluded_leaked"] + 3
+
+
 def test_member_products_stack_multiplies_member_outputs(home: Path) -> None:
     write_toy_home(home)
     bi = _train(home, "sts", "bi", "cosent")
@@ -225,7 +242,10 @@ def test_zero_shot_member_is_the_untouched_backbone_and_adds_no_training_pairs(h
     trained = load_file(str(bi / "model.safetensors"))
     assert any(not torch.equal(trained[n], saved[n]) for n in saved)  # a different view than the member
 
-    assert (out / "train_pairs.txt").read_text() == (bi / "train_pairs.txt").read_text()
+    # the stack's training pairs: the trained member's, plus the dev pairs its combiner learnt from
+    dev_lines = {f"stsb\tdev\t{i}" for i in (out / "dev_pair_ids.txt").read_text().split()}
+    stack_lines = set((out / "train_pairs.txt").read_text().splitlines())
+    assert stack_lines == set((bi / "train_pairs.txt").read_text().splitlines()) | dev_lines
     metrics = json.loads((out / "metrics.json").read_text())
     assert [m["member"] for m in metrics["members_dev"]] == [bi.name, "zero-shot-0"]
     a, b = _dev(home, bi)

@@ -137,16 +137,20 @@ def write_toy_home(
     n_eval: int = 24,
     msrp_version: str = "v1",
     msrp_train_in_stsb_test: int = 0,
+    stsb_dev_in_stsb_test: int = 0,
 ) -> Path:
     """msrp (train/test) and stsb (train/dev/test); 2 msrp-test pairs also sit in stsb train.
 
     `msrp_train_in_stsb_test`: that many of the first msrp-train pairs also replace stsb-test pairs.
+    `stsb_dev_in_stsb_test`: that many of the last stsb-dev pairs also replace the last stsb-test pairs.
     """
     msrp_train = make_pairs(n_train, 1, graded=False)
     msrp_test = make_pairs(n_eval, 2, graded=False)
     stsb_train = make_pairs(n_train, 3, graded=True) + [(a, b, 0.9) for a, b, _ in msrp_test[:2]]
-    k = msrp_train_in_stsb_test
+    stsb_dev = make_pairs(n_eval, 4, graded=True)
+    k, d = msrp_train_in_stsb_test, stsb_dev_in_stsb_test
     stsb_test = [(a, b, 0.8) for a, b, _ in msrp_train[:k]] + make_pairs(n_eval, 5, graded=True)[k:]
+    stsb_test = stsb_test[: len(stsb_test) - d] + stsb_dev[len(stsb_dev) - d :]
     write_dataset(
         home, "msrp", msrp_version, {"train": ("train", msrp_train), "test": ("test", msrp_test)}, False
     )
@@ -156,7 +160,7 @@ def write_toy_home(
         "s1",
         {
             "train": ("train", stsb_train),
-            "dev": ("dev", make_pairs(n_eval, 4, graded=True)),
+            "dev": ("dev", stsb_dev),
             "test": ("test", stsb_test),
         },
         True,

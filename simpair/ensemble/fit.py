@@ -47,6 +47,12 @@ def _dev_reference(member_dir: Path) -> tuple[str, list[str]]:
     return str(source), ids_file.read_text().split()
 
 
+def dev_split_of(source: str) -> tuple[str, str]:
+    """(dataset, split) the dev pairs come from: "stsb/dev", or "msrp/train carved 0.1 seed 13"."""
+    dataset, split = source.split()[0].split("/", 1)
+    return dataset, split
+
+
 def shared_dev_frame(member_dirs: Sequence[Path], home: Path) -> tuple[str, Any]:
     """The dev pairs every member was tuned on; members tuned on different pairs cannot be stacked.
 
@@ -63,7 +69,7 @@ def shared_dev_frame(member_dirs: Sequence[Path], home: Path) -> tuple[str, Any]
                 f"{d}: tuned on dev {other_source} ({len(other_ids)} pairs) but {member_dirs[0]} on "
                 f"{source} ({len(ids)} pairs); stacked members must share one dev split"
             )
-    dataset, split = source.split()[0].split("/", 1)  # "msrp/train carved 0.1 seed 13" for carves
+    dataset, split = dev_split_of(source)
     frame = Catalog(home).read_split(dataset, split)
     frame = frame.filter(frame["pair_id"].is_in(ids))
     if frame.is_empty():
@@ -148,6 +154,7 @@ def _fit_stack(
     task = tasks.pop()
     versions = _merge_versions(member_dirs, metas)
     dev_source, dev = shared_dev_frame(member_dirs, home)
+    dev_split = dev_split_of(dev_source)
 
     features = [f"member:{i}" for i in range(len(member_dirs))] + (list(LEXICAL_FEATURES) if lexical else [])
     if products:
@@ -211,7 +218,8 @@ def _fit_stack(
         backbone=metas[0].backbone,  # the zero-shot bar of the promotion gate is built from it
         member_backbones=[m.backbone for m in metas],
         dataset_versions=versions,
-        train_datasets=sorted({t for m in metas for t in m.train_datasets}),
+        # the combiner learnt from the dev pairs' labels, so for leakage they are training data
+        train_datasets=sorted({t for m in metas for t in m.train_datasets} | {"/".join(dev_split)}),
         dev_pair_ids_file="dev_pair_ids.txt",
         train_pairs_file="train_pairs.txt",
         created_at=datetime.now(UTC).isoformat(timespec="seconds"),
@@ -225,7 +233,7 @@ def _fit_stack(
         "members_dev": member_dev,
         "stack": spec.model_dump(mode="json"),
     }
-    train_pairs: set[str] = set()
+    train_pairs = {"\t".join((*dev_split, pair_id)) for pair_id in dev["pair_id"].to_list()}
     for d, m in zip(member_dirs, metas, strict=True):
         if m.train_pairs_file and (d / m.train_pairs_file).is_file():
             train_pairs.update(line for line in (d / m.train_pairs_file).read_text().splitlines() if line)

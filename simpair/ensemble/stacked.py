@@ -6,7 +6,7 @@ Layout of a stacked model directory (everything text or safetensors, nothing pic
     simpair.json       kind "stacked", task, threshold, max_length (the members' largest)
     stack.json         members (relative dirs), feature names, standardisation, coefficients
     members/<i>-<name> complete member model directories, so the directory is self-contained
-    metrics.json, dev_pair_ids.txt, train_pairs.txt (union of the members': leakage exclusion)
+    metrics.json, dev_pair_ids.txt, train_pairs.txt (members' and dev pairs: leakage exclusion)
 """
 
 from __future__ import annotations
