@@ -148,6 +148,18 @@ def test_bad_profile_error_names_the_file(tmp_path: Path) -> None:
         load_profile(bad)
 
 
+def test_jobs_on_a_single_training_config_is_refused_naming_the_task(tmp_path: Path) -> None:
+    profile = tmp_path / "p.yaml"
+    profile.write_text(
+        "name: x\ntasks: {sts: {config: configs/stsb-bi.yaml, jobs: 2, evaluate: [[stsb, test]],"
+        " gate: {primary: spearman}}}\n"
+    )
+    with pytest.raises(ValueError, match=r"(?s)p\.yaml.*tasks\.sts\.jobs is 2, but configs/stsb-bi\.yaml"):
+        load_profile(profile)
+    profile.write_text(profile.read_text().replace("stsb-bi.yaml", "stsb-stack.yaml"))
+    assert load_profile(profile).tasks["sts"].jobs == 2
+
+
 def test_skip_rule_uses_the_last_successful_night(tmp_path: Path) -> None:
     versions, hashes = {"msrp": "v1", "stsb": "w1"}, {"paraphrase": "h1"}
     assert skip_reason(read_state(tmp_path, "smoke"), versions, hashes) is None

@@ -71,6 +71,20 @@ class NightlyProfile(BaseModel):
             raise ValueError(f"unknown task(s) {sorted(unknown)}; expected paraphrase and/or sts")
         return self
 
+    @model_validator(mode="after")
+    def _jobs_need_a_stack(self) -> NightlyProfile:
+        """`jobs` > 1 on a single training config would be silently ignored: say so instead."""
+        from simpair.ensemble import is_stack_config
+
+        for name, plan in self.tasks.items():
+            path = plan.config_path()
+            if plan.jobs > 1 and path.is_file() and not is_stack_config(path):
+                raise ValueError(
+                    f"tasks.{name}.jobs is {plan.jobs}, but {plan.config} trains one model; jobs trains "
+                    "the members of a stack config side by side (use 1, or point config at a stack)"
+                )
+        return self
+
 
 def load_profile(profile: str | Path) -> NightlyProfile:
     """`default`, `smoke`, or a path to a profile YAML."""
