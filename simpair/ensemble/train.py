@@ -107,14 +107,15 @@ def train_configs(configs: list[TrainConfig], home: Path, jobs: int = 1) -> list
         return dirs
 
 
-def worker_pool(workers: int) -> ProcessPoolExecutor:
-    """Spawned training processes, each drawing its progress bars on a terminal line of its own.
+def worker_pool(workers: int, first_slot: int = 0) -> ProcessPoolExecutor:
+    """Spawned training processes, each drawing its progress bars on a terminal line of its own
+    (`first_slot`, the next, ...).
 
     Spawn, not fork: forking after torch has started its threads can deadlock. A worker runs one
     training at a time for the pool's life, so a slot per worker never has two bars on one line.
     """
     context = multiprocessing.get_context("spawn")
-    next_slot = context.Value("i", 0)
+    next_slot = context.Value("i", first_slot)
     return ProcessPoolExecutor(
         max_workers=workers, mp_context=context, initializer=_claim_next_slot, initargs=(next_slot,)
     )
@@ -137,9 +138,7 @@ def train_in_process(config: TrainConfig, home: str | Path, progress_slot: int |
     trainings in one process would neither be reproducible nor keep to their share of the cores.
     `progress_slot` is the terminal line its progress bar draws on (distinct per running training).
     """
-    context = multiprocessing.get_context("spawn")
-    init = {"initializer": claim_slot, "initargs": (progress_slot,)} if progress_slot is not None else {}
-    with ProcessPoolExecutor(max_workers=1, mp_context=context, **init) as pool:
+    with worker_pool(1, first_slot=progress_slot or 0) as pool:
         return pool.submit(_train_in_worker, config.model_dump(mode="json"), str(home)).result()
 
 
