@@ -1,7 +1,8 @@
 """Augmented SBERT probe (Thakur et al., 2021): silver STS-B pairs labelled by a teacher (run by hand).
 
     .venv/bin/python benchmarks/silver_pairs.py --home H --searcher BI_MODEL --teacher CROSS_MODEL
-    nice -n 5 .venv/bin/python benchmarks/quality.py run stsb-bi --home H --set num_threads=1 \
+    nice -n 5 .venv/bin/python benchmarks/quality.py run stsb-bi --label stsb-bi-silver --home H \
+        --set num_threads=1 \
         --set 'train=[{dataset: stsb, split: train}, {dataset: stsb-silver, split: train}]' \
         --set batch_per_dataset=false
 
@@ -83,9 +84,8 @@ def main(
     text_a = [candidates[i][0] for i in picked]
     text_b = [candidates[i][1] for i in picked]
     score = load_predictor(teacher).predict(text_a, text_b, progress=True)["score"]
-    version = hashlib.sha256(
-        json.dumps([str(searcher), str(teacher), k, keep, seed, text_a[:3]]).encode()
-    ).hexdigest()[:16]
+    # content-addressed like ingest's versions: other pairs or other labels make another version
+    version = hashlib.sha256(json.dumps([text_a, text_b, score.round(6).tolist()]).encode()).hexdigest()[:16]
     folder = home / "datasets" / name / version
     folder.mkdir(parents=True, exist_ok=True)
     silver = (
