@@ -8,10 +8,10 @@
   The nightly flow itself calls it as an in-process subflow (see docs/nightly.md for the limits).
 
 Usage (with PREFECT_API_URL pointing at a Prefect server, see infra/README.md):
-    python -m flows.deployments apply            # register both deployments on the server
+    python -m simpair.flows.deployments apply            # register both deployments on the server
     prefect worker start --pool cpu               # on CPU machines (process workers)
     prefect worker start --pool gpu               # on GPU machines
-    python -m flows.deployments serve             # single machine: schedule + run in this process
+    python -m simpair.flows.deployments serve             # single machine: schedule + run in this process
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from prefect import serve
 from prefect.client.schemas.objects import ConcurrencyLimitConfig, ConcurrencyLimitStrategy
 from prefect.deployments.runner import RunnerDeployment
 
-from flows.nightly_retrain import nightly_retrain, train_and_evaluate
+from simpair.flows.nightly_retrain import nightly_retrain, train_and_evaluate
 
 NIGHTLY_CRON = "0 2 * * *"
 TIMEZONE = "UTC"
@@ -63,7 +63,7 @@ def main(argv: list[str]) -> None:
     elif command == "serve":
         serve(nightly_deployment(work_pool=None))
     else:
-        raise SystemExit(f"usage: python -m flows.deployments [apply|serve], got {command!r}")
+        raise SystemExit(f"usage: python -m simpair.flows.deployments [apply|serve], got {command!r}")
 
 
 if __name__ == "__main__":

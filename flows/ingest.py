@@ -13,7 +13,7 @@ from prefect.states import State
 
 from simpair import settings
 from simpair.ingest.report import IngestReport
-from tasks.ingest import ingest_source_task, leakage_task, load_contracts_task, publish_summary_task
+from simpair.tasks.ingest import ingest_source_task, leakage_task, load_contracts_task, publish_summary_task
 
 
 class IngestFailedError(RuntimeError):

@@ -23,7 +23,7 @@ from prefect.cache_policies import NO_CACHE
 from prefect.runtime import flow_run
 from pydantic import BaseModel
 
-from flows.ingest import ingest_flow
+from simpair.flows.ingest import ingest_flow
 from simpair import settings
 from simpair.catalog import Catalog
 from simpair.ensemble import StackConfig, is_stack_config
@@ -43,15 +43,15 @@ from simpair.registry.nightly import (
 )
 from simpair.registry.tracking import config_hash
 from simpair.training import TrainConfig
-from tasks.registry import (
+from simpair.tasks.registry import (
     check_tracking_task,
     gate_task,
     mark_challengers_task,
     register_model_task,
     retry_if_transient,
 )
-from tasks.side_by_side import submit_side_by_side
-from tasks.training import combine_task, evaluate_task, pretokenize_task, train_task
+from simpair.tasks.side_by_side import submit_side_by_side
+from simpair.tasks.training import combine_task, evaluate_task, pretokenize_task, train_task
 
 
 class NightlyFailed(RuntimeError):

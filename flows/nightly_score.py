@@ -29,7 +29,7 @@ from simpair.scoring.run import (
     summarize,
 )
 from simpair.scoring.scorer import check_precision, default_threads, resolve_precision
-from tasks.scoring import (
+from simpair.tasks.scoring import (
     finalize_file_task,
     hash_file_task,
     list_inbox_task,

@@ -1,7 +1,9 @@
 """Where simpair reads from and writes to.
 
 Every location has one resolution order: explicit argument, then environment variable, then a
-default inside the project checkout, so a fresh clone runs with no configuration at all.
+default inside the project checkout, so a fresh clone runs with no configuration at all. Shipped
+files (training configs, nightly profiles, data contracts) come from the checkout when there is one,
+else from the copies the wheel installs beside this package.
 """
 
 from __future__ import annotations
@@ -9,7 +11,28 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-PROJECT_ROOT = Path(__file__).resolve().parents[1]
+PACKAGE_DIR = Path(__file__).resolve().parent
+PROJECT_ROOT = PACKAGE_DIR.parent
+
+
+def shipped_path(relative: str | Path) -> Path:
+    """A project file named from the checkout root (`configs/nightly.yaml`), checkout or installed.
+
+    An absolute path is returned as it is. A relative one resolves against the checkout when the
+    file is there, else against the installed package (the wheel carries `configs/` and
+    `data_contracts/` as package data), so profiles and their training configs resolve either way.
+    """
+    path = Path(relative)
+    if path.is_absolute():
+        return path
+    checkout = PROJECT_ROOT / path
+    installed = PACKAGE_DIR / path
+    return installed if not checkout.exists() and installed.exists() else checkout
+
+
+def configs_dir() -> Path:
+    """Shipped training configs and nightly profiles (`configs/`, checkout or installed)."""
+    return shipped_path("configs")
 
 
 def sources_dir(explicit: str | Path | None = None) -> Path:
@@ -28,7 +51,7 @@ def home_dir(explicit: str | Path | None = None) -> Path:
 
 def contracts_dir(explicit: str | Path | None = None) -> Path:
     """Data contracts (YAML): `--contracts`, else `$SIMPAIR_CONTRACTS`, else `data_contracts/`."""
-    value = explicit or os.environ.get("SIMPAIR_CONTRACTS") or PROJECT_ROOT / "data_contracts"
+    value = explicit or os.environ.get("SIMPAIR_CONTRACTS") or shipped_path("data_contracts")
     return Path(value).expanduser().resolve()
 
 

@@ -20,7 +20,7 @@ from prefect.client.schemas.filters import (
 )
 from prefect.client.schemas.sorting import ArtifactSort
 
-from flows.ingest import ingest_flow, report_from_state
+from simpair.flows.ingest import ingest_flow, report_from_state
 from simpair.catalog import Catalog
 
 REPO = Path(__file__).resolve().parents[1]

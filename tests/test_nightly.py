@@ -22,7 +22,7 @@ import yaml
 from mlflow import MlflowClient
 from registry_helpers import MlflowServer, one_torch_thread  # noqa: F401 - fixture
 
-from flows.nightly_retrain import NightlyFailed, run
+from simpair.flows.nightly_retrain import NightlyFailed, run
 from simpair import settings
 from simpair.models import load_predictor
 from simpair.registry import registry, resolve_model
@@ -208,7 +208,7 @@ def test_second_concurrent_nightly_exits_with_a_message(home: Path, shared_data:
 def test_deployments_apply_with_cron_pools_and_one_run_at_a_time() -> None:
     from prefect.client.orchestration import get_client
 
-    from flows.deployments import NIGHTLY_CRON, gpu_deployment, nightly_deployment
+    from simpair.flows.deployments import NIGHTLY_CRON, gpu_deployment, nightly_deployment
 
     with get_client(sync_client=True) as client:
         for pool in ("cpu", "gpu"):

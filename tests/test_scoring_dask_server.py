@@ -27,7 +27,7 @@ from test_scoring_support import (
     write_batch,
 )
 
-from flows.nightly_score import run as run_flow
+from simpair.flows.nightly_score import run as run_flow
 
 tiny_cross = support.tiny_cross
 DASK = str(Path(sys.executable).with_name("dask"))

@@ -286,7 +286,7 @@ def test_flow_on_a_local_dask_cluster_hands_precision_to_its_workers(
     prefect_api: None, tmp_path: Path, tiny_cross: Path
 ) -> None:
     """The flow process resolves the precision; the worker process receives it as a task argument."""
-    from flows.nightly_score import run as run_flow
+    from simpair.flows.nightly_score import run as run_flow
 
     table = make_pairs(700, seed=18)
     write_batch(table, tmp_path / "inbox" / "night.parquet")

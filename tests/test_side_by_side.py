@@ -13,7 +13,7 @@ from prefect import flow, task
 
 from simpair.ensemble.train import worker_pool
 from simpair.training.progress_slot import current_slot
-from tasks.side_by_side import submit_side_by_side
+from simpair.tasks.side_by_side import submit_side_by_side
 
 _starts: dict[str, float] = {}
 _lock = threading.Lock()

@@ -15,7 +15,7 @@ REPO = Path(__file__).resolve().parents[1]
 def test_pretokenize_train_evaluate_tasks_in_a_flow(home: Path, prefect_api: None) -> None:
     from prefect import flow
 
-    from tasks.training import evaluate_task, pretokenize_task, train_task
+    from simpair.tasks.training import evaluate_task, pretokenize_task, train_task
 
     for t in (pretokenize_task, train_task, evaluate_task):
         assert "gpu" in t.tags

@@ -44,8 +44,8 @@ class TaskPlan(BaseModel):
         "threads (CPU; on one GPU keep 1)",
     )
 
-    def config_path(self, root: Path = settings.PROJECT_ROOT) -> Path:
-        return self.config if self.config.is_absolute() else root / self.config
+    def config_path(self) -> Path:
+        return settings.shipped_path(self.config)
 
 
 class Retries(BaseModel):
@@ -90,7 +90,7 @@ def load_profile(profile: str | Path) -> NightlyProfile:
     """`default`, `smoke`, or a path to a profile YAML."""
     path = Path(PROFILES.get(str(profile), str(profile)))
     if not path.is_absolute() and not (str(profile) not in PROFILES and path.is_file()):
-        path = settings.PROJECT_ROOT / path  # named profiles and project-relative paths
+        path = settings.shipped_path(path)  # named profiles and project-relative paths
     if not path.is_file():
         raise FileNotFoundError(f"nightly profile {profile!r}: no file {path} (known: {sorted(PROFILES)})")
     try:

@@ -128,7 +128,7 @@ def register(app: typer.Typer) -> None:
                     threads=threads, backend=backend, precision=precision, lock_wait=wait,
                 )  # fmt: skip
             else:
-                from flows.nightly_score import run as run_flow
+                from simpair.flows.nightly_score import run as run_flow
 
                 summary = run_flow(
                     inbox, out, model, home, chunk_rows=chunk_rows, batch_size=batch_size, threads=threads,

@@ -21,7 +21,7 @@ def _run(sources: Path | None, home: Path | None, contracts: Path | None, no_pre
         from simpair.ingest import run_ingest
 
         return run_ingest(sources, home, contracts)
-    from flows.ingest import run as run_flow  # noqa: PLC0415 - Prefect only when the flow is wanted
+    from simpair.flows.ingest import run as run_flow  # noqa: PLC0415 - Prefect only when the flow is wanted
 
     return run_flow(sources, home, contracts)
 

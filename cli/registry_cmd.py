@@ -184,7 +184,7 @@ def register(app: typer.Typer) -> None:
         # Prefect's temporary API migrates SQLite on first start: ~17 s idle, over its 20 s default when
         # the machine is busy ("Timed out while attempting to connect to ephemeral Prefect API server").
         os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "180")
-        from flows.nightly_retrain import NightlyFailed, run  # noqa: PLC0415 - Prefect only here
+        from simpair.flows.nightly_retrain import NightlyFailed, run  # noqa: PLC0415 - Prefect only here
 
         console = Console(width=max(Console().width, 140))
         try:

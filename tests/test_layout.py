@@ -1,0 +1,162 @@
+"""The layers stay layers: the domain imports no Prefect, every import points down, no circles.
+
+The import graph is read from the source (every `import` statement, including those inside
+functions), so a lazy import that reaches up counts as much as a top-level one.
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+import tomllib
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+# checkout folder -> installed package name (see [tool.setuptools] in pyproject.toml)
+FOLDERS = {"simpair": "simpair", "cli": "simpair.cli", "tasks": "simpair.tasks", "flows": "simpair.flows"}
+# lower number = lower layer; an import may only point to the same or a lower layer
+LAYER = {"simpair": 0, "simpair.tasks": 1, "simpair.flows": 2, "simpair.cli": 3}
+
+
+def _modules() -> dict[str, Path]:
+    found: dict[str, Path] = {}
+    for folder, package in FOLDERS.items():
+        for path in (ROOT / folder).rglob("*.py"):
+            parts = list(path.relative_to(ROOT / folder).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            found[".".join([package, *parts])] = path
+    return found
+
+
+def _layer(module: str) -> int:
+    for package in ("simpair.cli", "simpair.flows", "simpair.tasks"):
+        if module == package or module.startswith(package + "."):
+            return LAYER[package]
+    return LAYER["simpair"]
+
+
+def _imports(module: str, path: Path, known: dict[str, Path]) -> set[str]:
+    """Project modules this file imports (a `from x import y` counts x.y when y is a module)."""
+    out: set[str] = set()
+    is_package = path.name == "__init__.py"
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names if a.name in known)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = module.split(".") if is_package else module.split(".")[:-1]
+                base = base[: len(base) - (node.level - 1)]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            for alias in node.names:
+                if f"{target}.{alias.name}" in known:
+                    out.add(f"{target}.{alias.name}")
+                elif target in known:
+                    out.add(target)
+    out.discard(module)
+    return out
+
+
+def _graph() -> dict[str, set[str]]:
+    known = _modules()
+    return {m: _imports(m, p, known) for m, p in known.items()}
+
+
+def test_domain_package_never_imports_prefect() -> None:
+    offenders = []
+    for path in (ROOT / "simpair").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level:
+                names = [node.module or ""]
+            offenders += [f"{path.relative_to(ROOT)}: {n}" for n in names if n.split(".")[0] == "prefect"]
+    assert offenders == []
+
+
+def test_every_import_points_down() -> None:
+    upward = [
+        f"{a} -> {b}" for a, targets in _graph().items() for b in targets if _layer(b) > _layer(a)
+    ]
+    assert upward == [], "imports that reach a higher layer (domain < tasks < flows < cli)"
+
+
+def test_import_graph_has_no_circle() -> None:
+    graph = _graph()
+    done: set[str] = set()
+    cycles: list[list[str]] = []
+
+    def visit(node: str, stack: list[str], on_stack: set[str]) -> None:
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in sorted(graph[node]):
+            if nxt in on_stack:
+                cycles.append(stack[stack.index(nxt) :] + [nxt])
+            elif nxt not in done:
+                visit(nxt, stack, on_stack)
+        stack.pop()
+        on_stack.discard(node)
+        done.add(node)
+
+    for start in sorted(graph):
+        if start not in done:
+            visit(start, [], set())
+    assert cycles == [], "\n".join(" -> ".join(c) for c in cycles)
+
+
+def test_pyproject_lists_every_package() -> None:
+    """setuptools is given an explicit package list (folders map onto one namespace): none forgotten."""
+    tool = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    listed = set(tool["packages"])
+    expected = {"simpair.configs", "simpair.data_contracts"}
+    for folder, package in FOLDERS.items():
+        assert tool["package-dir"][package] == folder
+        for init in (ROOT / folder).rglob("__init__.py"):
+            parts = init.parent.relative_to(ROOT / folder).parts
+            expected.add(".".join([package, *parts]))
+    assert listed == expected
+
+
+@pytest.mark.slow
+def test_wheel_installs_one_namespace_and_finds_profiles_without_a_checkout(tmp_path: Path) -> None:
+    """No generic top-level `flows`/`tasks`/`cli` in site-packages; profiles resolve from package data."""
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", tmp_path, ROOT],
+        check=True,
+        capture_output=True,
+    )
+    (wheel,) = tmp_path.glob("simpair-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    top = {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")}
+    assert top == {"simpair"}
+    assert "simpair/configs/nightly.yaml" in names
+    assert "simpair/data_contracts/msrp.yaml" in names
+    assert "simpair/flows/nightly_retrain.py" in names
+
+    site = tmp_path / "site"
+    zipfile.ZipFile(wheel).extractall(site)
+    probe = (
+        "import simpair, simpair.settings as s\n"
+        "from simpair.registry.nightly import load_profile\n"
+        "p = load_profile('default')\n"
+        "print(simpair.__file__)\n"
+        "print(p.tasks['sts'].config_path())\n"
+        "print(s.contracts_dir())\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe],
+        cwd=tmp_path,
+        env={"PYTHONPATH": str(site), "PATH": "/usr/bin:/bin", "HF_HUB_OFFLINE": "1"},
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.splitlines()
+    assert all(line.startswith(str(site)) for line in out), out
+    assert Path(out[1]).is_file()
