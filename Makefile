@@ -33,19 +33,22 @@ run: install
 	$(BIN)/simpair make-sample-inbox --inbox $(SIMPAIR_HOME)/sample-inbox
 	$(BIN)/simpair score --inbox $(SIMPAIR_HOME)/sample-inbox --out $(SIMPAIR_HOME)/scoring
 
-test: install
+# Lint first: a style slip fails in seconds, not after the ten-minute suite.
+test: lint
 	$(BIN)/python -m pytest -q --timeout=900
 
 test-fast: install
 	$(BIN)/python -m pytest -q -m "not slow and not integration"
 
+LINTED := simpair cli tasks flows tests benchmarks
+
 lint: install
-	$(BIN)/ruff check simpair tasks flows tests benchmarks
-	$(BIN)/ruff format --check simpair tasks flows tests benchmarks
+	$(BIN)/ruff check $(LINTED)
+	$(BIN)/ruff format --check $(LINTED)
 
 format: install
-	$(BIN)/ruff format simpair tasks flows tests benchmarks
-	$(BIN)/ruff check --fix simpair tasks flows tests benchmarks
+	$(BIN)/ruff format $(LINTED)
+	$(BIN)/ruff check --fix $(LINTED)
 
 bench: install
 	$(BIN)/python -m pip install -q -e '.[bench]'

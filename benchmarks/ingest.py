@@ -3,7 +3,7 @@
 Truth is each file's records read with the contract (quotes as text, every physical line a record),
 so "kept correctly" means a returned row equals a raw record's label and both sentences exactly.
     nice -n 10 .venv/bin/python benchmarks/ingest.py [--sources DIR] [--repeats 5]
-Writes benchmarks/results/ingest.json and the "Ingest" section of docs/benchmarks.md.
+Writes benchmarks/results/ingest.json, then regenerates docs/benchmarks.md (benchmarks/pages.py).
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ import argparse
 import csv
 import json
 import platform
-import re
 import statistics
 import tempfile
 import time
@@ -30,7 +29,6 @@ from simpair.ingest.rows import build_candidates, resolve_columns
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "benchmarks" / "results" / "ingest.json"
-DOC = REPO / "docs" / "benchmarks.md"
 # (dataset, split, file, header?, label column, sentence columns) for the pandas side
 FILES = [
     ("msrp", "train", "msrp/msr_paraphrase_train.txt", True, 0, (3, 4)),
@@ -182,59 +180,10 @@ def main() -> None:
     }
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(result, indent=2) + "\n")
-    write_doc(result)
+    import pages  # benchmarks/pages.py: both docs pages, from the results JSON
+
+    pages.write()
     print(json.dumps(result["simpair"], indent=2), json.dumps(result["pandas"], indent=2))
-
-
-def write_doc(r: dict) -> None:
-    s, p = r["simpair"], r["pandas"]
-    lines = [
-        "## Ingest (`benchmarks/ingest.py`)",
-        "",
-        f"`{r['command']}` ({r['measured_at']}, median of {r['repeats']}, {r['machine']}).",
-        f"MSRP train+test and STS-B train+dev+test: {r['records']} raw data records.",
-        '"Correct" = a returned row whose label and both sentences equal a raw record exactly',
-        "(truth: the records read under the contracts, quotes as text).",
-        "",
-        "| reader | what it does | seconds | rows/s | rows out | correct rows | records lost or altered |",
-        "|---|---|---|---|---|---|---|",
-        f"| simpair ingest (end to end) | hash, parse, clean, pandera checks, dedupe, zstd Parquet, leakage "
-        f"| {s['end_to_end_seconds']:.2f} | {s['end_to_end_rows_per_s']:,.0f} | {s['clean']} clean + "
-        f"{s['quarantined']} quarantined | all {s['accounted_for']} accounted for | 0 |",
-        f"| simpair parse + clean only | reader, mapping, text cleaning | {s['parse_clean_seconds']:.2f} "
-        f"| {s['parse_clean_rows_per_s']:,.0f} | - | - | - |",
-    ]
-    names = {
-        "recipe": "pandas `read_csv(sep='\\t', on_bad_lines='skip')` + `dropna()`",
-        "correct_settings": "pandas with `quoting=QUOTE_NONE` (correct settings, no checks)",
-    }
-    for key, label in names.items():
-        v = p[key]
-        lines.append(
-            f"| {label} | read only | {v['seconds']:.2f} | {v['rows_per_s'] or 0:,.0f} "
-            f"| {v['rows_after_dropna']} | {v['correct']} | {r['records'] - v['correct']} |"
-        )
-    lines += [
-        "",
-        "Per file (pandas recipe): "
-        + "; ".join(
-            f"{f['file']}: "
-            + (
-                f"{f['recipe']['rows']} rows, {f['recipe']['correct']} correct of {f['records']}"
-                if "seconds" in f["recipe"]
-                else f"fails ({f['recipe']['error'][:60]}...)"
-            )
-            for f in r["per_file"]
-        )
-        + ".",
-        "",
-    ]
-    doc = DOC.read_text()
-    section = "\n".join(lines)
-    new = re.sub(
-        r"## Ingest \(`benchmarks/ingest.py`\)\n.*?(?=\n## )", lambda _: section, doc, count=1, flags=re.S
-    )
-    DOC.write_text(new)
 
 
 if __name__ == "__main__":

@@ -10,8 +10,9 @@
 evaluation splits (threshold from dev, leaked pairs excluded) and records the row. `record` does the
 same for a model already trained. `throughput` trains ours and sentence-transformers' `fit` on the same
 pairs, batch size and thread count, back to back in one process, and records both samples/s (the
-machine is shared, so only the ratio measured in one run means anything). `table` rewrites the
-"Training quality and speed" section of docs/benchmarks.md from benchmarks/results/quality.json.
+machine is shared, so only the ratio measured in one run means anything). `table` regenerates the
+tables of docs/benchmarks.md (default configs only) and docs/experiments.md (every row) from
+benchmarks/results/*.json (benchmarks/pages.py); the prose around them is hand-written.
 Requires the `bench` extra (sentence-transformers, datasets) for `throughput` only.
 """
 
@@ -30,8 +31,6 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "benchmarks" / "results" / "quality.json"
-DOC = REPO / "docs" / "benchmarks.md"
-SECTION = "## Training quality and speed (`benchmarks/quality.py`)"
 
 app = typer.Typer(add_completion=False)
 HOME = Annotated[Path, typer.Option(help="Pipeline home with ingested msrp and stsb.")]
@@ -69,7 +68,7 @@ def _cpu_model() -> str:
 def _record(
     name: str, model_dir: Path, home: Path, command: str, wall: float | None, splits: list[str] | None = None
 ) -> dict[str, Any]:
-    from simpair.evaluation import evaluate_model
+    from simpair.evaluate import evaluate_model
     from simpair.training import TrainConfig
 
     config = TrainConfig.from_yaml(model_dir / "train_config.yaml")
@@ -115,14 +114,21 @@ def _record(
 def run(
     name: str,
     home: HOME,
-    config: Annotated[Path | None, typer.Option(help="Default: configs/NAME.yaml")] = None,
+    config: Annotated[
+        Path | None, typer.Option(help="Default: configs/NAME.yaml, else configs/experiments/NAME.yaml")
+    ] = None,
     set_: Annotated[list[str] | None, typer.Option("--set")] = None,
     label: Annotated[str | None, typer.Option(help="Row name (default: NAME)")] = None,
 ) -> None:
-    """Train configs/NAME.yaml, evaluate on its evaluate_on splits, record the row."""
+    """Train configs/NAME.yaml (or configs/experiments/NAME.yaml), evaluate on its evaluate_on splits,
+    record the row."""
+    from simpair import settings
     from simpair.training import TrainConfig, train
 
-    path = config or REPO / "configs" / f"{name}.yaml"
+    shipped = settings.configs_dir() / f"{name}.yaml"
+    path = config or (
+        shipped if shipped.is_file() else settings.configs_dir() / "experiments" / f"{name}.yaml"
+    )
     cfg = TrainConfig.from_yaml(path)
     if set_:
         cfg = cfg.with_overrides(**_overrides(set_))
@@ -293,7 +299,7 @@ def _record_combined(
 ) -> None:
     """Evaluate a model made from trained members (stack, soup) on the first member's evaluate_on splits;
     its wall time is the members' training wall times plus the combining."""
-    from simpair.evaluation import evaluate_model
+    from simpair.evaluate import evaluate_model
     from simpair.training import TrainConfig
 
     configs = [TrainConfig.from_yaml(m / "train_config.yaml") for m in member]
@@ -399,7 +405,8 @@ def symmetric(name: str, model_dir: Path, home: HOME) -> None:
     import shutil
 
     from simpair.evaluation import best_threshold, binary_metrics
-    from simpair.models import ModelMetadata, load_predictor
+    from simpair.models import ModelMetadata
+    from simpair.predictors import load_predictor
 
     target = home / "models" / f"{model_dir.name}-sym"
     if target.exists():
@@ -425,7 +432,8 @@ def calibrate(name: str, model_dir: Path, home: HOME) -> None:
     import shutil
 
     from simpair.evaluation import graded_metrics
-    from simpair.models import ModelMetadata, load_predictor
+    from simpair.models import ModelMetadata
+    from simpair.predictors import load_predictor
     from simpair.training import calibration
 
     target = home / "models" / f"{model_dir.name}-cal"
@@ -453,8 +461,9 @@ def wise(
     """WiSE-FT: interpolate a trained model with its pre-trained backbone, alpha chosen on dev."""
 
     from simpair.evaluation import best_threshold, binary_metrics, graded_metrics
-    from simpair.models import ModelMetadata, build_model, load_predictor, save_model
+    from simpair.models import ModelMetadata, build_model, save_model
     from simpair.models.tiny import default_backbone
+    from simpair.predictors import load_predictor
     from simpair.training import calibration
     from simpair.training.averaging import choose_interpolation
 
@@ -517,7 +526,7 @@ def groups(
     label: Annotated[list[str] | None, typer.Option(help="row name per --member, in order")] = None,
 ) -> None:
     """Spearman (or accuracy) of each model per group of pairs of one split, e.g. STS-B dev per genre."""
-    from simpair.evaluation import evaluate_model
+    from simpair.evaluate import evaluate_model
 
     dataset, _, split_name = split.partition("/")
     results = _load()
@@ -542,108 +551,13 @@ def groups(
     _save(results)
 
 
-def _group_tables(results: dict[str, Any]) -> list[str]:
-    lines: list[str] = []
-    for split, table in sorted(results.get("groups", {}).items()):
-        models = table["models"]
-        names = sorted({g for m in models.values() for g in m["by_group"]})
-        counts = {g: n for m in models.values() for g, n in m["group_n"].items()}
-        metric = next(iter(models.values()))["metric"] if models else "spearman"
-        lines += [
-            f"{split} {metric} per group of pair ids (`{table['pattern']}`; command `benchmarks/quality.py "
-            f"groups --member MODEL_DIR ... --split {split} --home HOME`):",
-            "",
-            "| model | all | " + " | ".join(f"{g} ({counts[g]})" for g in names) + " |",
-            "|---|---|" + "---|" * len(names),
-        ]
-        for model, m in models.items():
-            cells = " | ".join(_fmt(m["by_group"].get(g, "-")) for g in names)
-            lines.append(f"| {model} | {m['all']:.3f} | {cells} |")
-        lines.append("")
-    return lines
-
-
-def _fmt(value: Any) -> str:
-    return f"{value:.3f}" if isinstance(value, float) else str(value)
-
-
 @app.command()
 def table() -> None:
-    """Rewrite this benchmark's section of docs/benchmarks.md from the recorded results."""
-    results = _load()
-    lines = [
-        SECTION,
-        "",
-        "2 shared CPU cores (other jobs ran at the same time: each row's load average is in",
-        "benchmarks/results/quality.json), bundled all-MiniLM-L6-v2. Test metrics use the threshold chosen",
-        "on dev; test pairs found in the model's training data by the leakage report are excluded (column",
-        "`excl.`). Stacked rows: dev is out-of-fold (5-fold on dev), wall = members' training + fitting.",
-        "",
-        "| model | objective | train data | test split | excl. | metric | dev | test | epochs | precision "
-        "| wall s | samples/s |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    for name, row in sorted(results["runs"].items()):
-        for split, m in row["test"].items():
-            metric = "accuracy / F1" if "accuracy" in m else "Spearman"
-            dev = row["dev"]
-            dev_v = (
-                f"{dev['accuracy']:.4f} / {dev['f1']:.4f}"
-                if "accuracy" in dev
-                else f"{dev.get('spearman', 0):.4f}"
-            )
-            # 4 decimals: targets sit at the third (0.865, 0.87), so 0.8698 must not print as 0.870
-            test_v = f"{m['accuracy']:.4f} / {m['f1']:.4f}" if "accuracy" in m else f"{m['spearman']:.4f}"
-            asked = str(row["config"].get("precision", "auto")).replace("auto", "fp32")  # auto: fp32 on CPU
-            ran = row.get("autocast")
-            precision = f"{ran} ({asked} asked)" if ran and ran != asked else asked
-            speed = f"{row['train_samples_per_s']:.1f}" if row["train_samples_per_s"] else "-"
-            lines.append(
-                f"| {name} ({row['kind']}) | {row['objective']} | {', '.join(row['train'])}"
-                f"{' (init ' + Path(row['init_from']).name + ')' if row.get('init_from') else ''} | {split} "
-                f"| {m['excluded_leaked']} | {metric} | {dev_v} | {test_v} | {row['epochs_run']} "
-                f"| {precision} | {row['wall_seconds']:.0f} | {speed} |"
-            )
-    lines += ["", "Commands: `" + "`, `".join(r["command"] for r in results["runs"].values()) + "`", ""]
-    if results.get("throughput"):
-        lines += [
-            "Throughput against sentence-transformers (same pairs, batch size, threads, one process):",
-            "",
-            "| kind | pairs | batch | threads | sentence-transformers fit samples/s | simpair samples/s "
-            "| ratio |",
-            "|---|---|---|---|---|---|---|",
-        ]
-        for kind, t in sorted(results["throughput"].items()):
-            lines.append(
-                f"| {kind} | {t['pairs']} | {t['batch_size']} | {t['threads']} "
-                f"| {t['sentence_transformers_fit_samples_per_s']:.1f} | {t['simpair_samples_per_s']:.1f} "
-                f"| {t['speedup']:.2f}x |"
-            )
-        lines.append("")
-    if results.get("precision"):
-        lines += [
-            "Training speed, fp32 vs bf16 autocast (same pairs, rounds taking turns, 1 thread):",
-            "",
-            "| kind | pairs | rounds | native bf16 | fp32 samples/s | bf16 samples/s | bf16 / fp32 |",
-            "|---|---|---|---|---|---|---|",
-        ]
-        for kind, t in sorted(results["precision"].items()):
-            lines.append(
-                f"| {kind} | {t['pairs']} | {t['rounds']} | {t['native_bf16']} "
-                f"| {', '.join(f'{v:.1f}' for v in t['fp32_samples_per_s'])} "
-                f"| {', '.join(f'{v:.1f}' for v in t['bf16_samples_per_s'])} | {t['speedup']:.2f}x |"
-            )
-        lines.append("")
-    lines += _group_tables(results)
-    notes = results.get("notes")
-    if notes:
-        lines += ["Findings:", "", *[f"- {n}" for n in notes], ""]
-    text = DOC.read_text()
-    start = text.index(SECTION)
-    nxt = text.find("\n## ", start + len(SECTION))
-    end = nxt + 1 if nxt != -1 else len(text)
-    DOC.write_text(text[:start] + "\n".join(lines) + "\n" + text[end:])
-    typer.echo(f"updated {DOC}")
+    """Regenerate the generated blocks of docs/benchmarks.md and docs/experiments.md from the results."""
+    import pages  # benchmarks/pages.py
+
+    for page in pages.write():
+        typer.echo(f"updated {page}")
 
 
 @app.callback(invoke_without_command=True)

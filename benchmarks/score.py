@@ -65,7 +65,6 @@ TRAINED_CROSS = Path("/tmp/simhome2/models/msrp-cross-20261122T073847Z")
 TRAINED_BI = Path("/tmp/simhome2/models/bench-stsb-bi-soup-s42-s7")
 PARTS = ("fresh", "interleaved", "tiny", "impact")
 OURS = {"torch": ("torch", "fp32"), "onnx": ("onnx", "fp32"), "torch_bf16": ("torch", "bf16")}
-DOC = ROOT / "docs" / "benchmarks.md"
 SECTION = "## Bulk scoring (`benchmarks/score.py`)"
 MAX_LENGTH = 128
 BATCH = 64
@@ -244,8 +243,8 @@ def worker_interleaved(
     """
     import torch
 
+    from simpair.model_ref import ModelRef
     from simpair.models.device import native_bf16
-    from simpair.scoring.model_ref import ModelRef
     from simpair.scoring.scorer import load_pinned, score_columns
 
     table = pq.read_table(pairs, columns=["text_a", "text_b"])
@@ -439,12 +438,24 @@ def _fmt(value: float | None, digits: int = 0) -> str:
 
 
 def markdown(result: dict) -> str:
+    """The run's tables and findings, printed at the end of a run."""
     lines = [
         SECTION,
         "",
         f"Measured {result['when']} on {result['machine']} (shared with other jobs), "
         f"batch {BATCH}, max length {MAX_LENGTH}. Command: `{result['command']}`.",
         "",
+        *tables(result),
+        "",
+        *result.get("findings", []),
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def tables(result: dict) -> list[str]:
+    """The fresh-process and interleaved tables (and bf16 ones when the run has them)."""
+    lines = [
         "Ours = `score_inbox` end to end from a Parquet file to the scored Parquet output (read, validate, "
         "score, write, ledger), with the torch forward pass (`--backend torch`) or ONNX Runtime "
         "(`--backend onnx`; what the default `auto` picks on CPU). "
@@ -494,9 +505,7 @@ def markdown(result: dict) -> str:
             f"{r['interleaved_torch_max_abs_diff']:.1e} / {r['interleaved_onnx_max_abs_diff']:.1e} | "
             f"{r.get('interleaved_onnx_variant', '–')} | {load} |"
         )
-    lines += bf16_markdown(result)
-    lines += ["", *result.get("findings", []), ""]
-    return "\n".join(lines)
+    return lines + bf16_markdown(result)
 
 
 def bf16_markdown(result: dict) -> list[str]:
@@ -553,14 +562,6 @@ def bf16_markdown(result: dict) -> list[str]:
             f"{sts['spearman_fp32_vs_bf16']:.5f} |",
         ]
     return lines
-
-
-def write_doc(text: str) -> None:
-    """Replace only the bulk-scoring section of docs/benchmarks.md."""
-    doc = DOC.read_text(encoding="utf-8")
-    start = doc.index(SECTION)
-    end = doc.find("\n## ", start + len(SECTION))
-    DOC.write_text(doc[:start] + text.rstrip() + "\n" + ("" if end < 0 else doc[end:]), encoding="utf-8")
 
 
 def main() -> None:
@@ -669,7 +670,9 @@ def main() -> None:
     if not args.quick and parts == set(PARTS):  # a partial run must not replace the full table
         RESULTS.parent.mkdir(parents=True, exist_ok=True)
         RESULTS.write_text(json.dumps(result, indent=2) + "\n")
-        write_doc(markdown(result))
+        import pages  # benchmarks/pages.py: both docs pages, from the results JSON
+
+        pages.write()
 
 
 if __name__ == "__main__":
