@@ -113,8 +113,8 @@ def register(app: typer.Typer) -> None:
         home: HomeOpt = None,
     ) -> None:
         """Run the promotion gate on the current challenger, or promote --version N with a --reason."""
+        from simpair.nightly.profile import load_profile
         from simpair.registry import model_name
-        from simpair.registry.nightly import load_profile
         from simpair.registry.promotion import promote_manual, run_gate
         from simpair.registry.registry import CorruptModel, ModelNotFound
 

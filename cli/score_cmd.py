@@ -11,20 +11,28 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Table
 
-from simpair.scoring.run import (
+from simpair.scoring.options import (
+    DEFAULT_BACKEND,
     DEFAULT_BATCH_SIZE,
     DEFAULT_CHUNK_ROWS,
     DEFAULT_PRECISION,
-    ScoreSummary,
-    precision_note,
+    ScoringOptions,
 )
-from simpair.scoring.scorer import check_precision
+from simpair.scoring.summary import ScoreSummary, precision_note
 
 EXIT_LOCKED = 3
 EXIT_NO_MODEL = 4
+
+
+def _reason(error: dict) -> str:
+    """One pydantic error as the sentence our validator wrote (or pydantic's, with the field)."""
+    message = str(error["msg"]).removeprefix("Value error, ")
+    where = ".".join(str(part) for part in error.get("loc", ()))
+    return f"{where}: {message}" if where else message
 
 
 def summary_table(summary: ScoreSummary) -> Table:
@@ -81,7 +89,7 @@ def register(app: typer.Typer) -> None:
             typer.Option(
                 help="Forward pass: auto (ONNX Runtime on CPU when installed, else torch), torch, or onnx."
             ),
-        ] = "auto",
+        ] = DEFAULT_BACKEND,
         precision: Annotated[
             str,
             typer.Option(
@@ -116,25 +124,23 @@ def register(app: typer.Typer) -> None:
                 "--dask-address/--local-cluster need the Prefect flow (drop --no-prefect)"
             )
         try:  # before Prefect starts, so a wrong combination is a usage error, not a failed flow run
-            check_precision(precision, backend)
-        except ValueError as exc:
-            raise typer.BadParameter(str(exc)) from None
+            options = ScoringOptions(
+                model=model, home=home, chunk_rows=chunk_rows, batch_size=batch_size, threads=threads,
+                backend=backend, precision=precision, lock_wait=wait,
+            )  # fmt: skip
+        except ValidationError as exc:
+            raise typer.BadParameter("; ".join(_reason(e) for e in exc.errors())) from None
         try:
             if no_prefect:
                 from simpair.scoring import score_inbox
 
-                summary = score_inbox(
-                    inbox, out, model, home, chunk_rows=chunk_rows, batch_size=batch_size,
-                    threads=threads, backend=backend, precision=precision, lock_wait=wait,
-                )  # fmt: skip
+                summary = score_inbox(inbox, out, options=options)
             else:
                 from simpair.flows.nightly_score import run as run_flow
 
                 summary = run_flow(
-                    inbox, out, model, home, chunk_rows=chunk_rows, batch_size=batch_size, threads=threads,
-                    backend=backend, precision=precision, lock_wait=wait, dask_address=dask_address,
-                    local_cluster=local_cluster,
-                )  # fmt: skip
+                    inbox, out, options=options, dask_address=dask_address, local_cluster=local_cluster
+                )
         except RunLocked as exc:
             console.print(f"[yellow]not started:[/] {exc}")
             raise typer.Exit(EXIT_LOCKED) from None

@@ -1,6 +1,9 @@
-"""CLI commands for the train stage: pretokenize, train, evaluate, predict.
+"""CLI commands for the train stage: pretokenize, train, evaluate, stack, soup, predict.
 
-Heavy imports (torch, transformers) happen inside the commands, so `simpair --help` stays fast.
+Each command parses its options, calls the domain (`simpair.training`, `simpair.ensemble`,
+`simpair.evaluation`) and prints; `--set` parsing and config loading live in
+`simpair.training.config`, the stack/soup config path in `simpair.ensemble.train`. Heavy imports
+(torch, transformers) happen inside the commands, so `simpair --help` stays fast.
 """
 
 from __future__ import annotations
@@ -10,10 +13,17 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-import yaml
 from rich.console import Console
 from rich.table import Table
 
+JobsOption = Annotated[
+    int,
+    typer.Option(
+        min=1,
+        help="With --config: train this many members at once, each in its own process with "
+        "cores/jobs threads (CPU: 2 on 2 cores halves a two-member stack's wall time).",
+    ),
+]
 HomeOption = Annotated[
     Path | None, typer.Option(help="Pipeline home. Default: $SIMPAIR_HOME, else .simpair/ in the checkout.")
 ]
@@ -21,53 +31,41 @@ HomeOption = Annotated[
 
 def _overrides(values: list[str] | None) -> dict[str, Any]:
     """`--set key=value` pairs; values are parsed as YAML (numbers, booleans, lists)."""
-    out: dict[str, Any] = {}
-    for item in values or []:
-        if "=" not in item:
-            raise typer.BadParameter(f"--set expects key=value, got {item!r}")
-        key, value = item.split("=", 1)
-        out[key.strip()] = yaml.safe_load(value)
-    return out
+    from simpair.training.config import parse_overrides
+
+    try:
+        return parse_overrides(values)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from exc
 
 
 def _load_config(config: Path, overrides: list[str] | None) -> Any:
-    from simpair.training import TrainConfig
+    from simpair.training.config import load_train_config
 
+    changes = _overrides(overrides)
     try:
-        cfg = TrainConfig.from_yaml(config)
-        return cfg.with_overrides(**_overrides(overrides)) if overrides else cfg
+        return load_train_config(config, changes)
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint="--config") from exc
 
 
 def _parse_split(value: str) -> tuple[str, str]:
-    if "/" not in value:
-        raise typer.BadParameter(f"expected DATASET/SPLIT (e.g. msrp/test), got {value!r}")
-    dataset, split = value.split("/", 1)
-    return dataset, split
+    from simpair.training.config import parse_split
 
-
-def _latest_model(home: Path) -> Path:
-    models = [p for p in (home / "models").glob("*") if (p / "simpair.json").is_file()]
-    if not models:
-        raise typer.BadParameter(
-            f"no trained model under {home / 'models'}; pass --model DIR", param_hint="--model"
-        )
-    return max(models, key=lambda p: (p / "simpair.json").stat().st_mtime)
+    try:
+        return parse_split(value)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from exc
 
 
 def _resolve_model(model: str | None, home: Path) -> Path:
     """A directory, a registry reference (name@alias or name/version), or the newest trained model."""
-    if model is None:
-        return _latest_model(home)
-    path = Path(model)
-    if path.is_dir():
-        return path
+    from simpair.model_ref import NoModel, resolve_model_ref
+
     try:
-        from simpair.registry import resolve_model
-    except ImportError as exc:
-        raise typer.BadParameter(f"{model} is not a directory and the registry is unavailable") from exc
-    return Path(resolve_model(model, home).local_dir)
+        return Path(resolve_model_ref(model, home, when_none="latest").local_dir)
+    except NoModel as exc:
+        raise typer.BadParameter(str(exc), param_hint="--model") from None
 
 
 def register(app: typer.Typer) -> None:
@@ -116,7 +114,7 @@ def register(app: typer.Typer) -> None:
         console.print(f"model: {result.model_dir}")
         console.print_json(json.dumps(result.metrics.get("dev", {})))
         if evaluate and cfg.evaluate_on:
-            from simpair.evaluation import evaluate_model
+            from simpair.evaluate import evaluate_model
 
             ev = evaluate_model(result.model_dir, home_path, [(r.dataset, r.split) for r in cfg.evaluate_on])
             _print_eval(console, ev)
@@ -147,7 +145,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Metrics, PNG plots and a markdown report for a saved model (threshold as chosen on dev)."""
         from simpair import settings
-        from simpair.evaluation import evaluate_model
+        from simpair.evaluate import evaluate_model
 
         home_path = settings.home_dir(home)
         model_dir = _resolve_model(model, home_path)
@@ -172,7 +170,9 @@ def register(app: typer.Typer) -> None:
         config: Annotated[
             Path | None,
             typer.Option(
-                help="Stack config (YAML with members:), e.g. configs/stsb-stack.yaml: trains them."
+                help="Stack config (YAML with members:), e.g. configs/stsb-stack.yaml: trains its members, "
+                "then stacks them. A soup config (combine: soup) also works here; `simpair soup --config` "
+                "is its usual name."
             ),
         ] = None,
         member: Annotated[
@@ -200,88 +200,99 @@ def register(app: typer.Typer) -> None:
             list[str] | None,
             typer.Option(help="Evaluate on DATASET/SPLIT afterwards (repeatable). Default: evaluate_on."),
         ] = None,
-        jobs: Annotated[
-            int,
-            typer.Option(
-                min=1,
-                help="With --config: train this many members at once, each in its own process with "
-                "cores/jobs threads (CPU: 2 on 2 cores halves a two-member stack's wall time).",
-            ),
-        ] = 1,
+        jobs: JobsOption = 1,
     ) -> None:
-        """Combine models (a cross- and a bi-encoder) with a linear model fitted on their shared dev split.
+        """Stack models: a linear model on their outputs (e.g. a cross- and a bi-encoder), fitted on dev.
 
+        From trained --member models, or from a stack config (--config) whose members it trains
+        first. To average one backbone's fine-tunes into one model, use `simpair soup`.
         The result is a model directory like any other: evaluate, predict, register and score it.
         """
         from simpair import settings
-        from simpair.ensemble import StackConfig, fit_stack, train_stack
-        from simpair.ensemble.train import MemberFailed
+        from simpair.ensemble import fit_stack
         from simpair.models.io import new_model_dir
 
         if (config is None) == (not member):
             raise typer.BadParameter("give either --config or --member (two or more)", param_hint="--config")
         home_path = settings.home_dir(home)
         splits = [_parse_split(s) for s in split] if split else []
+        if config is not None:
+            _train_from_config(config, home_path, set_, jobs, out, splits, combine=None)
+            return
         try:
-            if config is not None:
-                stack = StackConfig.from_yaml(config)
-                target = train_stack(stack, home_path, _overrides(set_), jobs).model_dir
-                if out is not None:
-                    target.rename(out)
-                    target = out
-                splits = splits or [(r.dataset, r.split) for r in stack.evaluate_on]
-            else:
-                members = [_resolve_model(m, home_path) for m in member or []]
-                target = fit_stack(
-                    members,
-                    home_path,
-                    out or new_model_dir(home_path / "models", "stack"),
-                    lexical,
-                    zero_shot=zero_shot,
-                    products=products,
-                )
+            members = [_resolve_model(m, home_path) for m in member or []]
+            target = fit_stack(
+                members,
+                home_path,
+                out or new_model_dir(home_path / "models", "stack"),
+                lexical,
+                zero_shot=zero_shot,
+                products=products,
+            )
         except ValueError as exc:
-            raise typer.BadParameter(str(exc), param_hint="--config" if config else "--member") from exc
-        except MemberFailed as exc:
-            Console(stderr=True).print(f"[red]error:[/red] {exc}")
-            raise typer.Exit(1) from exc
-        console = Console()
-        console.print(f"model: {target}")
-        metrics = json.loads((target / "metrics.json").read_text())
-        console.print_json(
-            json.dumps({"dev": metrics["dev"], "members": metrics.get("members_dev") or metrics.get("soup")})
-        )
-        if splits:
-            from simpair.evaluation import evaluate_model
-
-            _print_eval(console, evaluate_model(target, home_path, splits))
+            raise typer.BadParameter(str(exc), param_hint="--member") from exc
+        _print_combined(Console(), target, home_path, splits)
 
     @app.command("soup")
     def soup_cmd(
         member: Annotated[
-            list[str], typer.Option(help="A fine-tune of one backbone (directory or registry ref; repeat).")
-        ],
+            list[str] | None,
+            typer.Option(help="A fine-tune of one backbone (directory or registry ref; repeat)."),
+        ] = None,
+        config: Annotated[
+            Path | None,
+            typer.Option(
+                help="Or: a soup config (combine: soup), e.g. configs/stsb-bi-soup.yaml: trains its "
+                "ingredients (every member config once per seed), then soups them."
+            ),
+        ] = None,
         out: Annotated[Path | None, typer.Option(help="Output model directory.")] = None,
         home: HomeOption = None,
         split: Annotated[
-            list[str] | None, typer.Option(help="Evaluate on DATASET/SPLIT afterwards (repeatable).")
+            list[str] | None,
+            typer.Option(
+                help="Evaluate on DATASET/SPLIT afterwards (repeatable). Default with --config: evaluate_on."
+            ),
         ] = None,
         remove_directions: Annotated[
             int | None,
             typer.Option(
                 min=0,
-                help="Bi-encoders: centre the soup's embeddings and remove this many top directions "
-                "(default: what the ingredients were trained with).",
+                help="With --member, bi-encoders: centre the soup's embeddings and remove this many top "
+                "directions (default: what the ingredients were trained with).",
             ),
         ] = None,
+        set_: Annotated[
+            list[str] | None,
+            typer.Option(
+                "--set", help="With --config: override a field in every ingredient's training config."
+            ),
+        ] = None,
+        jobs: JobsOption = 1,
     ) -> None:
-        """Average the weights of fine-tunes (e.g. two seeds) into one model: a greedy soup chosen on dev."""
+        """Average the weights of fine-tunes (e.g. two seeds) into one model: a greedy soup chosen on dev.
+
+        From trained --member models, or from a soup config (--config) whose ingredients it trains
+        first. To combine different models' outputs instead, use `simpair stack`.
+        """
         from simpair import settings
         from simpair.ensemble import fit_soup
         from simpair.models.io import new_model_dir
 
+        if (config is None) == (not member):
+            raise typer.BadParameter("give either --config or --member (repeat it)", param_hint="--config")
         home_path = settings.home_dir(home)
-        members = [_resolve_model(m, home_path) for m in member]
+        splits = [_parse_split(s) for s in split] if split else []
+        if config is not None:
+            if remove_directions is not None:
+                raise typer.BadParameter(
+                    "--remove-directions applies to --member soups; a soup config's ingredients set "
+                    "their own postprocess",
+                    param_hint="--remove-directions",
+                )
+            _train_from_config(config, home_path, set_, jobs, out, splits, combine="soup")
+            return
+        members = [_resolve_model(m, home_path) for m in member or []]
         try:
             target = fit_soup(
                 members, home_path, out or new_model_dir(home_path / "models", "soup"), remove_directions
@@ -292,10 +303,10 @@ def register(app: typer.Typer) -> None:
         console.print(f"model: {target}")
         metrics = json.loads((target / "metrics.json").read_text())
         console.print_json(json.dumps({"dev": metrics["dev"], "soup": metrics["soup"]}))
-        if split:
-            from simpair.evaluation import evaluate_model
+        if splits:
+            from simpair.evaluate import evaluate_model
 
-            _print_eval(console, evaluate_model(target, home_path, [_parse_split(s) for s in split]))
+            _print_eval(console, evaluate_model(target, home_path, splits))
 
     @app.command("predict")
     def predict_cmd(
@@ -309,7 +320,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Score one pair: score (0-1), and for paraphrase models probability and label."""
         from simpair import settings
-        from simpair.models import load_predictor
+        from simpair.predictors import load_predictor
 
         model_dir = _resolve_model(model, settings.home_dir(home))
         predictor = load_predictor(model_dir)
@@ -325,6 +336,42 @@ def register(app: typer.Typer) -> None:
         for key, value in result.items():
             table.add_row(key, f"{value:.4f}" if isinstance(value, float) else str(value))
         Console().print(table)
+
+
+def _train_from_config(
+    config: Path,
+    home: Path,
+    sets: list[str] | None,
+    jobs: int,
+    out: Path | None,
+    splits: list[tuple[str, str]],
+    combine: str | None,
+) -> None:
+    """`simpair stack --config` and `simpair soup --config`: one path for both."""
+    from simpair.ensemble.train import MemberFailed, train_stack_file
+
+    overrides = _overrides(sets)
+    try:
+        result = train_stack_file(config, home, overrides, jobs, out, combine=combine)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--config") from exc
+    except MemberFailed as exc:
+        Console(stderr=True).print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(1) from exc
+    _print_combined(Console(), result.model_dir, home, splits or result.evaluate_on)
+
+
+def _print_combined(console: Console, target: Path, home: Path, splits: list[tuple[str, str]]) -> None:
+    """The stack's or soup's directory and dev metrics, then its evaluation on `splits`."""
+    console.print(f"model: {target}")
+    metrics = json.loads((target / "metrics.json").read_text())
+    console.print_json(
+        json.dumps({"dev": metrics["dev"], "members": metrics.get("members_dev") or metrics.get("soup")})
+    )
+    if splits:
+        from simpair.evaluate import evaluate_model
+
+        _print_eval(console, evaluate_model(target, home, splits))
 
 
 def _print_eval(console: Console, ev: Any) -> None:

@@ -11,9 +11,7 @@ When no source and no training config changed since the last successful night, t
 
 from __future__ import annotations
 
-import json
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,28 +19,24 @@ from prefect import flow, task
 from prefect.artifacts import create_markdown_artifact
 from prefect.cache_policies import NO_CACHE
 from prefect.runtime import flow_run
-from pydantic import BaseModel
 
-from simpair.flows.ingest import ingest_flow
 from simpair import settings
-from simpair.catalog import Catalog
 from simpair.ensemble import StackConfig, is_stack_config
-from simpair.ensemble.train import threads_per_job
-from simpair.registry import model_name
-from simpair.registry.nightly import (
-    NightlyProfile,
+from simpair.ensemble.train import build_stack
+from simpair.flows.ingest import ingest_flow
+from simpair.nightly.lock import nightly_lock
+from simpair.nightly.plan import NightPlan, config_dump, plan_night, write_state
+from simpair.nightly.profile import NightlyProfile, Retries, load_profile
+from simpair.nightly.summary import (
+    NightlyFailed,
     NightlySummary,
-    NightState,
-    Retries,
     TaskOutcome,
-    load_profile,
-    nightly_lock,
-    read_state,
-    skip_reason,
-    write_state,
+    Trained,
+    skipped_summary,
+    success_state,
+    trained_summary,
+    training_failed,
 )
-from simpair.registry.tracking import config_hash
-from simpair.training import TrainConfig
 from simpair.tasks.registry import (
     check_tracking_task,
     gate_task,
@@ -52,31 +46,10 @@ from simpair.tasks.registry import (
 )
 from simpair.tasks.side_by_side import submit_side_by_side
 from simpair.tasks.training import combine_task, evaluate_task, pretokenize_task, train_task
+from simpair.training import TrainConfig
+from simpair.training.workers import share_cores, threads_per_job
 
-
-class NightlyFailed(RuntimeError):
-    """The night failed; the message says where and that the registry was left as it was."""
-
-
-class NightPlan(BaseModel):
-    """What tonight will do, decided after ingest."""
-
-    dataset_versions: dict[str, str]
-    config_hashes: dict[str, str]
-    skip: str | None = None
-
-
-class Trained(BaseModel):
-    """One task's trained and evaluated model, ready to register."""
-
-    task: str
-    model_dir: str
-    config: dict[str, Any]
-    metrics: dict[str, Any]
-    history: list[dict[str, Any]]
-    eval_metrics: dict[str, Any]
-    eval_artifacts: list[str]
-    seconds: float
+__all__ = ["NightlyFailed", "nightly_retrain", "run", "train_and_evaluate"]
 
 
 def _retrying(task_: Any, retries: Retries) -> Any:
@@ -91,36 +64,17 @@ def _retrying(task_: Any, retries: Retries) -> Any:
 @task(name="plan-night", cache_policy=NO_CACHE)
 def plan_night_task(profile: NightlyProfile, home: Path, force: bool) -> NightPlan:
     """Dataset versions after ingest, training-config hashes, and whether tonight can be skipped."""
-    catalog = Catalog(home)
-    versions = {dataset: catalog.current_version(dataset) for dataset in catalog.datasets()}
-    hashes = {name: config_hash(_config_dump(plan.config_path())) for name, plan in profile.tasks.items()}
-    reason = None if force else skip_reason(read_state(home, profile.name), versions, hashes)
-    return NightPlan(dataset_versions=versions, config_hashes=hashes, skip=reason)
+    return plan_night(profile, home, force)
 
 
-def _config_dump(path: Path) -> dict[str, Any]:
-    """The whole config a task trains from: a training config, or a stack config and its members'."""
-    if is_stack_config(path):
-        return StackConfig.from_yaml(path).full_dump()
-    return TrainConfig.from_yaml(path).model_dump(mode="json")
-
-
-def _build_stack(task_name: str, stack: StackConfig, home: str, retries: Retries, jobs: int) -> Path:
-    """Every training config of the stack (nested stacks' included) pre-tokenized, then trained as
-    its own task, `jobs` at a time; nested stacks are then combined bottom-up, this one last."""
-    configs = stack.member_configs()
-    for config in configs:
-        _retrying(pretokenize_task, retries)(config, Path(home))
-    trained = iter(_train_members(task_name, configs, home, retries, jobs))
-    return _combine(task_name, stack, home, retries, trained)
-
-
-def _train_members(
+def _train_configs(
     task_name: str, configs: list[TrainConfig], home: str, retries: Retries, jobs: int
 ) -> list[Path]:
-    """Model directories in config order. With jobs > 1, `jobs` trainings run side by side (a freed
-    slot takes the next config at once), each in its own process with cores/jobs threads (as
-    `simpair stack --jobs`)."""
+    """Every config pre-tokenized, then trained as its own task; model directories in config order.
+    With jobs > 1, `jobs` trainings run side by side (a freed slot takes the next config at once),
+    each in its own process with cores/jobs threads (as `simpair stack --jobs`)."""
+    for config in configs:
+        _retrying(pretokenize_task, retries)(config, Path(home))
     train = _retrying(train_task, retries)
     if jobs == 1:
         dirs = []
@@ -129,7 +83,7 @@ def _train_members(
             dirs.append(Path(train(config, Path(home)).model_dir))
         return dirs
     threads = threads_per_job(jobs)
-    configs = [c.with_overrides(num_threads=c.num_threads or threads) for c in configs]
+    configs = share_cores(configs, jobs)
     results = submit_side_by_side(
         train,
         [{"config": config, "home": Path(home), "isolated": True} for config in configs],
@@ -142,19 +96,6 @@ def _train_members(
     return [Path(result.model_dir) for result in results]
 
 
-def _combine(
-    task_name: str, stack: StackConfig, home: str, retries: Retries, trained: Iterator[Path]
-) -> Path:
-    members = []
-    for item in stack.member_items():
-        if isinstance(item, StackConfig):
-            print(f"[{task_name}] stack member {item.name}: a {item.combine} of its own members")
-            members.append(_combine(task_name, item, home, retries, trained))
-        else:
-            members.append(next(trained))
-    return Path(_retrying(combine_task, retries)(stack, members, Path(home)))
-
-
 def _train_stack(
     task_name: str,
     config_path: str,
@@ -163,21 +104,21 @@ def _train_stack(
     retries: Retries,
     jobs: int,
 ) -> Trained:
-    """Each member pre-tokenized and trained like a single model, then the stack fitted on dev."""
+    """Each member pre-tokenized and trained like a single model, then the stack fitted on dev
+    (nested stacks combined bottom-up first, each as its own task)."""
     started = time.monotonic()
-    model_dir = _build_stack(task_name, StackConfig.from_yaml(config_path), home, retries, jobs)
+    model_dir = build_stack(
+        StackConfig.from_yaml(config_path),
+        lambda configs: _train_configs(task_name, configs, home, retries, jobs),
+        lambda stack, members: Path(_retrying(combine_task, retries)(stack, members, Path(home))),
+        on_nested=lambda nested: print(
+            f"[{task_name}] stack member {nested.name}: a {nested.combine} of its own members"
+        ),
+    )
     print(f"[{task_name}] evaluating {Path(model_dir).name} on {eval_sets}")
     evaluated = _retrying(evaluate_task, retries)(model_dir, Path(home), list(eval_sets))
-    metrics = json.loads((Path(model_dir) / "metrics.json").read_text())
-    return Trained(
-        task=task_name,
-        model_dir=str(model_dir),
-        config=_config_dump(Path(config_path)),
-        metrics={k: v for k, v in metrics.items() if k in ("dev", "dev_pairs", "dev_source")},
-        history=[],
-        eval_metrics=evaluated.metrics,
-        eval_artifacts=[str(p) for p in [evaluated.report_path, *evaluated.plot_paths]],
-        seconds=time.monotonic() - started,
+    return Trained.of_stack(
+        task_name, model_dir, config_dump(Path(config_path)), evaluated, time.monotonic() - started
     )
 
 
@@ -208,15 +149,14 @@ def train_and_evaluate(
     trained = _retrying(train_task, retries)(config, Path(home))
     print(f"[{task_name}] evaluating {Path(trained.model_dir).name} on {eval_sets}")
     evaluated = _retrying(evaluate_task, retries)(trained.model_dir, Path(home), list(eval_sets))
-    return Trained(
-        task=task_name,
-        model_dir=str(trained.model_dir),
-        config=config.model_dump(mode="json"),
-        metrics={k: v for k, v in trained.metrics.items() if k != "history"},
-        history=trained.history,
-        eval_metrics=evaluated.metrics,
-        eval_artifacts=[str(p) for p in [evaluated.report_path, *evaluated.plot_paths]],
-        seconds=time.monotonic() - started,
+    return Trained.of_model(
+        task_name,
+        trained.model_dir,
+        config.model_dump(mode="json"),
+        trained.metrics,
+        trained.history,
+        evaluated,
+        time.monotonic() - started,
     )
 
 
@@ -258,14 +198,7 @@ def _night(
     run_id = str(flow_run.get_id() or "")
     if night.skip:
         print(night.skip)
-        summary = NightlySummary(
-            profile=plan.name,
-            status="skipped",
-            message=night.skip,
-            dataset_versions=night.dataset_versions,
-            seconds=time.monotonic() - started,
-            flow_run_id=run_id,
-        )
+        summary = skipped_summary(plan.name, night, time.monotonic() - started, run_id)
         publish_summary_task(summary)
         return summary
 
@@ -283,10 +216,7 @@ def _night(
                 )
             )
         except Exception as exc:
-            raise NightlyFailed(
-                f"nightly ({plan.name}) failed while training {name!r} from {task_plan.config}: "
-                f"{type(exc).__name__}: {exc}. Nothing was registered; registry and aliases are unchanged."
-            ) from exc
+            raise training_failed(plan.name, name, task_plan.config, exc) from exc
 
     print("nightly: registering new versions")
     register = _retrying(register_model_task, plan.retries)
@@ -310,38 +240,9 @@ def _night(
         task_plan = plan.tasks[t.task]
         print(f"nightly: promotion gate for {version.name} v{version.version}")
         decision = gate(home, t.task, task_plan.gate, task_plan.evaluate, version=version.version)
-        outcomes.append(
-            TaskOutcome(
-                task=t.task,
-                model=model_name(t.task),
-                version=version.version,
-                decision=decision.outcome,
-                reason=decision.reason,
-                model_dir=t.model_dir,
-                train_seconds=t.seconds,
-            )
-        )
-    write_state(
-        home,
-        NightState(
-            profile=plan.name,
-            dataset_versions=night.dataset_versions,
-            config_hashes=night.config_hashes,
-            flow_run_id=run_id,
-            versions={o.task: o.version or "" for o in outcomes},
-            decisions={o.task: o.decision or "" for o in outcomes},
-        ),
-    )
-    summary = NightlySummary(
-        profile=plan.name,
-        status="trained",
-        message=f"trained {len(outcomes)} model(s); "
-        + "; ".join(f"{o.model} v{o.version} {o.decision}" for o in outcomes),
-        dataset_versions=night.dataset_versions,
-        tasks=outcomes,
-        seconds=time.monotonic() - started,
-        flow_run_id=run_id,
-    )
+        outcomes.append(TaskOutcome.of(t, version.version, decision.outcome, decision.reason))
+    write_state(home, success_state(plan.name, night, outcomes, run_id))
+    summary = trained_summary(plan.name, night, outcomes, time.monotonic() - started, run_id)
     publish_summary_task(summary)
     print(summary.message)
     return summary

@@ -1,35 +1,38 @@
 """The `nightly-score` flow: every new Parquet batch in an inbox scored exactly once by one model.
 
-The DAG: pin the model -> list inbox -> hash files (mapped) -> plan (claims, quarantines) -> score
-chunks (mapped over every pending chunk of every file) -> finalize each file once its chunks are in
--> summary artifact. Chunks fan out through whatever task runner the flow runs with: threads by
-default, a Dask cluster with `prefect-dask` (`run(..., dask_address=...)` or `local_cluster=N`).
-The run lock is held by the flow process for the whole run; workers only touch the ledger rows of
-the chunks they were given. Like the pinned model, the precision (`fp32`, or the opt-in `bf16`) is
-decided once in the flow process and handed to every chunk task as an argument, which is how Dask
+The DAG is `simpair.scoring.run.run_scoring`, the same one `simpair score --no-prefect` runs in
+process; this flow runs each of its stages as the Prefect task wired below:
+
+    resolve-model -> start-run -> list-inbox -> hash-file (mapped over files) -> plan-files
+    -> score-chunk (mapped over every pending chunk of every file)
+    -> finalize-file (one per file, once its chunks are in) -> publish-score-summary
+
+Chunks fan out through whatever task runner the flow runs with: threads by default, a Dask cluster
+with `prefect-dask` (`run(..., dask_address=...)` or `local_cluster=N`). The run lock is held by the
+flow process for the whole run; workers only touch the ledger rows of the chunks they were given.
+Like the pinned model, the precision (`fp32`, or the opt-in `bf16`) is decided once in the flow
+process and handed to every chunk task as an argument, as are the `ScoringOptions`, which is how Dask
 workers receive every setting.
 """
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
+from typing import Any
 
-from prefect import flow, runtime, unmapped
+from prefect import flow, runtime
 
-from simpair import settings
-from simpair.scoring.contract import load_contract
-from simpair.scoring.ledger import run_lock
-from simpair.scoring.run import (
-    DEFAULT_BATCH_SIZE,
-    DEFAULT_CHUNK_ROWS,
-    DEFAULT_PRECISION,
-    ScoreSummary,
-    new_run_id,
-    summarize,
-)
-from simpair.scoring.scorer import check_precision, default_threads, resolve_precision
+from simpair.model_ref import resolve_model_ref
+from simpair.scoring.chunk import score_chunk
+from simpair.scoring.commit import finalize_file
+from simpair.scoring.inbox import list_inbox
+from simpair.scoring.options import ScoringOptions
+from simpair.scoring.plan import hash_file, plan_files
+from simpair.scoring.run import finish_run, run_scoring, start_run
+from simpair.scoring.scorer import default_threads
+from simpair.scoring.summary import ScoreSummary
 from simpair.tasks.scoring import (
+    PrefectStages,
     finalize_file_task,
     hash_file_task,
     list_inbox_task,
@@ -40,49 +43,26 @@ from simpair.tasks.scoring import (
     start_run_task,
 )
 
+# stage of the scoring DAG -> the Prefect task that runs it in this flow
+AS_TASKS = PrefectStages(
+    {
+        resolve_model_ref: resolve_model_task,
+        start_run: start_run_task,
+        list_inbox: list_inbox_task,
+        hash_file: hash_file_task,  # mapped over the inbox files
+        plan_files: plan_files_task,  # sequential: the one step that claims files
+        score_chunk: score_chunk_task,  # mapped over every pending chunk of every file
+        finalize_file: finalize_file_task,  # one per file, waits for that file's chunks only
+        finish_run: publish_summary_task,  # ledger + the `nightly-score-summary` artifact
+    }
+)
+
 
 @flow(name="nightly-score", log_prints=True)
-def nightly_score(
-    inbox: str,
-    out: str,
-    model: str | None = None,
-    home: str | None = None,
-    chunk_rows: int = DEFAULT_CHUNK_ROWS,
-    batch_size: int = DEFAULT_BATCH_SIZE,
-    threads: int | None = None,
-    lock_wait: float = 0.0,
-    contract: str | None = None,
-    backend: str = "auto",
-    precision: str = DEFAULT_PRECISION,
-) -> ScoreSummary:
+def nightly_score(inbox: str, out: str, options: ScoringOptions | None = None) -> ScoreSummary:
     """Score the inbox into `out`; see docs/scoring.md."""
-    check_precision(precision, backend)  # a bad combination fails before the lock and any claim
-    out_dir = Path(out).expanduser().resolve()
-    home_dir = settings.home_dir(home)
-    rules = load_contract(contract)
-    with run_lock(out_dir, lock_wait):
-        pinned = resolve_model_task(model, home_dir)
-        effective = resolve_precision(precision, backend)
-        run_id = f"prefect-{runtime.flow_run.id}" if runtime.flow_run.id else new_run_id()
-        start_run_task(out_dir, run_id, pinned)
-        files = list_inbox_task(inbox)
-        hashed = hash_file_task.map(files).result()
-        plans = plan_files_task(hashed, out_dir, pinned, run_id, rules, chunk_rows, effective)
-        began = time.perf_counter()
-        to_score = [p for p in plans if p.action == "score"]
-        chunks = {
-            p.sha256: score_chunk_task.map(
-                unmapped(p), p.pending, unmapped(pinned), unmapped(run_id), unmapped(rules),
-                unmapped(batch_size), unmapped(threads), unmapped(backend), unmapped(effective),
-            )
-            for p in to_score
-        }  # fmt: skip
-        finals = [finalize_file_task.submit(p, chunks[p.sha256], pinned, run_id, effective) for p in to_score]
-        file_results = [f.result() for f in finals]
-        chunk_results = [r for futures in chunks.values() for r in futures.result()]
-        seconds = time.perf_counter() - began
-        summary = summarize(run_id, pinned, plans, file_results, chunk_results, seconds, effective, precision)
-        publish_summary_task(out_dir, summary)
+    run_id = f"prefect-{runtime.flow_run.id}" if runtime.flow_run.id else None
+    summary = run_scoring(inbox, out, options or ScoringOptions(), AS_TASKS, run_id)
     print(
         f"scored {summary.files_scored} files ({summary.rows_scored} rows, "
         f"{summary.rows_rejected} rejected), "
@@ -98,17 +78,18 @@ def run(
     out: str | Path,
     model: str | None = None,
     home: str | Path | None = None,
+    options: ScoringOptions | None = None,
     *,
-    chunk_rows: int = DEFAULT_CHUNK_ROWS,
-    batch_size: int = DEFAULT_BATCH_SIZE,
-    threads: int | None = None,
-    backend: str = "auto",
-    precision: str = DEFAULT_PRECISION,
-    lock_wait: float = 0.0,
     dask_address: str | None = None,
     local_cluster: int | None = None,
+    **overrides: Any,
 ) -> ScoreSummary:
-    """Run the flow, on a Dask cluster if asked (existing scheduler, or a LocalCluster of N processes)."""
+    """Run the flow, on a Dask cluster if asked (existing scheduler, or a LocalCluster of N processes).
+
+    `options` (or keyword `overrides` of its fields) say how to score; `model` and `home`, when
+    given, override theirs.
+    """
+    options = ScoringOptions.build(options, model=model, home=home, **overrides)
     flow_fn = nightly_score
     if dask_address or local_cluster:
         from prefect_dask import DaskTaskRunner
@@ -120,17 +101,7 @@ def run(
             runner = DaskTaskRunner(
                 cluster_kwargs={"n_workers": local_cluster, "processes": True, "threads_per_worker": 1}
             )
-            threads = threads or default_threads(local_cluster)
+            if options.threads is None:
+                options = options.model_copy(update={"threads": default_threads(local_cluster)})
         flow_fn = nightly_score.with_options(task_runner=runner)
-    return flow_fn(
-        inbox=str(inbox),
-        out=str(out),
-        model=model,
-        home=None if home is None else str(home),
-        chunk_rows=chunk_rows,
-        batch_size=batch_size,
-        threads=threads,
-        lock_wait=lock_wait,
-        backend=backend,
-        precision=precision,
-    )
+    return flow_fn(inbox=str(inbox), out=str(out), options=options)

@@ -1,4 +1,8 @@
-"""`evaluate_model`: metrics, plots and a markdown report for a saved model on ingested splits.
+"""Evaluate a saved model of any kind on ingested splits: metrics, plots and a markdown report.
+
+`evaluate_model` loads the directory through `simpair.predictors.load_predictor` (plain, soup or
+stack), so it sits above the loader; the metrics, plots and leakage filter it uses live below it in
+`simpair.evaluation`.
 
 The model's own decision threshold (chosen on dev at training time) is applied unchanged; nothing is
 tuned on the evaluated data. Pairs the ingest leakage report finds among the pairs this model was
@@ -22,11 +26,12 @@ from simpair.catalog import Catalog, CatalogError
 from simpair.evaluation.binary_classification import binary_metrics
 from simpair.evaluation.graded_similarity import graded_metrics
 from simpair.evaluation.groups import compile_group_pattern, metrics_by_group, pair_groups
+from simpair.evaluation.leaked_pairs import leaked_pair_ids, trained_pairs
 from simpair.evaluation.plots import confusion_matrix_png, histogram_png, scatter_png
-from simpair.models.predictor import load_predictor
+from simpair.models.inference import raw_outputs
+from simpair.pair_tokens import tokens_to_pairs
+from simpair.predictors import load_predictor
 from simpair.tokens import pretokenize, read_tokens
-from simpair.training.data import tokens_to_pairs
-from simpair.training.inference import raw_outputs
 
 log = logging.getLogger(__name__)
 
@@ -38,33 +43,6 @@ class EvalResult:
     plot_paths: list[Path] = field(default_factory=list)
     excluded_counts: dict[str, int] = field(default_factory=dict)
     predictions_paths: list[Path] = field(default_factory=list)
-
-
-def trained_pairs(model_dir: Path, metadata: Any) -> tuple[set[tuple[str, str, str]] | None, set[str]]:
-    """(exact trained (dataset, split, pair_id) set or None, trained 'dataset/split' labels)."""
-    splits = set(metadata.train_datasets)
-    if metadata.train_pairs_file and (model_dir / metadata.train_pairs_file).is_file():
-        rows = (model_dir / metadata.train_pairs_file).read_text().splitlines()
-        exact = {tuple(r.split("\t")) for r in rows if r}
-        return exact, splits  # type: ignore[return-value]
-    return None, splits
-
-
-def leaked_eval_ids(
-    leakage: pl.DataFrame, dataset: str, split: str, exact: set[tuple[str, str, str]] | None, splits: set[str]
-) -> set[str]:
-    """Eval pair ids of (dataset, split) whose twin sits in the model's training data."""
-    rows = leakage.filter((pl.col("dataset") == dataset) & (pl.col("split") == split))
-    out = set()
-    for pair_id, t_dataset, t_split, t_pair in rows.select(
-        "pair_id", "train_dataset", "train_split", "train_pair_id"
-    ).iter_rows():
-        if exact is not None:
-            if (t_dataset, t_split, t_pair) in exact:
-                out.add(pair_id)
-        elif f"{t_dataset}/{t_split}" in splits:
-            out.add(pair_id)
-    return out
 
 
 def default_eval_splits(home: Path, metadata: Any) -> list[tuple[str, str]]:
@@ -139,7 +117,11 @@ def evaluate_model(
         else:
             tokens = pretokenize(home, dataset, split, predictor.tokenizer, meta.max_length, meta.kind)
             frame = read_tokens(tokens)
-        leaked = leaked_eval_ids(leakage, dataset, split, exact, splits) if leakage is not None else set()
+        leaked = (
+            leaked_pair_ids(leakage, dataset, split, train_splits=splits, train_pairs=exact)
+            if leakage is not None
+            else set()
+        )
         keep = ~frame["pair_id"].is_in(list(leaked)) if leaked else pl.Series([True] * len(frame))
         excluded_counts[label] = int(len(frame) - keep.sum())
         frame = frame.filter(keep)

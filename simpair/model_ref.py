@@ -1,7 +1,11 @@
-"""Pin the model of a run: resolve `--model` once, before any chunk is scored.
+"""Resolve a model spec once to one pinned model: a saved model folder or a registry reference.
 
-Every chunk of the run then loads the pinned directory, never the alias, so moving `champion`
-mid-run (a promotion by the nightly retrain) cannot mix two versions in one run.
+Every command that takes a model (`simpair score --model`, `simpair evaluate/predict/stack --model`)
+goes through `resolve_model_ref`: a folder holding `simpair.json` is used as it is (its version is a
+hash of its files), anything else is `name@alias` / `name/version` in the MLflow registry, pinned to
+one version and downloaded once. Scoring runs then load the pinned directory, never the alias, so
+moving `champion` mid-run (a promotion by the nightly retrain) cannot mix two versions in one run.
+The registry (MLflow) is imported only when a spec needs it.
 """
 
 from __future__ import annotations
@@ -10,8 +14,14 @@ import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 DEFAULT_MODEL = "simpair-paraphrase@champion"
+METADATA_FILE = "simpair.json"
+
+
+class NoModel(LookupError):
+    """A spec (or its default) that names no usable model."""
 
 
 @dataclass(frozen=True)
@@ -47,18 +57,47 @@ def _local_version(model_dir: Path) -> str:
 
 
 def _read_kind_task(model_dir: Path) -> tuple[str, str]:
-    meta = json.loads((model_dir / "simpair.json").read_text(encoding="utf-8"))
+    meta = json.loads((model_dir / METADATA_FILE).read_text(encoding="utf-8"))
     return str(meta.get("task", "paraphrase")), str(meta.get("kind", "cross"))
 
 
-def resolve_model_spec(spec: str | None, home: Path) -> ModelRef:
-    """`name@alias` or `name/version` through the MLflow registry, or a saved model directory."""
+def is_model_dir(path: Path) -> bool:
+    """A saved model folder (any kind: plain, soup, stack): it holds `simpair.json`."""
+    return path.is_dir() and (path / METADATA_FILE).is_file()
+
+
+def latest_model_dir(home: Path) -> Path:
+    """The most recently saved model under `<home>/models`."""
+    models = [p for p in (home / "models").glob("*") if is_model_dir(p)]
+    if not models:
+        raise NoModel(f"no trained model under {home / 'models'}; pass --model DIR")
+    return max(models, key=lambda p: (p / METADATA_FILE).stat().st_mtime)
+
+
+def local_model_ref(model_dir: Path) -> ModelRef:
+    """Pin a saved model folder as it is now."""
+    model_dir = model_dir.expanduser().resolve()
+    task, kind = _read_kind_task(model_dir)
+    return ModelRef(model_dir.name, _local_version(model_dir), "", str(model_dir), task, kind)
+
+
+def resolve_model_ref(
+    spec: str | None, home: Path, *, when_none: Literal["champion", "latest"] = "champion"
+) -> ModelRef:
+    """A saved model folder, or `name@alias` / `name/version` through the MLflow registry, pinned.
+
+    No spec means the paraphrase champion (`DEFAULT_MODEL`), or with `when_none="latest"` the most
+    recently saved model under `<home>/models` (what the training commands default to). Raises a
+    `LookupError` (`NoModel`, or the registry's `ModelNotFound`) when nothing matches.
+    """
+    if spec is None and when_none == "latest":
+        return local_model_ref(latest_model_dir(home))
     spec = spec or DEFAULT_MODEL
     candidate = Path(spec).expanduser()
-    if candidate.is_dir() and (candidate / "simpair.json").exists():
-        model_dir = candidate.resolve()
-        task, kind = _read_kind_task(model_dir)
-        return ModelRef(model_dir.name, _local_version(model_dir), "", str(model_dir), task, kind)
+    if is_model_dir(candidate):
+        return local_model_ref(candidate)
+    if candidate.is_dir():
+        raise NoModel(f"{spec}: a folder, but not a saved model (no {METADATA_FILE})")
     from simpair.registry import resolve_model  # the registry (MLflow) only when asked for
 
     resolved = resolve_model(spec, home)

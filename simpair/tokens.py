@@ -16,7 +16,6 @@ Both carry `pair_id`, `label`, `score` and a `truncated` flag.
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -27,6 +26,7 @@ import pyarrow.parquet as pq
 from filelock import FileLock
 from transformers import PreTrainedTokenizerBase
 
+from simpair.atomic import atomic_path
 from simpair.catalog import Catalog
 from simpair.models.tokenizer import tokenizer_fingerprint
 
@@ -129,9 +129,8 @@ def pretokenize(
             return TokenSplit(path, key, dataset, split, version, rows, reused=True)
         frame = catalog.read_split(dataset, split, version)
         table = tokenize_frame(frame, tokenizer, max_length, form)
-        tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-        pq.write_table(table, tmp, compression="zstd")
-        os.replace(tmp, path)
+        with atomic_path(path) as tmp:
+            pq.write_table(table, tmp, compression="zstd")
         manifest_path = folder / "manifest.json"
         manifest = json.loads(manifest_path.read_text()) if manifest_path.exists() else {}
         manifest.update(

@@ -1,4 +1,8 @@
-"""Prefect tasks for nightly scoring: each wraps one step of `simpair.scoring.run`, nothing more.
+"""Prefect tasks for nightly scoring: each wraps one stage of `simpair.scoring.run`, nothing more.
+
+`PrefectStages` runs the scoring DAG (`simpair.scoring.run.run_scoring`) with each stage as its task
+here: `run` calls the task, `map` maps it over the task runner, `submit` submits it with futures as
+arguments. Every task takes the same keyword arguments as the stage it wraps.
 
 Caching is off: exactly-once is the ledger's job (keyed by file content), and a Prefect cache keyed
 on arguments would skip a run whose files changed under the same names. Chunk scoring is idempotent
@@ -7,40 +11,35 @@ on arguments would skip a run whose files changed under the same names. Chunk sc
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 from uuid import UUID
 
-from prefect import task
+from prefect import Task, task, unmapped
 from prefect.artifacts import create_markdown_artifact
 from prefect.cache_policies import NO_CACHE
 
+from simpair.model_ref import ModelRef, resolve_model_ref
+from simpair.scoring.chunk import ChunkResult, score_chunk
+from simpair.scoring.commit import FileResult, finalize_file
 from simpair.scoring.contract import ScoringContract
 from simpair.scoring.inbox import InboxFile, list_inbox
-from simpair.scoring.ledger import Ledger
-from simpair.scoring.model_ref import ModelRef, resolve_model_spec
-from simpair.scoring.run import (
-    ChunkResult,
-    FilePlan,
-    FileResult,
-    HashedFile,
-    ScoreSummary,
-    finalize_file,
-    hash_file,
-    plan_files,
-    score_chunk,
-    summary_markdown,
-)
+from simpair.scoring.options import ScoringOptions
+from simpair.scoring.plan import FilePlan, HashedFile, hash_file, plan_files
+from simpair.scoring.run import finish_run, start_run
+from simpair.scoring.summary import ScoreSummary, summary_markdown
 
 
 @task(name="resolve-model", cache_policy=NO_CACHE, retries=2, retry_delay_seconds=5)
 def resolve_model_task(spec: str | None, home: Path) -> ModelRef:
     """Pin the alias to one version, once per run."""
-    return resolve_model_spec(spec, home)
+    return resolve_model_ref(spec, home)
 
 
 @task(name="start-run", cache_policy=NO_CACHE)
 def start_run_task(out: Path, run_id: str, model: ModelRef) -> None:
-    Ledger(out).start_run(run_id, model.name, model.version)
+    start_run(out, run_id, model)
 
 
 @task(name="list-inbox", cache_policy=NO_CACHE, retries=2, retry_delay_seconds=5)
@@ -61,7 +60,7 @@ def plan_files_task(
     run_id: str,
     contract: ScoringContract,
     chunk_rows: int,
-    precision: str = "fp32",
+    precision: str,
 ) -> list[FilePlan]:
     """Sequential on purpose: the one step that claims files in the ledger."""
     return plan_files(hashed, out, model, run_id, contract, chunk_rows, precision)
@@ -80,18 +79,16 @@ def score_chunk_task(
     model: ModelRef,
     run_id: str,
     contract: ScoringContract,
-    batch_size: int,
-    threads: int | None,
-    backend: str = "torch",
-    precision: str = "fp32",
+    options: ScoringOptions,
+    precision: str,
 ) -> ChunkResult:
     """Runs wherever the task runner puts it (a thread, a Dask worker): every setting is an argument."""
-    return score_chunk(plan, idx, model, run_id, contract, batch_size, threads, backend, precision)
+    return score_chunk(plan, idx, model, run_id, contract, options, precision)
 
 
 @task(name="finalize-file", task_run_name="finalize-{plan.name}", cache_policy=NO_CACHE)
 def finalize_file_task(
-    plan: FilePlan, results: list[ChunkResult], model: ModelRef, run_id: str, precision: str = "fp32"
+    plan: FilePlan, results: list[ChunkResult], model: ModelRef, run_id: str, precision: str
 ) -> FileResult:
     return finalize_file(plan, results, model, run_id, precision)
 
@@ -99,7 +96,7 @@ def finalize_file_task(
 @task(name="publish-score-summary", cache_policy=NO_CACHE)
 def publish_summary_task(out: Path, summary: ScoreSummary) -> UUID:
     """Record the run in the ledger and publish its summary as a markdown artifact."""
-    Ledger(out).finish_run(summary.run_id, summary.to_dict())
+    finish_run(out, summary)
     return create_markdown_artifact(
         key="nightly-score-summary",
         markdown=summary_markdown(summary),
@@ -107,3 +104,28 @@ def publish_summary_task(out: Path, summary: ScoreSummary) -> UUID:
             f"nightly scoring with {summary.model_name}/{summary.model_version} in {summary.precision}"
         ),
     )
+
+
+class PrefectStages:
+    """Runs each stage of the scoring DAG as its Prefect task (see `simpair.scoring.run.StageRunner`)."""
+
+    def __init__(self, tasks: Mapping[Callable[..., Any], Task]) -> None:
+        self.tasks = dict(tasks)
+
+    def _task(self, stage: Callable[..., Any]) -> Task:
+        try:
+            return self.tasks[stage]
+        except KeyError:
+            raise KeyError(f"no Prefect task wired for stage {stage.__qualname__}") from None
+
+    def run(self, stage: Callable[..., Any], /, **kwargs: Any) -> Any:
+        return self._task(stage)(**kwargs)
+
+    def map(self, stage: Callable[..., Any], over: Mapping[str, Sequence[Any]], /, **fixed: Any) -> Any:
+        return self._task(stage).map(**over, **{k: unmapped(v) for k, v in fixed.items()})
+
+    def submit(self, stage: Callable[..., Any], /, **kwargs: Any) -> Any:
+        return self._task(stage).submit(**kwargs)
+
+    def result(self, started: Any) -> Any:
+        return started.result()

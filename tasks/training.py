@@ -17,11 +17,12 @@ from prefect.artifacts import create_markdown_artifact
 from prefect.cache_policies import NO_CACHE
 
 from simpair.ensemble import StackConfig
-from simpair.ensemble.train import combine_members, train_in_process
-from simpair.evaluation import EvalResult, evaluate_model
+from simpair.ensemble.train import combine_members
+from simpair.evaluate import EvalResult, evaluate_model
 from simpair.tokens import TokenSplit
 from simpair.training import TrainConfig, TrainResult, train
 from simpair.training.pretokenize import pretokenize_config
+from simpair.training.workers import train_in_process
 
 
 def _config(config: TrainConfig | str | Path) -> TrainConfig:

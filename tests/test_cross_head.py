@@ -19,10 +19,10 @@ from test_training_toydata import write_toy_home
 
 from simpair.catalog import Catalog
 from simpair.evaluation import graded_metrics
-from simpair.models import load_predictor
 from simpair.models.batching import pad_batch
 from simpair.models.cross_encoder import HEAD_FILE, INIT_BIAS, INIT_SCALE, CrossEncoder
 from simpair.models.tiny import build_tiny
+from simpair.predictors import load_predictor
 from simpair.registry.pyfunc import log_pyfunc
 from simpair.scoring.onnx_backend import use_onnx
 from simpair.training import TrainConfig, train

@@ -26,8 +26,8 @@ from simpair.ensemble import (
     is_stack_config,
     lexical_features,
 )
-from simpair.evaluation import evaluate_model
-from simpair.models import load_predictor
+from simpair.evaluate import evaluate_model
+from simpair.predictors import load_predictor
 from simpair.registry.pyfunc import log_pyfunc
 from simpair.scoring import score_inbox
 from simpair.scoring.scorer import load_pinned
@@ -333,6 +333,18 @@ def test_stack_config_trains_its_members_then_stacks_from_the_cli(home: Path, tm
     assert load_predictor(soup_dir).kind == "bi"  # one model, not a stack
     assert {p.name.rsplit("-", 1)[0] for p in (home / "models").glob("m-bi-s*")} == {"m-bi-s1", "m-bi-s2"}
 
+    # `simpair soup --config` is the soup's own name for the same path; it refuses a stack config
+    out = tmp_path / "soup-by-name"
+    by_name = runner.invoke(
+        app, ["soup", "--config", str(configs / "soup.yaml"), "--home", str(home), "--out", str(out)]
+    )
+    assert by_name.exit_code == 0, by_name.output
+    assert load_predictor(out).kind == "bi" and "soup-by-name" in by_name.output
+    not_soup = runner.invoke(
+        app, ["soup", "--config", str(configs / "stack.yaml"), "--home", str(home)], env={"COLUMNS": "500"}
+    )
+    assert not_soup.exit_code == 2 and "simpair stack --config" in not_soup.output
+
     stack["members"] = [members[0], _member_yaml(configs / "para.yaml", "paraphrase", "cross", "bce")]
     (configs / "bad.yaml").write_text(yaml.safe_dump(stack))
     before = set((home / "models").iterdir())
@@ -343,11 +355,35 @@ def test_stack_config_trains_its_members_then_stacks_from_the_cli(home: Path, tm
     assert set((home / "models").iterdir()) == before  # refused before training anything
 
 
+def test_one_walk_trains_every_config_at_once_then_combines_nested_stacks_bottom_up(tmp_path: Path) -> None:
+    from simpair.ensemble.train import build_stack
+
+    configs, _ = _soup_and_cross_configs(tmp_path / "home", tmp_path, write_home=False)
+    calls: list[object] = []
+
+    def train_all(train_configs: list[TrainConfig]) -> list[Path]:
+        calls.append([c.name for c in train_configs])
+        return [Path(c.name) for c in train_configs]
+
+    def combine(stack: StackConfig, dirs: list[Path]) -> Path:
+        calls.append((stack.name, [d.name for d in dirs]))
+        return Path(stack.name)
+
+    out = build_stack(StackConfig.from_yaml(configs / "best.yaml"), train_all, combine, {"num_threads": 1})
+    assert out == Path("toy-best")
+    assert calls == [
+        ["m-bi-s1", "m-bi-s2", "m-cross"],  # one call: every training config can run side by side
+        ("toy-soup", ["m-bi-s1", "m-bi-s2"]),  # the nested soup first
+        ("toy-best", ["toy-soup", "m-cross"]),
+    ]
+
+
 def _soup_and_cross_configs(
-    home: Path, tmp_path: Path, **stack_fields: object
+    home: Path, tmp_path: Path, write_home: bool = True, **stack_fields: object
 ) -> tuple[Path, dict[str, object]]:
     """A toy home and configs/best.yaml: a two-seed bi-encoder soup and a cross-encoder as members."""
-    write_toy_home(home)
+    if write_home:
+        write_toy_home(home)
     configs = tmp_path / "configs"
     configs.mkdir()
     bi = _member_yaml(configs / "bi.yaml", "sts", "bi", "cosent")
@@ -437,13 +473,13 @@ def test_a_member_failing_in_its_process_names_itself_and_keeps_the_others(
     assert "m-bi" in models and "toy-gpu" not in models  # the healthy member is kept; no stack
 
 
-SHIPPED_CONFIGS = sorted((settings.PROJECT_ROOT / "configs").glob("*.yaml"))
+SHIPPED_CONFIGS = sorted(settings.configs_dir().rglob("*.yaml"))
 
 
 @pytest.mark.parametrize("path", SHIPPED_CONFIGS, ids=lambda p: p.name)
 def test_every_shipped_config_validates(path: Path) -> None:
     """A typo in a shipped config must fail here, not at 2 a.m. in the nightly."""
-    from simpair.registry.nightly import load_profile
+    from simpair.nightly.profile import load_profile
 
     if path.name.startswith("nightly"):
         profile = load_profile(str(path))

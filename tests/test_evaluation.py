@@ -10,14 +10,15 @@ import pytest
 from test_training_toydata import write_toy_home
 from typer.testing import CliRunner
 
+from simpair.evaluate import evaluate_model
 from simpair.evaluation import (
     BinaryClassificationEvaluator,
     GradedSimilarityEvaluator,
     best_threshold,
     binary_metrics,
-    evaluate_model,
 )
-from simpair.models import load_predictor, save_tiny_model
+from simpair.models import save_tiny_model
+from simpair.predictors import load_predictor
 from simpair.training import TrainConfig, train
 
 # Tiny models run fastest on one thread, and the machine is shared: no oversubscription.

@@ -7,6 +7,7 @@ functions), so a lazy import that reaches up counts as much as a top-level one.
 from __future__ import annotations
 
 import ast
+import shutil
 import subprocess
 import sys
 import tomllib
@@ -82,9 +83,7 @@ def test_domain_package_never_imports_prefect() -> None:
 
 
 def test_every_import_points_down() -> None:
-    upward = [
-        f"{a} -> {b}" for a, targets in _graph().items() for b in targets if _layer(b) > _layer(a)
-    ]
+    upward = [f"{a} -> {b}" for a, targets in _graph().items() for b in targets if _layer(b) > _layer(a)]
     assert upward == [], "imports that reach a higher layer (domain < tasks < flows < cli)"
 
 
@@ -127,11 +126,16 @@ def test_pyproject_lists_every_package() -> None:
 @pytest.mark.slow
 def test_wheel_installs_one_namespace_and_finds_profiles_without_a_checkout(tmp_path: Path) -> None:
     """No generic top-level `flows`/`tasks`/`cli` in site-packages; profiles resolve from package data."""
-    subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", tmp_path, ROOT],
-        check=True,
-        capture_output=True,
-    )
+    # build from a copy: setuptools writes build/ and *.egg-info into the source tree
+    src = tmp_path / "src"
+    src.mkdir()
+    for name in ("pyproject.toml", "README.md", *FOLDERS, "configs", "data_contracts"):
+        if (ROOT / name).is_dir():
+            shutil.copytree(ROOT / name, src / name, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy2(ROOT / name, src / name)
+    pip_wheel = [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation"]
+    subprocess.run([*pip_wheel, "-w", tmp_path, src], check=True, capture_output=True)
     (wheel,) = tmp_path.glob("simpair-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     top = {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")}
@@ -144,7 +148,7 @@ def test_wheel_installs_one_namespace_and_finds_profiles_without_a_checkout(tmp_
     zipfile.ZipFile(wheel).extractall(site)
     probe = (
         "import simpair, simpair.settings as s\n"
-        "from simpair.registry.nightly import load_profile\n"
+        "from simpair.nightly.profile import load_profile\n"
         "p = load_profile('default')\n"
         "print(simpair.__file__)\n"
         "print(p.tasks['sts'].config_path())\n"

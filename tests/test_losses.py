@@ -17,7 +17,7 @@ from simpair.losses import (
 from simpair.models.batching import pad_batch
 from simpair.models.bi_encoder import BiEncoder
 from simpair.models.tiny import build_tiny
-from simpair.training.trainer import TrainModule
+from simpair.training.loop import TrainModule
 
 A = [
     "the cat sat on the mat",

@@ -22,11 +22,11 @@ import yaml
 from mlflow import MlflowClient
 from registry_helpers import MlflowServer, one_torch_thread  # noqa: F401 - fixture
 
-from simpair.flows.nightly_retrain import NightlyFailed, run
 from simpair import settings
-from simpair.models import load_predictor
+from simpair.flows.nightly_retrain import NightlyFailed, run
+from simpair.nightly.plan import read_state
+from simpair.predictors import load_predictor
 from simpair.registry import registry, resolve_model
-from simpair.registry.nightly import read_state
 
 pytestmark = [
     pytest.mark.usefixtures("prefect_api", "one_torch_thread"),
@@ -188,7 +188,7 @@ def test_second_concurrent_nightly_exits_with_a_message(home: Path, shared_data:
         [
             sys.executable,
             "-c",
-            "import sys, time\nfrom pathlib import Path\nfrom simpair.registry.nightly import nightly_lock\n"
+            "import sys, time\nfrom pathlib import Path\nfrom simpair.nightly.lock import nightly_lock\n"
             "with nightly_lock(Path(sys.argv[1])):\n    print('held', flush=True)\n    time.sleep(60)\n",
             str(home),
         ],

@@ -14,10 +14,10 @@ from test_training_toydata import write_toy_home
 
 from simpair.catalog import Catalog
 from simpair.ensemble import fit_soup
-from simpair.ensemble.postprocess import train_sentences
+from simpair.ensemble.postprocess_refit import train_sentences
 from simpair.evaluation import graded_metrics
-from simpair.models import load_predictor
-from simpair.models.postprocess import POSTPROCESS_FILE, EmbeddingPostprocess
+from simpair.models.embedding_postprocess import POSTPROCESS_FILE, EmbeddingPostprocess
+from simpair.predictors import load_predictor
 from simpair.scoring.onnx_backend import use_onnx
 from simpair.training import TrainConfig, train
 

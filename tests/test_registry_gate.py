@@ -19,9 +19,9 @@ from simpair.ingest import run_ingest
 from simpair.models import ModelMetadata, default_backbone
 from simpair.registry import registry
 from simpair.registry.gate import GatePolicy, metric
-from simpair.registry.promotion import evaluate, leaked_ids, run_gate
+from simpair.registry.gate_baseline import zero_shot_model
+from simpair.registry.promotion import evaluate, gate_exclusions, run_gate
 from simpair.registry.record import mark_challenger, register_trained_model
-from simpair.registry.zero_shot import zero_shot_model
 
 PARAPHRASE = GatePolicy(primary="f1", margin=0.005, guardrails={"accuracy": 0.01})
 MSRP_TEST = [("msrp", "test")]
@@ -77,10 +77,10 @@ def test_gate_lifecycle_zero_shot_bar_promotion_margin_corrupt_champion_and_roll
     first = run_gate(store, "paraphrase", PARAPHRASE, MSRP_TEST)
     assert not first.promote and "does not beat the untrained backbone zero-shot" in first.reason
     assert metric(first.challenger, "f1") == 0.0 and metric(first.zero_shot, "f1") > 0.5
-    excluded = len(leaked_ids(store, MSRP_TEST)["msrp/test"])  # MSRP test pairs found in STS-B train
+    excluded = len(gate_exclusions(store, MSRP_TEST)["msrp/test"])  # MSRP test pairs found in STS-B train
     assert excluded > 0 and first.excluded == {"msrp/test": excluded}
     # a model refit on STS-B dev also excludes the MSRP test pairs that sit there
-    plain, with_dev = (leaked_ids(store, MSRP_TEST, t)["msrp/test"] for t in ((), ["stsb/dev"]))
+    plain, with_dev = (gate_exclusions(store, MSRP_TEST, t)["msrp/test"] for t in ((), ["stsb/dev"]))
     assert plain < with_dev
     assert (
         first.challenger["msrp/test/evaluated"] == first.zero_shot["msrp/test/evaluated"] == 1725 - excluded
@@ -147,5 +147,5 @@ def test_zero_shot_bar_of_the_real_backbone_on_sts(ingested: Path, tmp_path: Pat
     """The default profile's first-version bar: all-MiniLM-L6-v2 as a bi-encoder, cosine, no training."""
     zs = zero_shot_model(default_backbone(), "sts", ingested)
     stsb = [("stsb", "test")]
-    result = evaluate(zs, ingested, stsb, leaked_ids(ingested, stsb), tmp_path / "zs")
+    result = evaluate(zs, ingested, stsb, gate_exclusions(ingested, stsb), tmp_path / "zs")
     assert 0.75 < metric(result.metrics, "spearman") < 0.9  # SBERT-class models: ~0.82 on STS-B test

@@ -15,20 +15,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from simpair.evaluation import best_threshold
+from simpair.nightly.lock import NightlyBusy, nightly_lock
+from simpair.nightly.plan import NightState, read_state, skip_reason, write_state
+from simpair.nightly.profile import load_profile
 from simpair.registry import history as hist
 from simpair.registry.faults import is_transient
 from simpair.registry.gate import GatePolicy, decide, flatten_metrics, metric
-from simpair.registry.nightly import (
-    NightlyBusy,
-    NightState,
-    load_profile,
-    nightly_lock,
-    read_state,
-    skip_reason,
-    write_state,
-)
 from simpair.registry.tracking import TrackingUnavailable, config_hash, flatten
-from simpair.registry.zero_shot import best_f1_threshold
 
 POLICY = GatePolicy(primary="f1", margin=0.01, guardrails={"accuracy": 0.02})
 
@@ -120,10 +114,10 @@ def test_fault_classes() -> None:
     assert not is_transient(FileNotFoundError(errno.ENOENT, "missing"))
 
 
-def test_best_f1_threshold_separates_a_separable_sample() -> None:
+def test_f1_threshold_of_the_zero_shot_bar_separates_a_separable_sample() -> None:
     scores = np.array([0.9, 0.8, 0.3, 0.2], dtype=np.float32)
     labels = np.array([1, 1, 0, 0])
-    t = best_f1_threshold(scores, labels)
+    t = best_threshold(scores, labels, "f1")
     assert 0.3 < t < 0.8
 
 
@@ -178,7 +172,7 @@ def test_second_nightly_exits_with_a_message_while_another_process_holds_the_loc
             "-c",
             "import sys, time\n"
             "from pathlib import Path\n"
-            "from simpair.registry.nightly import nightly_lock\n"
+            "from simpair.nightly.lock import nightly_lock\n"
             "with nightly_lock(Path(sys.argv[1])):\n"
             "    print('held', flush=True)\n"
             "    time.sleep(30)\n",

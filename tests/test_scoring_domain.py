@@ -14,29 +14,25 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import test_scoring_support as support
-from test_scoring_support import assert_exactly_once, make_pairs, read_outputs, read_rejects, write_batch
+from test_scoring_support import (
+    assert_exactly_once,
+    corrupt_row_group,
+    make_pairs,
+    read_outputs,
+    read_rejects,
+    write_batch,
+)
 
-from simpair.models import load_predictor
+from simpair.predictors import load_predictor
 from simpair.scoring import score_inbox
+from simpair.scoring.chunk import ChunkResult
 from simpair.scoring.contract import load_contract
 from simpair.scoring.ledger import Ledger, RunLocked, run_lock
 from simpair.scoring.reader import inspect_file, read_chunk
-from simpair.scoring.run import ChunkResult
 from simpair.scoring.scorer import truncation_flags
 
 tiny_cross = support.tiny_cross
 tiny_bi = support.tiny_bi
-
-
-def _corrupt_row_group(path: Path, group: int) -> None:
-    """Overwrite the middle of one column chunk's pages: the footer stays valid, the data does not."""
-    meta = pq.ParquetFile(path).metadata.row_group(group).column(1)
-    data = bytearray(path.read_bytes())
-    start = meta.data_page_offset + 30
-    data[start : meta.data_page_offset + meta.total_compressed_size - 10] = b"\xab" * (
-        meta.total_compressed_size - 40
-    )
-    path.write_bytes(bytes(data))
 
 
 def test_scores_match_predictor_row_by_row_and_rerun_skips(tmp_path: Path, tiny_cross: Path) -> None:
@@ -139,7 +135,7 @@ def test_bad_files_are_quarantined_next_to_good_ones(tmp_path: Path, tiny_cross:
     write_batch(pa.table({"text_a": [1, 2], "text_b": ["x", "y"]}), inbox / "e-int-text.parquet")
     write_batch(make_pairs(0), inbox / "f-empty.parquet")
     write_batch(make_pairs(1000, seed=5, prefix="c"), inbox / "g-corrupt.parquet", row_group_size=200)
-    _corrupt_row_group(inbox / "g-corrupt.parquet", 3)
+    corrupt_row_group(inbox / "g-corrupt.parquet", 3)
     (inbox / "_incoming.parquet.tmp").write_text("half-uploaded")  # ignored: underscore prefix
 
     summary = score_inbox(str(inbox), out, str(tiny_cross), tmp_path / "home", chunk_rows=200)

@@ -14,7 +14,7 @@ import pytest
 import test_scoring_support as support
 import torch
 
-from simpair.models import load_predictor
+from simpair.predictors import load_predictor
 from simpair.scoring import onnx_backend
 from simpair.scoring.onnx_backend import OrtPredictor, build_encoder, use_onnx
 

@@ -22,13 +22,14 @@ from test_scoring_support import assert_exactly_once, make_pairs, read_outputs, 
 
 from simpair.ensemble.stacked import StackSpec
 from simpair.models import device as devices
-from simpair.models import load_predictor, save_tiny_model
+from simpair.models import save_tiny_model
 from simpair.models.metadata import ModelMetadata
+from simpair.predictors import load_predictor
 from simpair.scoring import score_inbox
 from simpair.scoring.bf16_backend import Bf16Predictor
 from simpair.scoring.ledger import Ledger
-from simpair.scoring.run import summary_markdown
 from simpair.scoring.scorer import load_pinned
+from simpair.scoring.summary import summary_markdown
 
 tiny_cross = support.tiny_cross
 tiny_bi = support.tiny_bi

@@ -78,6 +78,17 @@ def write_batch(table: pa.Table, path: Path, row_group_size: int = 700) -> Path:
     return path
 
 
+def corrupt_row_group(path: Path, group: int) -> None:
+    """Overwrite the middle of one column chunk's pages: the footer stays valid, the data does not."""
+    meta = pq.ParquetFile(path).metadata.row_group(group).column(1)
+    data = bytearray(path.read_bytes())
+    start = meta.data_page_offset + 30
+    data[start : meta.data_page_offset + meta.total_compressed_size - 10] = b"\xab" * (
+        meta.total_compressed_size - 40
+    )
+    path.write_bytes(bytes(data))
+
+
 def read_outputs(out: Path) -> pa.Table:
     """All scored outputs under `out`, in file-name order (one file per input batch)."""
     files = sorted(out.glob("date=*/*.parquet"))

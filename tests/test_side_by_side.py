@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 from prefect import flow, task
 
-from simpair.ensemble.train import worker_pool
-from simpair.training.progress_slot import current_slot
 from simpair.tasks.side_by_side import submit_side_by_side
+from simpair.training.progress_slot import current_slot
+from simpair.training.workers import worker_pool
 
 _starts: dict[str, float] = {}
 _lock = threading.Lock()
@@ -104,3 +104,41 @@ def test_each_training_worker_process_draws_on_its_own_line() -> None:
         with worker_pool(2) as pool:
             slots = [pool.submit(_slot_after_meeting, barrier) for _ in range(2)]
             assert sorted(f.result(timeout=120) for f in slots) == [0, 1]
+
+
+def _nap_plain(name: str, seconds: float, fail: bool = False) -> tuple[str, float, float]:
+    start = time.monotonic()
+    with _lock:
+        _starts[name] = start
+    time.sleep(seconds)
+    if fail:
+        raise RuntimeError(f"{name} failed")
+    return name, start, time.monotonic()
+
+
+def test_the_command_lines_executor_path_uses_the_same_scheduler() -> None:
+    """`simpair stack --jobs` (worker processes) and the flow (Prefect tasks) share one scheduler:
+    the same refill, order and failure rules, here on threads for speed."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from simpair.training.side_by_side import executor_side_by_side
+
+    calls = [("slow", 1.5), ("quick-1", 0.1), ("quick-2", 0.1), ("quick-3", 0.1)]
+    with ThreadPoolExecutor(4) as pool:  # more threads than jobs: the scheduler alone keeps it at 2
+        spans = executor_side_by_side(pool, _nap_plain, calls, jobs=2)
+    assert [name for name, _, _ in spans] == ["slow", "quick-1", "quick-2", "quick-3"]
+    assert all(start < spans[0][2] - 0.5 for _, start, _ in spans[1:])
+    assert _overlap(spans) <= 2
+
+    _starts.clear()
+    ended: list[float] = []
+    failing = [("long", 1.0, False), ("broken", 0.05, True), ("never", 0.05, False)]
+    with ThreadPoolExecutor(2) as pool, pytest.raises(ValueError, match="member 1: broken failed"):
+        try:
+            executor_side_by_side(
+                pool, _nap_plain, failing, jobs=2, on_failure=lambda i, exc: ValueError(f"member {i}: {exc}")
+            )
+        finally:
+            ended.append(time.monotonic())
+    assert "never" not in _starts
+    assert ended[0] >= _starts["long"] + 1.0

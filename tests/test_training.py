@@ -13,7 +13,7 @@ from test_training_toydata import write_toy_home
 
 from simpair.catalog import Catalog
 from simpair.evaluation import binary_metrics, graded_metrics
-from simpair.models import load_predictor
+from simpair.predictors import load_predictor
 from simpair.training import TrainConfig, train
 from simpair.training.data import carve_dev, length_grouped_batches
 
@@ -273,7 +273,7 @@ def test_two_datasets_train_one_sts_model_without_their_evaluation_pairs(home: P
 
 
 def test_dev_carve_is_stratified_and_fixed() -> None:
-    from simpair.training.data import PairTokens
+    from simpair.pair_tokens import PairTokens
 
     labels = np.array([1] * 70 + [0] * 30)
     pairs = PairTokens(
@@ -341,13 +341,14 @@ def test_layer_lr_decay_moves_lower_layers_less(home: Path) -> None:
     from safetensors.torch import load_file
 
     from simpair.models.tiny import build_tiny
-    from simpair.training.trainer import TrainModule, _param_groups
+    from simpair.training.loop import TrainModule
+    from simpair.training.optim import param_groups
 
     cfg = config(kind="bi", objective="cosent", task="sts", layer_lr_decay=0.5, learning_rate=1.0)
     model, _ = build_tiny("bi", seed=cfg.seed)
     layers = model.encoder.config.num_hidden_layers
     lrs = {}
-    for group in _param_groups(TrainModule(model, torch.nn.Identity()), cfg):
+    for group in param_groups(TrainModule(model, torch.nn.Identity()), cfg):
         names = {n for n, p in model.named_parameters() if any(p is q for q in group["params"])}
         for name in names:
             lrs[name] = group["lr"]

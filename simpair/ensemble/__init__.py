@@ -4,14 +4,15 @@ A cross-encoder reads both sentences together and a bi-encoder compares two inde
 so they make different mistakes; a ridge (graded) or logistic (paraphrase) regression on their raw
 outputs plus two lexical-overlap features, fitted on the members' shared dev split, is the
 "stacked generalisation" of Wolpert (1992). The result is an ordinary model directory
-(`kind: stacked`) that `load_predictor`, evaluation, the registry and bulk scoring all accept.
+(`kind: stacked`) that `simpair.predictors.load_predictor`, evaluation, the registry and bulk scoring
+all accept.
 """
 
 from simpair.ensemble.config import StackConfig, is_stack_config
 from simpair.ensemble.features import LEXICAL_FEATURES, lexical_features
 from simpair.ensemble.fit import fit_stack
 from simpair.ensemble.soup import fit_soup
-from simpair.ensemble.stacked import STACK_FILE, StackedPredictor, StackSpec, load_stacked
+from simpair.ensemble.stacked import STACK_FILE, StackedPredictor, StackSpec
 from simpair.ensemble.train import StackResult, train_stack
 
 __all__ = [
@@ -25,6 +26,5 @@ __all__ = [
     "fit_stack",
     "is_stack_config",
     "lexical_features",
-    "load_stacked",
     "train_stack",
 ]

@@ -8,7 +8,6 @@ predictions the combiner was fitted to. Test splits stay untouched until `simpai
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import tempfile
 from collections.abc import Sequence
@@ -21,14 +20,15 @@ from sklearn.linear_model import LogisticRegression, Ridge
 from sklearn.metrics import roc_auc_score
 from sklearn.model_selection import GridSearchCV, KFold, StratifiedKFold, cross_val_predict
 
+from simpair.atomic import atomic_path
 from simpair.catalog import Catalog
+from simpair.ensemble.backbone_member import is_zero_shot, zero_shot_members
 from simpair.ensemble.features import LEXICAL_FEATURES, product_name, product_pairs
 from simpair.ensemble.stacked import StackedPredictor, StackSpec
-from simpair.ensemble.zero_shot import is_zero_shot, zero_shot_members
 from simpair.evaluation.binary_classification import best_threshold, binary_metrics
 from simpair.evaluation.graded_similarity import graded_metrics
 from simpair.models.metadata import ModelMetadata
-from simpair.models.predictor import load_predictor
+from simpair.models.predictor import Predictor
 
 GRID = np.logspace(-3, 3, 13)
 FOLDS = 5
@@ -120,7 +120,7 @@ def fit_stack(
     """Fit the combiner on the members' dev split; write a self-contained `kind: stacked` directory.
 
     `zero_shot` adds the members' pre-trained backbone, untouched, as one more member
-    (`simpair.ensemble.zero_shot`). `products` adds the members' outputs squared and multiplied
+    (`simpair.ensemble.backbone_member`). `products` adds the members' outputs squared and multiplied
     pairwise (a degree-2 combiner, still linear in its coefficients).
     """
     with tempfile.TemporaryDirectory(prefix="simpair-stack-") as scratch:
@@ -169,7 +169,7 @@ def _fit_stack(
         intercept=0.0,
         regularisation=0.0,
     )
-    members = [load_predictor(d) for d in member_dirs]
+    members = [Predictor.load(d) for d in member_dirs]
     text_a, text_b = dev["text_a"].to_list(), dev["text_b"].to_list()
     placeholder = ModelMetadata(kind="stacked", task=task, objective="stack", backbone="stack")  # type: ignore[arg-type]
     x = StackedPredictor(placeholder, spec, members).features(text_a, text_b, batch_size=batch_size)
@@ -251,18 +251,11 @@ def _write(
     train_pairs: list[str],
 ) -> None:
     """Temp directory + rename, as for every model directory: a crash never leaves half a stack."""
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out_dir.with_name(f".{out_dir.name}.tmp-{os.getpid()}")
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    tmp.mkdir()
-    for rel, src in zip(spec.members, member_dirs, strict=True):
-        shutil.copytree(src, tmp / rel)
-    spec.write(tmp)
-    meta.write(tmp)
-    (tmp / "metrics.json").write_text(json.dumps(metrics, indent=2, sort_keys=True) + "\n")
-    (tmp / "dev_pair_ids.txt").write_text("\n".join(dev_ids) + "\n")
-    (tmp / "train_pairs.txt").write_text("\n".join(train_pairs) + ("\n" if train_pairs else ""))
-    if out_dir.exists():
-        shutil.rmtree(out_dir)
-    tmp.rename(out_dir)
+    with atomic_path(out_dir, directory=True) as tmp:
+        for rel, src in zip(spec.members, member_dirs, strict=True):
+            shutil.copytree(src, tmp / rel)
+        spec.write(tmp)
+        meta.write(tmp)
+        (tmp / "metrics.json").write_text(json.dumps(metrics, indent=2, sort_keys=True) + "\n")
+        (tmp / "dev_pair_ids.txt").write_text("\n".join(dev_ids) + "\n")
+        (tmp / "train_pairs.txt").write_text("\n".join(train_pairs) + ("\n" if train_pairs else ""))

@@ -1,7 +1,7 @@
 """Fit a bi-encoder's embedding post-processing outside training: for soups and existing models.
 
 A soup's averaged weights have their own common embedding component, so the transform its ingredients
-carried (simpair.models.postprocess) does not fit it; it is fitted again on the same unlabelled
+carried (simpair.models.embedding_postprocess) does not fit it; it is fitted again on the same unlabelled
 training sentences the ingredients were trained on, read back from the catalog through each model's
 `train_pairs.txt`.
 """
@@ -16,7 +16,7 @@ import polars as pl
 
 from simpair.catalog import Catalog
 from simpair.models import ModelMetadata
-from simpair.models.postprocess import EmbeddingPostprocess
+from simpair.models.embedding_postprocess import EmbeddingPostprocess
 
 
 def train_sentences(model_dirs: Sequence[Path], home: Path) -> tuple[list[str], list[str]]:

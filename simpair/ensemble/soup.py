@@ -17,10 +17,10 @@ from typing import Any
 import numpy as np
 
 from simpair.ensemble.fit import shared_dev_frame
-from simpair.ensemble.postprocess import refit_postprocess, train_sentences
+from simpair.ensemble.postprocess_refit import refit_postprocess, train_sentences
 from simpair.evaluation.binary_classification import best_threshold, binary_metrics
 from simpair.evaluation.graded_similarity import graded_metrics
-from simpair.models import ModelMetadata, load_predictor, save_model
+from simpair.models import ModelMetadata, Predictor, save_model
 from simpair.training import calibration as calibrate
 from simpair.training.averaging import average_states
 
@@ -96,7 +96,7 @@ def fit_soup(
         remove_directions = _postprocess_setting(member_dirs, metas)
     elif first.kind != "bi":
         raise ValueError("remove_directions post-processes bi-encoder embeddings; these are cross-encoders")
-    predictors = [load_predictor(d, device="cpu") for d in member_dirs]
+    predictors = [Predictor.load(d, device="cpu") for d in member_dirs]
     post_info: dict[str, Any] | None = None
     sentences: list[str] = []
     fitted_on: list[str] = []

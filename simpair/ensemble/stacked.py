@@ -1,4 +1,4 @@
-"""Load and run a stacked model directory: members' raw outputs (+ their products, lexical
+"""Run a stacked model directory: members' raw outputs (+ their products, lexical
 features) -> linear model.
 
 Layout of a stacked model directory (everything text or safetensors, nothing pickled):
@@ -143,19 +143,3 @@ class StackedPredictor(ModelFacts):
         for member in self.members:
             flags |= np.asarray(member.truncated(text_a, text_b), dtype=bool)
         return flags
-
-
-def load_stacked(model_dir: str | Path, device: str = "auto", precision: str = "auto") -> StackedPredictor:
-    """Load a `kind: stacked` directory and its members (each through `load_predictor`)."""
-    from simpair.models.predictor import load_predictor
-
-    model_dir = Path(model_dir)
-    meta = ModelMetadata.read(model_dir)
-    spec = StackSpec.read(model_dir)
-    members = []
-    for rel in spec.members:
-        path = model_dir / rel
-        if not (path / "simpair.json").is_file():
-            raise FileNotFoundError(f"{model_dir / 'stack.json'}: member {rel!r} is missing ({path})")
-        members.append(load_predictor(path, device=device, precision=precision))
-    return StackedPredictor(meta, spec, members, model_dir=model_dir)

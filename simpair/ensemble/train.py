@@ -1,12 +1,15 @@
-"""Train a stack config end to end: each member as its own training run, then the dev-fitted combiner."""
+"""Train a stack config: every training config first (side by side if asked), then the combiners.
+
+`build_stack` is the one walk of a (possibly nested) stack config, shared by `simpair stack/soup
+--config` (`train_stack`: trainings in worker processes) and the nightly flow (Prefect tasks): it
+hands every training config, nested stacks' included, to one "train these" call, so all of them can
+run side by side, then combines nested stacks bottom-up and this one last.
+"""
 
 from __future__ import annotations
 
 import json
-import multiprocessing
-import os
-from collections.abc import Iterator
-from concurrent.futures import ProcessPoolExecutor
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -15,9 +18,13 @@ from simpair.ensemble.config import StackConfig
 from simpair.ensemble.fit import fit_stack
 from simpair.ensemble.soup import fit_soup
 from simpair.models.io import new_model_dir
-from simpair.training import TrainConfig, TrainResult, train
+from simpair.training import TrainConfig, train
 from simpair.training.pretokenize import pretokenize_config
-from simpair.training.progress_slot import claim_slot
+from simpair.training.side_by_side import executor_side_by_side
+from simpair.training.workers import share_cores, train_in_worker, worker_pool
+
+TrainAll = Callable[[list[TrainConfig]], list[Path]]
+Combine = Callable[[StackConfig, list[Path]], Path]
 
 
 class MemberFailed(RuntimeError):
@@ -29,6 +36,55 @@ class StackResult:
     model_dir: Path
     member_dirs: list[Path]
     metrics: dict[str, Any] = field(default_factory=dict)
+    # the config's `evaluate_on` splits, as (dataset, split)
+    evaluate_on: list[tuple[str, str]] = field(default_factory=list)
+
+
+def build_members(
+    config: StackConfig,
+    train_all: TrainAll,
+    combine: Combine,
+    overrides: dict[str, Any] | None = None,
+    on_nested: Callable[[StackConfig], None] | None = None,
+) -> list[Path]:
+    """Each member's model directory of `config`, in member order.
+
+    `train_all(configs)` trains every training config of the stack, nested stacks' included, in one
+    call (so all of them can run side by side) and returns their directories in order; nested stacks
+    are then combined bottom-up with `combine(stack, member_dirs)`. `on_nested` is told of each nested
+    stack before its members are assembled.
+    """
+    trained = iter(train_all(config.member_configs(overrides)))
+    return _assemble(config, trained, combine, overrides, on_nested)
+
+
+def build_stack(
+    config: StackConfig,
+    train_all: TrainAll,
+    combine: Combine,
+    overrides: dict[str, Any] | None = None,
+    on_nested: Callable[[StackConfig], None] | None = None,
+) -> Path:
+    """The stack (or soup) of `config`: its members from `build_members`, then `combine` of this one."""
+    return combine(config, build_members(config, train_all, combine, overrides, on_nested))
+
+
+def _assemble(
+    config: StackConfig,
+    trained: Iterator[Path],
+    combine: Combine,
+    overrides: dict[str, Any] | None,
+    on_nested: Callable[[StackConfig], None] | None,
+) -> list[Path]:
+    dirs = []
+    for item in config.member_items(overrides):
+        if isinstance(item, StackConfig):
+            if on_nested is not None:
+                on_nested(item)
+            dirs.append(combine(item, _assemble(item, trained, combine, overrides, on_nested)))
+        else:
+            dirs.append(next(trained))
+    return dirs
 
 
 def train_stack(
@@ -39,10 +95,38 @@ def train_stack(
     `jobs` > 1 trains that many members at once, each in its own process (see `train_configs`).
     """
     home = Path(home)
-    member_dirs = train_members(config, home, overrides, jobs)
-    out = combine_members(config, member_dirs, home)
+    dirs = train_members(config, home, overrides, jobs)
+    out = combine_members(config, dirs, home)
     metrics = json.loads((out / "metrics.json").read_text())
-    return StackResult(model_dir=out, member_dirs=member_dirs, metrics=metrics)
+    return StackResult(model_dir=out, member_dirs=dirs, metrics=metrics)
+
+
+def train_stack_file(
+    path: str | Path,
+    home: str | Path,
+    overrides: dict[str, Any] | None = None,
+    jobs: int = 1,
+    out: Path | None = None,
+    combine: str | None = None,
+) -> StackResult:
+    """`simpair stack --config` and `simpair soup --config`: train a stack or soup config's members,
+    combine them, and move the result to `out` when given.
+
+    `combine` ("stack" or "soup") refuses a config that combines the other way, naming the command
+    that makes it (ValueError, like a config that does not validate).
+    """
+    config = StackConfig.from_yaml(path)
+    if combine is not None and config.combine != combine:
+        raise ValueError(
+            f"{path} is a {config.combine} config (combine: {config.combine}); "
+            f"make it with `simpair {config.combine} --config {path}`"
+        )
+    result = train_stack(config, home, overrides, jobs)
+    if out is not None:
+        result.model_dir.rename(out)
+        result.model_dir = Path(out)
+    result.evaluate_on = [(r.dataset, r.split) for r in config.evaluate_on]
+    return result
 
 
 def train_members(
@@ -50,39 +134,21 @@ def train_members(
 ) -> list[Path]:
     """Each member's model directory. Every training config, nested stacks' included, is trained
     first (so all of them can run side by side); nested stacks are then combined bottom-up."""
-    trained = iter(train_configs(config.member_configs(overrides), home, jobs))
-    return _assemble(config, home, overrides, trained)
-
-
-def _assemble(
-    config: StackConfig, home: Path, overrides: dict[str, Any] | None, trained: Iterator[Path]
-) -> list[Path]:
-    dirs = []
-    for item in config.member_items(overrides):
-        if isinstance(item, StackConfig):
-            dirs.append(combine_members(item, _assemble(item, home, overrides, trained), home))
-        else:
-            dirs.append(next(trained))
-    return dirs
-
-
-def available_cpus() -> int:
-    """CPUs this process may run on (the container's share, not the host's count)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # macOS, Windows
-        return os.cpu_count() or 1
+    return build_members(
+        config,
+        lambda configs: train_configs(configs, home, jobs),
+        lambda stack, dirs: combine_members(stack, dirs, home),
+        overrides,
+    )
 
 
 def train_configs(configs: list[TrainConfig], home: Path, jobs: int = 1) -> list[Path]:
-    """Model directories of `configs`, in order.
+    """Model directories of `configs`, in order; with jobs > 1, `jobs` at once in worker processes.
 
-    Why processes: on CPU one training per process with its share of the cores beats one training
-    using them all (measured here: one thread per training was ~3x faster than two threads, whose
-    OpenMP workers spin), and a stack's members are independent until they are combined, so a
-    two-member stack on 2 cores takes about the time of its longest member instead of the sum.
-    A member without `num_threads` gets cores // jobs threads. Tokens are cached first, in this
-    process, so the workers only read them. On one GPU leave jobs at 1 (members would share the card).
+    A two-member stack on 2 cores then takes about the time of its longest member instead of the
+    sum (see `simpair.training.workers`). A member without `num_threads` gets cores // jobs threads.
+    Tokens are cached first, in this process, so the workers only read them. A freed worker takes
+    the next config at once. On one GPU leave jobs at 1 (members would share the card).
     """
     if jobs < 1:
         raise ValueError(f"jobs must be 1 or more, got {jobs}")
@@ -90,61 +156,17 @@ def train_configs(configs: list[TrainConfig], home: Path, jobs: int = 1) -> list
         return [train(c, home).model_dir for c in configs]
     for config in configs:
         pretokenize_config(config, home)
-    threads = threads_per_job(jobs)
-    payloads = [
-        c.with_overrides(num_threads=c.num_threads or threads).model_dump(mode="json") for c in configs
-    ]
-    with worker_pool(min(jobs, len(configs))) as pool:
-        futures = [pool.submit(_train_in_worker, payload, str(home)) for payload in payloads]
-        dirs = []
-        for config, future in zip(configs, futures, strict=True):
-            try:
-                dirs.append(Path(future.result().model_dir))
-            except Exception as exc:
-                for pending in futures:
-                    pending.cancel()
-                raise MemberFailed(f"stack member {config.name!r} failed: {exc}") from exc
-        return dirs
-
-
-def worker_pool(workers: int, first_slot: int = 0) -> ProcessPoolExecutor:
-    """Spawned training processes, each drawing its progress bars on a terminal line of its own
-    (`first_slot`, the next, ...).
-
-    Spawn, not fork: forking after torch has started its threads can deadlock. A worker runs one
-    training at a time for the pool's life, so a slot per worker never has two bars on one line.
-    """
-    context = multiprocessing.get_context("spawn")
-    next_slot = context.Value("i", first_slot)
-    return ProcessPoolExecutor(
-        max_workers=workers, mp_context=context, initializer=_claim_next_slot, initargs=(next_slot,)
-    )
-
-
-def _claim_next_slot(next_slot: Any) -> None:
-    with next_slot.get_lock():
-        claim_slot(next_slot.value)
-        next_slot.value += 1
-
-
-def _train_in_worker(config: dict[str, Any], home: str) -> TrainResult:
-    return train(TrainConfig.model_validate(config), Path(home))
-
-
-def train_in_process(config: TrainConfig, home: str | Path, progress_slot: int | None = None) -> TrainResult:
-    """`train(config, home)` in a fresh spawned process: what lets a caller run several side by side.
-
-    Threads cannot do it: torch's random generators and thread count are per process, so two
-    trainings in one process would neither be reproducible nor keep to their share of the cores.
-    `progress_slot` is the terminal line its progress bar draws on (distinct per running training).
-    """
-    with worker_pool(1, first_slot=progress_slot or 0) as pool:
-        return pool.submit(_train_in_worker, config.model_dump(mode="json"), str(home)).result()
-
-
-def threads_per_job(jobs: int) -> int:
-    """Torch threads for each of `jobs` trainings running at once on this machine's CPUs."""
-    return max(1, available_cpus() // jobs)
+    payloads = [c.model_dump(mode="json") for c in share_cores(configs, jobs)]
+    workers = min(jobs, len(configs))
+    with worker_pool(workers) as pool:
+        results = executor_side_by_side(
+            pool,
+            train_in_worker,
+            [(payload, str(home)) for payload in payloads],
+            workers,
+            on_failure=lambda i, exc: MemberFailed(f"stack member {configs[i].name!r} failed: {exc}"),
+        )
+    return [Path(result.model_dir) for result in results]
 
 
 def combine_members(config: StackConfig, member_dirs: list[Path], home: Path) -> Path:

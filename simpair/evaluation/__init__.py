@@ -1,6 +1,8 @@
-"""Evaluation: one evaluator per metric family, plots, and `evaluate_model` for saved models.
+"""Evaluation building blocks: metrics and evaluators per metric family, plots, the leakage filter.
 
-Evaluators choose decision thresholds only on the data they are given (dev), never on test.
+Evaluators take a loaded predictor and choose decision thresholds only on the data they are given
+(dev), never on test. `simpair.evaluate.evaluate_model` (any saved model directory on ingested
+splits) is built from these and sits above the model loader.
 """
 
 from simpair.evaluation.binary_classification import (
@@ -8,15 +10,14 @@ from simpair.evaluation.binary_classification import (
     best_threshold,
     binary_metrics,
 )
-from simpair.evaluation.evaluate import EvalResult, evaluate_model
 from simpair.evaluation.graded_similarity import GradedSimilarityEvaluator, graded_metrics
+from simpair.evaluation.leaked_pairs import leaked_pair_ids
 
 __all__ = [
     "BinaryClassificationEvaluator",
-    "EvalResult",
     "GradedSimilarityEvaluator",
     "best_threshold",
     "binary_metrics",
-    "evaluate_model",
     "graded_metrics",
+    "leaked_pair_ids",
 ]

@@ -1,6 +1,7 @@
-"""Similarity models: cross-encoders and bi-encoders, their saved format, and the predictor.
+"""Similarity models: cross-encoders and bi-encoders, their saved format, and the single-model predictor.
 
-`load_predictor(dir)` is the one way other stages (registry, scoring) turn a saved model into scores;
+`Predictor.load(dir)` loads one cross- or bi-encoder directory; `simpair.predictors.load_predictor(dir)`
+is the door other stages (registry, scoring) use for every model kind, stacks included.
 `save_tiny_model(path)` makes a random 2-layer model in the same format for fast tests.
 """
 
@@ -8,7 +9,7 @@ from simpair.models.bi_encoder import BiEncoder, mean_pool
 from simpair.models.cross_encoder import CrossEncoder
 from simpair.models.io import build_model, load_model, save_model
 from simpair.models.metadata import METADATA_FILE, Calibration, ModelMetadata
-from simpair.models.predictor import Predictor, load_predictor
+from simpair.models.predictor import Predictor
 from simpair.models.tiny import default_backbone, save_tiny_model
 
 __all__ = [
@@ -21,7 +22,6 @@ __all__ = [
     "build_model",
     "default_backbone",
     "load_model",
-    "load_predictor",
     "mean_pool",
     "save_model",
     "save_tiny_model",

@@ -15,7 +15,7 @@ import torch
 from torch import nn
 from transformers import AutoModel, PreTrainedModel
 
-from simpair.models.postprocess import EmbeddingPostprocess
+from simpair.models.embedding_postprocess import EmbeddingPostprocess
 
 
 def mean_pool(token_embeddings: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
@@ -34,7 +34,8 @@ class BiEncoder(nn.Module):
     def __init__(self, model: PreTrainedModel, post: EmbeddingPostprocess | None = None) -> None:
         super().__init__()
         self.model = model
-        # Fitted after training (simpair.models.postprocess); None while training and for plain backbones.
+        # Fitted after training (simpair.models.embedding_postprocess); None while training and for
+        # plain backbones.
         self.post = post
 
     @classmethod

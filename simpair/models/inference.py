@@ -1,21 +1,101 @@
-"""Raw model outputs over cached tokens (dev evaluation during training, `evaluate_model`).
+"""Run a model over token ids in length-sorted batches: the one inference loop every caller uses.
 
-Same ordering trick as the predictor: batches sorted by length, results put back in input order.
+`forward_sorted` sorts rows longest first (peak memory shows at once, each batch pads little), pads
+each batch to its own longest row, runs it under `torch.inference_mode` and autocast, and puts the
+outputs back in input order. `Predictor` (texts), dev scoring during training and `evaluate_model`
+(cached tokens, `raw_outputs`, `sentence_embeddings`) all go through it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+
 import numpy as np
 import torch
+from tqdm.auto import tqdm
 
 from simpair.models.batching import pad_batch
 from simpair.models.bi_encoder import BiEncoder
 from simpair.models.cross_encoder import CrossEncoder
 from simpair.models.device import autocast
-from simpair.training.data import PairTokens, collate, iterate_sorted
+from simpair.models.io import EncoderModel
+from simpair.pair_tokens import PairTokens
+
+TokenRows = Sequence[Sequence[int]]
+# one model input: token ids per row, and token type ids per row (or None)
+Inputs = tuple[TokenRows, TokenRows | None]
+
+
+def first_output(outputs: list[torch.Tensor]) -> torch.Tensor:
+    """The only output, in float32 (cross-encoder logits, raw sentence embeddings)."""
+    return outputs[0].float()
 
 
 @torch.inference_mode()
+def forward_sorted(
+    model: EncoderModel,
+    inputs: Sequence[Inputs],
+    pad_id: int,
+    device: torch.device,
+    dtype: torch.dtype | None,
+    *,
+    batch_size: int = 64,
+    lengths: np.ndarray | None = None,
+    combine: Callable[[list[torch.Tensor]], torch.Tensor] = first_output,
+    progress: bool = False,
+    desc: str = "predict",
+) -> np.ndarray:
+    """The model's outputs for every row, in input order (float32).
+
+    `inputs` holds one or more aligned inputs (row i of each belongs to item i), each run through the
+    model on the same batch of rows; `combine` turns their outputs for one batch into one tensor
+    (default: the only output), e.g. both orders of a pair averaged, or the cosine of two sentences.
+    Rows are sorted by `lengths` (default: the first input's row lengths), longest first.
+    """
+    first = inputs[0][0]
+    n = len(first)
+    if n == 0:
+        return np.zeros(0, dtype=np.float32)
+    if lengths is None:
+        lengths = np.fromiter((len(x) for x in first), dtype=np.int64, count=n)
+    order = np.argsort(-lengths, kind="stable")
+    was_training = model.training
+    model.eval()
+    results: list[np.ndarray] = []
+    bar = tqdm(total=n, desc=desc, unit="pair", disable=not progress)
+    for start in range(0, n, batch_size):
+        idx = order[start : start + batch_size]
+        outputs = []
+        with autocast(device, dtype):
+            for ids, types in inputs:
+                rows_types = [types[i] for i in idx] if types is not None else None
+                batch = pad_batch([ids[i] for i in idx], pad_id, rows_types)
+                batch = {k: v.to(device, non_blocking=True) for k, v in batch.items()}
+                outputs.append(model(**batch))
+        results.append(combine(outputs).float().cpu().numpy())
+        bar.update(len(idx))
+    bar.close()
+    model.train(was_training)
+    stacked = np.concatenate(results, axis=0)
+    restored = np.empty_like(stacked)
+    restored[order] = stacked
+    return restored.astype(np.float32)
+
+
+def normalized(outputs: list[torch.Tensor]) -> torch.Tensor:
+    """L2-normalised sentence embeddings (what `Predictor.embed` returns)."""
+    return torch.nn.functional.normalize(outputs[0].float(), dim=-1)
+
+
+def _mean(outputs: list[torch.Tensor]) -> torch.Tensor:
+    return torch.stack([o.float() for o in outputs]).mean(0)
+
+
+def _cosine(outputs: list[torch.Tensor]) -> torch.Tensor:
+    u, v = outputs
+    return torch.nn.functional.cosine_similarity(u.float(), v.float(), dim=-1)
+
+
 def raw_outputs(
     model: CrossEncoder | BiEncoder,
     pairs: PairTokens,
@@ -25,35 +105,20 @@ def raw_outputs(
     symmetric: bool = False,
     batch_size: int = 64,
 ) -> np.ndarray:
-    """Cross: logits (averaged over both orders if symmetric). Bi: cosines. In the pairs' order."""
-    was_training = model.training
-    model.eval()
-    out = np.zeros(len(pairs), dtype=np.float32)
-    for idx in iterate_sorted(pairs, batch_size):
-        if isinstance(model, CrossEncoder):
-            values = []
-            for reverse in (False, True) if symmetric else (False,):
-                batch = collate(pairs, idx, pad_id, reverse=reverse)
-                with autocast(device, dtype):
-                    values.append(
-                        model(
-                            batch["input_ids"].to(device),
-                            batch["attention_mask"].to(device),
-                            batch["token_type_ids"].to(device),
-                        ).float()
-                    )
-            out[idx] = torch.stack(values).mean(0).cpu().numpy()
-        else:
-            batch = collate(pairs, idx, pad_id)
-            with autocast(device, dtype):
-                u = model(batch["a_input_ids"].to(device), batch["a_attention_mask"].to(device))
-                v = model(batch["b_input_ids"].to(device), batch["b_attention_mask"].to(device))
-            out[idx] = torch.nn.functional.cosine_similarity(u.float(), v.float(), dim=-1).cpu().numpy()
-    model.train(was_training)
-    return out
+    """Cached pair tokens -> cross: logits (averaged over both orders if symmetric). Bi: cosines."""
+    cols = pairs.cols
+    if isinstance(model, CrossEncoder):
+        inputs: list[Inputs] = [(cols["input_ids"], cols["token_type_ids"])]
+        if symmetric:
+            inputs.append((cols["input_ids_ba"], cols["token_type_ids_ba"]))
+        combine = _mean
+    else:
+        inputs, combine = [(cols["ids_a"], None), (cols["ids_b"], None)], _cosine
+    return forward_sorted(
+        model, inputs, pad_id, device, dtype, batch_size=batch_size, lengths=pairs.lengths, combine=combine
+    )
 
 
-@torch.inference_mode()
 def sentence_embeddings(
     model: BiEncoder,
     token_lists: list[list[int]],
@@ -63,16 +128,6 @@ def sentence_embeddings(
     batch_size: int = 64,
 ) -> np.ndarray:
     """Embeddings of already-tokenized sentences (the bi-encoder's forward as it is), in input order."""
-    was_training = model.training
-    model.eval()
-    lengths = np.fromiter((len(x) for x in token_lists), dtype=np.int64, count=len(token_lists))
-    order = np.argsort(-lengths, kind="stable")
-    out = np.zeros((len(token_lists), model.hidden_size), dtype=np.float32)
-    for start in range(0, len(order), batch_size):
-        idx = order[start : start + batch_size]
-        batch = pad_batch([token_lists[i] for i in idx], pad_id)
-        with autocast(device, dtype):
-            emb = model(batch["input_ids"].to(device), batch["attention_mask"].to(device))
-        out[idx] = emb.float().cpu().numpy()
-    model.train(was_training)
-    return out
+    if not token_lists:
+        return np.zeros((0, model.hidden_size), dtype=np.float32)
+    return forward_sorted(model, [(token_lists, None)], pad_id, device, dtype, batch_size=batch_size)

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
-import shutil
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -20,6 +18,7 @@ from typing import Any
 from transformers import PreTrainedTokenizerBase
 from transformers.utils import logging as hf_logging
 
+from simpair.atomic import atomic_path
 from simpair.models.bi_encoder import BiEncoder
 from simpair.models.cross_encoder import CrossEncoder, CrossHead
 from simpair.models.metadata import ModelMetadata
@@ -62,32 +61,21 @@ def save_model(
 ) -> Path:
     """Write a complete model directory atomically (temp dir + rename); replaces an existing one."""
     directory = Path(directory)
-    directory.parent.mkdir(parents=True, exist_ok=True)
-    tmp = directory.with_name(f".{directory.name}.tmp-{os.getpid()}")
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    tmp.mkdir()
-    with quiet_transformers():
-        model.save(tmp)
-    tokenizer.save_pretrained(str(tmp))
-    if metadata.tokenizer_fingerprint is None:
-        metadata.tokenizer_fingerprint = tokenizer_fingerprint(tokenizer)
-    if metadata.created_at is None:
-        metadata.created_at = datetime.now(UTC).isoformat(timespec="seconds")
-    metadata.write(tmp)
-    if train_config_yaml is not None:
-        (tmp / "train_config.yaml").write_text(train_config_yaml)
-    if metrics is not None:
-        (tmp / "metrics.json").write_text(json.dumps(metrics, indent=2, sort_keys=True) + "\n")
-    for name, text in (text_files or {}).items():
-        (tmp / name).write_text(text)
-    if directory.exists():
-        old = directory.with_name(f".{directory.name}.old-{os.getpid()}")
-        os.replace(directory, old)
-        os.replace(tmp, directory)
-        shutil.rmtree(old, ignore_errors=True)
-    else:
-        os.replace(tmp, directory)
+    with atomic_path(directory, directory=True) as tmp:
+        with quiet_transformers():
+            model.save(tmp)
+        tokenizer.save_pretrained(str(tmp))
+        if metadata.tokenizer_fingerprint is None:
+            metadata.tokenizer_fingerprint = tokenizer_fingerprint(tokenizer)
+        if metadata.created_at is None:
+            metadata.created_at = datetime.now(UTC).isoformat(timespec="seconds")
+        metadata.write(tmp)
+        if train_config_yaml is not None:
+            (tmp / "train_config.yaml").write_text(train_config_yaml)
+        if metrics is not None:
+            (tmp / "metrics.json").write_text(json.dumps(metrics, indent=2, sort_keys=True) + "\n")
+        for name, text in (text_files or {}).items():
+            (tmp / name).write_text(text)
     return directory
 
 

@@ -1,8 +1,9 @@
-"""Turn text pairs into scores with a saved model: the one inference path every stage uses.
+"""Turn text pairs into scores with one saved model (cross or bi): the single-model predictor.
 
 Speed matters (nightly bulk scoring), so prediction tokenizes the whole call at once with the fast
 tokenizer, sorts pairs by length so each batch pads little, runs under `torch.inference_mode`, and puts
-results back in input order. Bi-encoders encode each distinct sentence once per call.
+results back in input order (`simpair.models.inference`). Bi-encoders encode each distinct sentence once
+per call. Loading any model kind, stacks included, is `simpair.predictors.load_predictor`.
 """
 
 from __future__ import annotations
@@ -12,14 +13,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
-from tqdm.auto import tqdm
 from transformers import PreTrainedTokenizerBase
 
-from simpair.models.batching import pad_batch
 from simpair.models.bi_encoder import BiEncoder
 from simpair.models.cross_encoder import CrossEncoder
-from simpair.models.device import autocast, autocast_dtype, pick_device
+from simpair.models.device import autocast_dtype, pick_device
+from simpair.models.inference import first_output, forward_sorted, normalized
 from simpair.models.io import EncoderModel, load_model
 from simpair.models.metadata import ModelMetadata
 
@@ -55,7 +54,7 @@ class ModelFacts:
 
 
 class Predictor(ModelFacts):
-    """A loaded model plus what it needs to score pairs (see `load_predictor`)."""
+    """A loaded single model (cross or bi) plus what it needs to score pairs (see `Predictor.load`)."""
 
     def __init__(
         self,
@@ -155,46 +154,31 @@ class Predictor(ModelFacts):
         ib = np.fromiter((index[t] for t in b), dtype=np.int64, count=len(b))
         return np.einsum("ij,ij->i", emb[ia], emb[ib]).astype(np.float32)
 
-    @torch.inference_mode()
     def _run(self, enc: Any, batch_size: int, progress: bool, desc: str) -> np.ndarray:
-        ids: list[list[int]] = enc["input_ids"]
-        types: list[list[int]] | None = enc.get("token_type_ids")
-        lengths = np.fromiter((len(x) for x in ids), dtype=np.int64, count=len(ids))
-        order = np.argsort(-lengths, kind="stable")  # longest first: the peak memory shows at once
-        pad_id = self.tokenizer.pad_token_id or 0
-        results: list[np.ndarray] = []
-        bar = tqdm(total=len(ids), desc=desc, unit="pair", disable=not progress)
-        for start in range(0, len(order), batch_size):
-            idx = order[start : start + batch_size]
-            batch = pad_batch(
-                [ids[i] for i in idx], pad_id, [types[i] for i in idx] if types is not None else None
-            )
-            batch = {k: v.to(self.device, non_blocking=True) for k, v in batch.items()}
-            with autocast(self.device, self._dtype):
-                out = self.model(**batch)
-            if isinstance(self.model, BiEncoder):
-                out = torch.nn.functional.normalize(out.float(), dim=-1)
-            results.append(out.float().cpu().numpy())
-            bar.update(len(idx))
-        bar.close()
-        stacked = np.concatenate(results, axis=0)
-        restored = np.empty_like(stacked)
-        restored[order] = stacked
-        return restored.astype(np.float32)
+        """One tokenized call through the model (scoring backends override this batch loop)."""
+        return forward_sorted(
+            self.model,
+            [(enc["input_ids"], enc.get("token_type_ids"))],
+            self.tokenizer.pad_token_id or 0,
+            self.device,
+            self._dtype,
+            batch_size=batch_size,
+            combine=normalized if isinstance(self.model, BiEncoder) else first_output,
+            progress=progress,
+            desc=desc,
+        )
+
+    @classmethod
+    def load(cls, model_dir: str | Path, device: str = "auto", precision: str = "auto") -> Predictor:
+        """Load a single-model directory (cross or bi) written by training, `save_tiny_model` or a soup.
+
+        `simpair.predictors.load_predictor` is the door for every model kind, stacks included.
+        """
+        model_dir = Path(model_dir)
+        if ModelMetadata.read(model_dir).kind == "stacked":
+            raise ValueError(f"{model_dir} is a stacked model: use simpair.predictors.load_predictor")
+        model, tokenizer, metadata = load_model(model_dir)
+        return cls(model, tokenizer, metadata, model_dir=model_dir, device=device, precision=precision)
 
 
-def load_predictor(model_dir: str | Path, device: str = "auto", precision: str = "auto") -> Predictor:
-    """Load a directory written by training (or `save_tiny_model`, or `simpair stack`) for prediction.
-
-    A stacked directory gives a `simpair.ensemble.StackedPredictor`, which has the same public methods.
-    """
-    model_dir = Path(model_dir)
-    if ModelMetadata.read(model_dir).kind == "stacked":
-        from simpair.ensemble import load_stacked
-
-        return load_stacked(model_dir, device=device, precision=precision)  # type: ignore[return-value]
-    model, tokenizer, metadata = load_model(model_dir)
-    return Predictor(model, tokenizer, metadata, model_dir=model_dir, device=device, precision=precision)
-
-
-__all__ = ["CrossEncoder", "BiEncoder", "Predictor", "load_predictor"]
+__all__ = ["BiEncoder", "CrossEncoder", "ModelFacts", "Predictor"]

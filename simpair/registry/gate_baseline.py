@@ -1,9 +1,10 @@
-"""The zero-shot bar: the untrained backbone as a bi-encoder (mean pooling, cosine similarity).
+"""The gate's zero-shot baseline: the untrained backbone as a bi-encoder (mean pooling, cosine).
 
 A first model version may only become champion when it beats what the backbone does with no training
 at all (the Quora and SBERT baselines in the mission). The baseline is saved in the ordinary model
 format, so the gate evaluates it with exactly the code it uses for challenger and champion. For paraphrase
-its decision threshold on the cosine is chosen to maximise F1 on a training-role split of the evaluation
+its decision threshold on the cosine is chosen to maximise F1 (`best_threshold`, as training does) on a
+training-role split of the evaluation
 dataset, never on the evaluation split itself.
 """
 
@@ -12,32 +13,17 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-import numpy as np
 import polars as pl
 
 from simpair.catalog import Catalog
-from simpair.models import ModelMetadata, build_model, load_predictor, save_model, save_tiny_model
+from simpair.evaluation.binary_classification import best_threshold
+from simpair.models import ModelMetadata, Predictor, build_model, save_model, save_tiny_model
 from simpair.models.tiny import TINY_BACKBONE, default_backbone
 from simpair.models.tokenizer import load_tokenizer
 
 ZERO_SHOT_DIR = "registry-cache/zero-shot"
 TINY_NAMES = {"tiny", TINY_BACKBONE}
 THRESHOLD_SAMPLE = 2000  # train pairs used to pick the zero-shot threshold (enough for a stable F1 optimum)
-
-
-def best_f1_threshold(scores: np.ndarray, labels: np.ndarray) -> float:
-    """Threshold on `scores` that maximises F1 for `labels` (midpoint between neighbouring scores)."""
-    order = np.argsort(-scores, kind="stable")
-    s, y = scores[order], labels[order].astype(np.int64)
-    positives = int(y.sum())
-    if positives == 0 or len(s) == 0:
-        return 0.5
-    tp = np.cumsum(y)
-    predicted = np.arange(1, len(s) + 1)
-    f1 = 2 * tp / (predicted + positives)
-    best = int(np.argmax(f1))
-    below = s[best + 1] if best + 1 < len(s) else s[best] - 1e-6
-    return float((s[best] + below) / 2)
 
 
 def _threshold_split(catalog: Catalog, dataset: str) -> str | None:
@@ -87,9 +73,9 @@ def zero_shot_model(
             frame = catalog.read_split(threshold_dataset, split).filter(pl.col("label").is_not_null())
             frame = frame.sample(n=min(THRESHOLD_SAMPLE, frame.height), seed=0) if frame.height else frame
             if frame.height:
-                predictor = load_predictor(target)
+                predictor = Predictor.load(target)
                 raw = predictor.predict(frame["text_a"].to_list(), frame["text_b"].to_list())["score"]
-                meta.threshold = best_f1_threshold(raw, frame["label"].to_numpy())
+                meta.threshold = best_threshold(raw, frame["label"].to_numpy(), "f1")
                 meta.threshold_source = (
                     f"{threshold_dataset}/{split}@{data_version} (max F1, {frame.height} pairs)"
                 )

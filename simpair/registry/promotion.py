@@ -19,11 +19,12 @@ import polars as pl
 import yaml
 
 from simpair.catalog import Catalog
+from simpair.evaluation.leaked_pairs import leaked_pair_ids
 from simpair.models import ModelMetadata
 from simpair.registry import registry, tracking
 from simpair.registry.gate import GateDecision, GatePolicy, decide
+from simpair.registry.gate_baseline import zero_shot_model
 from simpair.registry.registry import CHALLENGER, CHAMPION, CorruptModel, ModelNotFound
-from simpair.registry.zero_shot import zero_shot_model
 
 
 @dataclass
@@ -34,7 +35,7 @@ class Evaluation:
     artifacts: list[Path] = field(default_factory=list)
 
 
-def leaked_ids(
+def gate_exclusions(
     home: Path, eval_sets: Sequence[tuple[str, str]], trained_splits: Sequence[str] = ()
 ) -> dict[str, set[str]]:
     """Evaluation pair ids that also occur in *any* train-role split (ingest's leakage report), or in
@@ -49,12 +50,10 @@ def leaked_ids(
         f"{d}/{s}" for d in catalog.datasets() for s, role in catalog.splits(d).items() if role == "train"
     }
     counted = train_role | set(trained_splits)
-    out: dict[str, set[str]] = {}
-    for dataset, split in eval_sets:
-        rows = leakage.filter((pl.col("dataset") == dataset) & (pl.col("split") == split))
-        rows = rows.filter((pl.col("train_dataset") + "/" + pl.col("train_split")).is_in(list(counted)))
-        out[f"{dataset}/{split}"] = set(rows["pair_id"].to_list())
-    return out
+    return {
+        f"{dataset}/{split}": leaked_pair_ids(leakage, dataset, split, train_splits=counted)
+        for dataset, split in eval_sets
+    }
 
 
 def evaluate(
@@ -66,7 +65,7 @@ def evaluate(
 ) -> Evaluation:
     """Score every pair with `evaluate_model` (plots, report), then compute the gate's metrics on the
     common set: all pairs of each split minus `excluded`, at the model's own dev-chosen threshold."""
-    from simpair.evaluation import evaluate_model
+    from simpair.evaluate import evaluate_model
     from simpair.evaluation.binary_classification import binary_metrics
     from simpair.evaluation.graded_similarity import graded_metrics
 
@@ -164,7 +163,7 @@ def run_gate(
     challenger = registry.resolve_model(
         f"{name}/{version}", home, fresh=True
     )  # a corrupt challenger fails loudly
-    excluded = leaked_ids(home, eval_sets, ModelMetadata.read(challenger.local_dir).train_datasets)
+    excluded = gate_exclusions(home, eval_sets, ModelMetadata.read(challenger.local_dir).train_datasets)
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     out = home / "gate" / name / f"v{version}-{stamp}"
     chal_eval = evaluate(challenger.local_dir, home, eval_sets, excluded, out / "challenger")

@@ -3,7 +3,7 @@
 The model directory (safetensors weights, tokenizer, `config.json`, `simpair.json`) is logged as a pyfunc
 *artifact*, and the wrapper is logged with MLflow's models-from-code (`_pyfunc_entry.py`) instead of
 cloudpickle: nothing executable is unpickled at load time, and the weights are only ever read with
-safetensors. Prediction goes through `simpair.models.load_predictor`, the same object `simpair predict`
+safetensors. Prediction goes through `simpair.predictors.load_predictor`, the same object `simpair predict`
 uses, so `mlflow.pyfunc.load_model(uri).predict(df)` gives the same numbers as the CLI.
 """
 
@@ -53,7 +53,7 @@ class SimpairPyfuncModel(PythonModel):
     """Loads the predictor from the logged artifact folder once; predicts a frame of text pairs."""
 
     def load_context(self, context: PythonModelContext) -> None:
-        from simpair.models import load_predictor
+        from simpair.predictors import load_predictor
 
         self._predictor = load_predictor(Path(context.artifacts[MODEL_DIR_ARTIFACT]))
 

@@ -8,7 +8,6 @@ materialises that version's model directory locally, so a scoring run never chan
 from __future__ import annotations
 
 import hashlib
-import os
 import shutil
 import tempfile
 from dataclasses import dataclass, field
@@ -19,6 +18,7 @@ import yaml
 from mlflow import MlflowClient
 from mlflow.exceptions import MlflowException
 
+from simpair.atomic import commit
 from simpair.registry import history as hist
 from simpair.registry import tracking
 from simpair.registry.pyfunc import MODEL_DIR_ARTIFACT
@@ -137,7 +137,7 @@ def download_version(c: MlflowClient, name: str, version: str, home: Path, fresh
         uri = c.get_model_version_download_uri(name, version)
         local = Path(mlflow.artifacts.download_artifacts(artifact_uri=uri, dst_path=str(staging)))
         _model_dir_in(local)
-        os.replace(local, target) if local != staging else os.replace(staging, target)
+        commit(local, target)  # `local` is `staging` or a folder inside it
     except CorruptModel:
         raise
     except MlflowException as exc:

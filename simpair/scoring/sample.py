@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from simpair.atomic import atomic_path
 from simpair.catalog import Catalog
 
 SAMPLE_COLUMNS = ["pair_id", "text_a", "text_b", "dataset", "split"]
@@ -29,8 +30,7 @@ def make_sample_inbox(
             if limit:
                 frame = frame.head(limit)
             path = inbox / f"{dataset}-{split}.parquet"
-            tmp = path.with_name(f".{path.name}.tmp")  # dot-prefixed: the inbox lister ignores it
-            frame.write_parquet(tmp, compression="zstd", row_group_size=1024)
-            tmp.replace(path)
+            with atomic_path(path) as tmp:  # dot-prefixed: the inbox lister ignores it
+                frame.write_parquet(tmp, compression="zstd", row_group_size=1024)
             written.append(path)
     return written

@@ -27,7 +27,7 @@ from typing import Any, Protocol
 import numpy as np
 import pyarrow as pa
 
-from simpair.scoring.model_ref import ModelRef
+from simpair.model_ref import ModelRef
 
 log = logging.getLogger(__name__)
 
@@ -159,7 +159,7 @@ def load_pinned(
 def _load(local_dir: str, threads: int, backend: str, precision: str, requested: str) -> PairPredictor:
     import torch
 
-    from simpair.models import load_predictor
+    from simpair.predictors import load_predictor
 
     torch.set_num_threads(threads)
     # Always explicit: load_predictor's own default ("auto") would pick bf16 on CUDA.

@@ -9,19 +9,19 @@ Layout under the output location `<out>`:
 
 Readers of `date=*/` (pyarrow.dataset, polars, Spark, Hive) skip `_`-prefixed folders, so they
 never see rejects, partial work or the ledger. Every file is written to a temporary name in its
-final folder and renamed into place: a reader, or a crash, never sees half a file.
+final folder and renamed into place (`simpair.atomic`): a reader, or a crash, never sees half a file.
 """
 
 from __future__ import annotations
 
-import os
 import re
-import uuid
 from collections.abc import Iterable
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+from simpair.atomic import atomic_path
 
 REJECTS_SCHEMA = pa.schema(
     [
@@ -67,31 +67,10 @@ def chunk_paths(out: Path, sha256: str, idx: int) -> tuple[Path, Path]:
     return base / f"chunk-{idx:06d}.parquet", base / f"chunk-{idx:06d}.rejects.parquet"
 
 
-def _temp_next_to(path: Path) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    return path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
-
-
-def _commit(tmp: Path, path: Path) -> None:
-    """fsync the file, rename it over the final name, fsync the folder: durable and atomic."""
-    with open(tmp, "rb") as handle:
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
-
-
 def write_atomic(table: pa.Table, path: Path) -> None:
-    """Write one table as a Parquet file (zstd), atomically."""
-    tmp = _temp_next_to(path)
-    try:
+    """Write one table as a Parquet file (zstd), atomically and durably."""
+    with atomic_path(path, durable=True) as tmp:
         pq.write_table(table, tmp, compression="zstd")
-        _commit(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
 
 
 def merge_parts(parts: Iterable[Path], path: Path, schema: pa.Schema) -> int:
@@ -99,17 +78,12 @@ def merge_parts(parts: Iterable[Path], path: Path, schema: pa.Schema) -> int:
 
     Streams one row group at a time, so memory is one chunk whatever the batch size.
     """
-    tmp = _temp_next_to(path)
     rows = 0
-    try:
-        with pq.ParquetWriter(tmp, schema, compression="zstd") as writer:
-            for part in parts:
-                source = pq.ParquetFile(part)
-                for group in range(source.num_row_groups):
-                    table = source.read_row_group(group)
-                    writer.write_table(table.cast(schema) if table.schema != schema else table)
-                    rows += table.num_rows
-        _commit(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+    with atomic_path(path, durable=True) as tmp, pq.ParquetWriter(tmp, schema, compression="zstd") as writer:
+        for part in parts:
+            source = pq.ParquetFile(part)
+            for group in range(source.num_row_groups):
+                table = source.read_row_group(group)
+                writer.write_table(table.cast(schema) if table.schema != schema else table)
+                rows += table.num_rows
     return rows

@@ -14,10 +14,9 @@ import os
 import sys
 from pathlib import Path
 
-import yaml
-
 from simpair import settings
-from simpair.training import TrainConfig, train
+from simpair.training import train
+from simpair.training.config import load_train_config, parse_overrides
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -26,13 +25,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--home", type=Path, default=None)
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     args = parser.parse_args(argv)
-    config = TrainConfig.from_yaml(args.config)
-    changes = {}
-    for item in args.overrides:
-        key, _, value = item.partition("=")
-        changes[key] = yaml.safe_load(value)
-    if changes:
-        config = config.with_overrides(**changes)
+    config = load_train_config(args.config, parse_overrides(args.overrides))
     result = train(config, settings.home_dir(args.home))
     rank = int(os.environ.get("RANK", "0"))
     line = {"rank": rank, "model_dir": str(result.model_dir), "final_weights_sha1": result.final_weights_sha1}

@@ -159,3 +159,29 @@ class TrainConfig(BaseModel):
     def with_overrides(self, **changes: Any) -> TrainConfig:
         """A validated copy with some fields changed (CLI `--set key=value`, tests, benchmarks)."""
         return type(self).model_validate({**self.model_dump(), **changes})
+
+
+def parse_overrides(values: list[str] | None) -> dict[str, Any]:
+    """`key=value` pairs (the command line's `--set`) as config changes; values parse as YAML
+    (numbers, booleans, lists). ValueError for an item without `=`."""
+    out: dict[str, Any] = {}
+    for item in values or []:
+        if "=" not in item:
+            raise ValueError(f"--set expects key=value, got {item!r}")
+        key, value = item.split("=", 1)
+        out[key.strip()] = yaml.safe_load(value)
+    return out
+
+
+def load_train_config(path: str | Path, overrides: dict[str, Any] | None = None) -> TrainConfig:
+    """A training config file with field overrides applied (ValueError naming what is wrong)."""
+    config = TrainConfig.from_yaml(path)
+    return config.with_overrides(**overrides) if overrides else config
+
+
+def parse_split(value: str) -> tuple[str, str]:
+    """`DATASET/SPLIT` (e.g. `msrp/test`) as (dataset, split); ValueError otherwise."""
+    if "/" not in value:
+        raise ValueError(f"expected DATASET/SPLIT (e.g. msrp/test), got {value!r}")
+    dataset, split = value.split("/", 1)
+    return dataset, split

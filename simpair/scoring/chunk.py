@@ -1,0 +1,119 @@
+"""Chunk execution: read, validate, score and write one chunk of a planned file, then record it.
+
+Runs wherever the runner puts it (this process, a thread, a Dask worker): everything it needs comes
+in as arguments, and the ledger row it writes is its only shared state. Redoing a chunk overwrites
+the same part files and ledger row, so a chunk may be retried.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+
+from simpair.model_ref import ModelRef
+from simpair.scoring.contract import ScoringContract
+from simpair.scoring.ledger import ChunkRecord, Ledger
+from simpair.scoring.options import ScoringOptions
+from simpair.scoring.plan import FilePlan
+from simpair.scoring.reader import FileProblem, read_chunk, validate_rows
+from simpair.scoring.scorer import default_threads, load_pinned, runnable_precision, score_columns
+from simpair.scoring.writer import REJECTS_SCHEMA, chunk_paths
+from simpair.scoring.writer import write_atomic as write_part
+
+
+@dataclass(frozen=True)
+class ChunkResult:
+    """One chunk scored in this run (or the corrupt-data problem that stopped it)."""
+
+    sha256: str
+    idx: int
+    rows_in: int = 0
+    rows_scored: int = 0
+    rows_rejected: int = 0
+    rows_truncated: int = 0
+    seconds: float = 0.0
+    problem: str | None = None
+
+
+def score_chunk(
+    plan: FilePlan,
+    idx: int,
+    model: ModelRef,
+    run_id: str,
+    contract: ScoringContract,
+    options: ScoringOptions,
+    precision: str,
+) -> ChunkResult:
+    """Read, validate, score and write chunk `idx` of a planned file, then record it in the ledger.
+
+    `options` gives the batch size, threads and backend; `precision` is the run's resolved precision
+    (`resolve_precision`). A worker that cannot run it natively (bf16 pinned by a driver with native
+    bf16, on a worker without) fails the chunk rather than score it in another precision than the
+    rest of the run.
+    """
+    assert plan.sha256 and plan.layout and plan.output_schema, "score_chunk needs a file planned to score"
+    began = time.perf_counter()
+    start, stop = plan.bounds(idx)
+    try:
+        table = read_chunk(plan.url, plan.layout, start, stop)
+    except FileProblem as problem:
+        return ChunkResult(plan.sha256, idx, problem=str(problem))
+    checked = validate_rows(table, contract, start)
+    predictor = load_pinned(model.local_dir, options.threads or default_threads(), options.backend, precision)
+    if runnable_precision(precision, predictor.device) != precision:
+        raise RuntimeError(
+            f"this run is pinned to {precision}, but this worker ({predictor.device}) has no native "
+            f"{precision}; run the workers on hardware that has it, or score with --precision fp32"
+        )
+    scores = score_columns(
+        predictor,
+        model,
+        run_id,
+        checked.text_a,
+        checked.text_b,
+        checked.cut,
+        options.batch_size,
+        precision=precision,
+    )
+    kept = checked.kept
+    scored = pa.Table.from_arrays(kept.columns + scores.columns, schema=plan.output_schema)
+    part, rejects_part = chunk_paths(Path(plan.out), plan.sha256, idx)
+    write_part(scored, part)
+    if checked.rejects:
+        rows = [
+            dict(zip(("row_index", "reason", "field", "text_a", "text_b", "pair_id"), r, strict=True))
+            | {"source_file": plan.name, "source_sha256": plan.sha256, "run_id": run_id}
+            for r in checked.rejects
+        ]
+        write_part(pa.Table.from_pylist(rows, schema=REJECTS_SCHEMA), rejects_part)
+    else:
+        rejects_part.unlink(missing_ok=True)  # a redo of a chunk that once had rejects must not keep them
+    seconds = time.perf_counter() - began
+    result = ChunkResult(
+        plan.sha256,
+        idx,
+        rows_in=table.num_rows,
+        rows_scored=scored.num_rows,
+        rows_rejected=len(checked.rejects),
+        rows_truncated=int(scores.column("truncated").to_numpy(zero_copy_only=False).sum()),
+        seconds=seconds,
+    )
+    Ledger(plan.out).chunk_done(
+        plan.sha256,
+        ChunkRecord(
+            idx=idx,
+            rows_in=result.rows_in,
+            rows_scored=result.rows_scored,
+            rows_rejected=result.rows_rejected,
+            rows_truncated=result.rows_truncated,
+            model_name=model.name,
+            model_version=model.version,
+            run_id=run_id,
+            seconds=seconds,
+            precision=precision,
+        ),
+    )
+    return result

@@ -1,0 +1,116 @@
+"""The run summary: counts, pairs/s, pinned model and precision, as data and as markdown.
+
+Printed as a table by the CLI, published as the Prefect artifact `nightly-score-summary`, and stored
+in the ledger's `runs` table.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+from simpair.model_ref import ModelRef
+from simpair.scoring.chunk import ChunkResult
+from simpair.scoring.commit import FileResult
+from simpair.scoring.options import DEFAULT_PRECISION
+from simpair.scoring.plan import FilePlan
+
+
+@dataclass
+class ScoreSummary:
+    """What a run did, printed by the CLI and published as a Prefect artifact."""
+
+    run_id: str
+    model_name: str
+    model_version: str
+    precision: str = DEFAULT_PRECISION  # what every chunk of the run was scored in
+    precision_requested: str = DEFAULT_PRECISION  # differs when bf16 fell back to fp32 (no native bf16)
+    files_seen: int = 0
+    files_scored: int = 0
+    files_skipped: int = 0
+    files_quarantined: int = 0
+    rows_scored: int = 0
+    rows_rejected: int = 0
+    rows_truncated: int = 0
+    rows_scored_this_run: int = 0
+    scoring_seconds: float = 0.0
+    pairs_per_s: float = 0.0
+    files: list[dict] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def summarize(
+    run_id: str,
+    model: ModelRef,
+    plans: list[FilePlan],
+    results: list[FileResult],
+    chunk_results: list[ChunkResult],
+    scoring_seconds: float,
+    precision: str = DEFAULT_PRECISION,
+    precision_requested: str | None = None,
+) -> ScoreSummary:
+    """Roll plans and results up into the run summary (one line per inbox file)."""
+    by_sha = {r.sha256: r for r in results}
+    summary = ScoreSummary(
+        run_id,
+        model.name,
+        model.version,
+        precision=precision,
+        precision_requested=precision_requested or precision,
+        files_seen=len(plans),
+    )
+    for plan in plans:
+        result = by_sha.get(plan.sha256 or "") if plan.action == "score" else None
+        if result is not None:
+            status, detail = result.status, result.output_path or result.reason
+        else:
+            status, detail = plan.action, plan.reason
+        if status == "scored":
+            summary.files_scored += 1
+            summary.rows_scored += result.rows_scored
+            summary.rows_rejected += result.rows_rejected
+            summary.rows_truncated += result.rows_truncated
+        elif status == "quarantined":
+            summary.files_quarantined += 1
+        else:
+            summary.files_skipped += 1
+        summary.files.append({"file": plan.name, "status": status, "detail": detail})
+    summary.rows_scored_this_run = sum(c.rows_scored for c in chunk_results)
+    summary.scoring_seconds = round(scoring_seconds, 3)
+    if scoring_seconds > 0:
+        summary.pairs_per_s = round(summary.rows_scored_this_run / scoring_seconds, 1)
+    return summary
+
+
+def precision_note(summary: ScoreSummary) -> str:
+    """One phrase saying what the run's precision means for its scores (console and artifact)."""
+    if summary.precision_requested != summary.precision:
+        return f"{summary.precision_requested} asked, no native {summary.precision_requested} here: fell back"
+    if summary.precision == "bf16":
+        return "opt-in bf16 autocast: scores differ from fp32, see docs/scoring.md"
+    return "scores equal to fp32 reference"
+
+
+def summary_markdown(summary: ScoreSummary) -> str:
+    """The run summary as a markdown report (Prefect artifact, docs)."""
+    lines = [
+        f"# Nightly scoring run `{summary.run_id}`",
+        "",
+        f"Model: **{summary.model_name}** version **{summary.model_version}** (pinned for the whole run)",
+        "",
+        f"Precision: **{summary.precision}** ({precision_note(summary)})",
+        "",
+        "| files scored | skipped | quarantined | rows scored | rejected | truncated | pairs/s |",
+        "|---:|---:|---:|---:|---:|---:|---:|",
+        f"| {summary.files_scored} | {summary.files_skipped} | {summary.files_quarantined} | "
+        f"{summary.rows_scored} | {summary.rows_rejected} | {summary.rows_truncated} | "
+        f"{summary.pairs_per_s} |",
+        "",
+        "| file | status | detail |",
+        "|---|---|---|",
+    ]
+    for item in summary.files:
+        detail = str(item["detail"] or "").replace("|", "\\|").replace("\n", " ")
+        lines.append(f"| `{item['file']}` | {item['status']} | {detail} |")
+    return "\n".join(lines) + "\n"

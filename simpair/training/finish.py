@@ -1,0 +1,147 @@
+"""Finishing a training: post-processing fit, threshold/calibration on dev, the saved model directory.
+
+After the loop has chosen its weights, `finish` fits the optional embedding post-processing
+(bi-encoders), picks the paraphrase threshold or the graded calibration on dev, and writes the model
+directory: weights, tokenizer, `simpair.json` with lineage, `metrics.json`, `train_config.yaml`, and
+the dev and training pair ids that evaluation's leakage exclusion reads.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from simpair.evaluation.binary_classification import best_threshold, binary_metrics
+from simpair.evaluation.graded_similarity import graded_metrics
+from simpair.models.bi_encoder import BiEncoder
+from simpair.models.cross_encoder import CrossEncoder
+from simpair.models.embedding_postprocess import EmbeddingPostprocess
+from simpair.models.inference import raw_outputs, sentence_embeddings
+from simpair.models.io import new_model_dir, save_model
+from simpair.models.metadata import ModelMetadata
+from simpair.models.tokenizer import tokenizer_fingerprint
+from simpair.pair_tokens import PairTokens
+from simpair.training import calibration as calibrate
+from simpair.training.checkpoint import dev_metrics
+from simpair.training.config import TrainConfig
+
+
+def fit_postprocess(
+    model: BiEncoder,
+    trained: PairTokens,
+    remove_directions: int,
+    pad_id: int,
+    device: torch.device,
+    dtype: torch.dtype | None,
+) -> dict[str, Any]:
+    """Fit and attach the embedding transform on the distinct sentences the model was trained on."""
+    distinct = {tuple(ids): None for col in ("ids_a", "ids_b") for ids in trained.cols[col]}
+    model.post = None
+    embeddings = sentence_embeddings(model, [list(ids) for ids in distinct], pad_id, device, dtype)
+    model.post = EmbeddingPostprocess.fit(embeddings, remove_directions).to(device)
+    fitted_on = sorted({f"{d}/{s}" for d, s in zip(trained.dataset, trained.split, strict=True)})
+    return model.post.describe(fitted_on, len(distinct))
+
+
+def finish(
+    config: TrainConfig,
+    home: Path,
+    model: CrossEncoder | BiEncoder,
+    tokenizer: Any,
+    data: Any,
+    trained: PairTokens,
+    dev_pairs: PairTokens,
+    parent: ModelMetadata | None,
+    parent_dir: str | None,
+    backbone_label: str,
+    device: torch.device,
+    dtype: torch.dtype | None,
+    pad_id: int,
+    history: list[dict[str, Any]],
+    run_info: dict[str, Any],
+) -> Path:
+    """Pick threshold/calibration on dev, write the model directory with metrics and lineage."""
+    postprocess_info = None
+    if config.postprocess is not None and isinstance(model, BiEncoder):
+        before = dev_metrics(raw_outputs(model, dev_pairs, pad_id, device, dtype), dev_pairs, config)
+        directions = config.postprocess.remove_directions
+        postprocess_info = fit_postprocess(model, trained, directions, pad_id, device, dtype)
+        run_info = {**run_info, "dev_before_postprocess": before}
+    raw = raw_outputs(model, dev_pairs, pad_id, device, dtype, config.symmetric)
+    calibration = None
+    threshold = 0.5
+    if config.task == "paraphrase":
+        labels = dev_pairs.labels if (dev_pairs.labels >= 0).all() else (dev_pairs.targets >= 0.5).astype(int)
+        if config.kind == "cross":
+            probs = 1 / (1 + np.exp(-raw))
+        else:  # Platt scaling of the cosine on dev gives a probability users can read
+            calibration = calibrate.platt(raw, labels)
+            probs = calibrate.apply(calibration, raw)
+        threshold = best_threshold(probs, labels, config.threshold_metric)
+        dev = binary_metrics(probs, labels, threshold)
+    else:
+        if config.kind == "cross":
+            score = 1 / (1 + np.exp(-raw))
+        else:  # monotone sigmoid fitted on dev: 0-1 scores without clipping ties
+            calibration = calibrate.graded(raw, dev_pairs.targets)
+            score = calibrate.apply(calibration, raw)
+        dev = graded_metrics(score, dev_pairs.targets)
+
+    out_dir = Path(config.output_dir) if config.output_dir else new_model_dir(home / "models", config.name)
+    train_lines = [
+        f"{d}\t{s}\t{p}" for d, s, p in zip(trained.dataset, trained.split, trained.pair_ids, strict=True)
+    ]
+    if parent is not None and parent.train_pairs_file and parent_dir is not None:
+        parent_file = Path(parent_dir) / parent.train_pairs_file
+        if parent_file.is_file():
+            train_lines = parent_file.read_text().splitlines() + train_lines
+    train_splits = sorted({f"{d}/{s}" for d, s in zip(trained.dataset, trained.split, strict=True)})
+    if parent is not None:
+        train_splits = sorted(set(train_splits) | set(parent.train_datasets))
+    meta = ModelMetadata(
+        kind=config.kind,
+        task=config.task,
+        objective=config.objective,
+        threshold=threshold,
+        max_length=config.max_length,
+        backbone=backbone_label,
+        symmetric=config.symmetric and config.kind == "cross",
+        cross_head=config.cross_head,
+        calibration=calibration,
+        dataset_versions={**(parent.dataset_versions if parent else {}), **data.versions},
+        train_datasets=train_splits,
+        dev_pair_ids_file="dev_pair_ids.txt",
+        train_pairs_file="train_pairs.txt",
+        tokenizer_fingerprint=tokenizer_fingerprint(tokenizer),
+        init_from=parent_dir if parent is not None else None,
+        embedding_postprocess=postprocess_info,
+    )
+    metrics = {
+        "dev": dev,
+        "dev_source": data.dev_source,
+        "selection_metric": config.metric_for_selection,
+        "train_pairs": len(trained),
+        "train_pairs_by_dataset": dict(sorted(Counter(trained.dataset).items())),
+        "batches_by_dataset": config.batch_per_dataset and len(set(trained.dataset)) > 1,
+        "dev_pairs": len(dev_pairs),
+        "excluded_leaked_train_pairs": data.excluded_leaked,
+        **run_info,
+        "history": history,
+    }
+    save_model(
+        model,
+        tokenizer,
+        out_dir,
+        meta,
+        train_config_yaml=config.to_yaml(),
+        metrics=metrics,
+        text_files={
+            "dev_pair_ids.txt": "\n".join(dev_pairs.pair_ids) + "\n",
+            "train_pairs.txt": "\n".join(train_lines) + "\n",
+        },
+    )
+    return out_dir

@@ -1,0 +1,271 @@
+"""The training loop: one training stage from config to saved model, `train_once(config, home)`.
+
+One readable path, as in Hugging Face's run_glue.py: config -> tokens from the cache -> model ->
+optimiser and schedule (`optim`) -> length-grouped, dynamically padded batches -> dev evaluation each
+epoch -> early stopping -> best (or averaged) weights (`checkpoint`) -> threshold on dev -> save
+(`finish`). Under torchrun every rank runs it; rank 0 evaluates and saves.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+from tqdm.auto import tqdm
+
+from simpair.losses import build_objective
+from simpair.models.bi_encoder import BiEncoder
+from simpair.models.cross_encoder import CrossEncoder
+from simpair.models.device import autocast, autocast_dtype, pick_device
+from simpair.models.inference import raw_outputs
+from simpair.models.io import build_model, quiet_transformers
+from simpair.models.tiny import build_tiny
+from simpair.models.tokenizer import load_tokenizer
+from simpair.pair_tokens import PairTokens
+from simpair.training.backbone import resolve_backbone
+from simpair.training.checkpoint import BestWeights, dev_metrics, weights_sha1
+from simpair.training.config import TrainConfig
+from simpair.training.data import collate, length_grouped_batches, load_train_data
+from simpair.training.ddp import barrier, broadcast_object, init_distributed, shard_batches
+from simpair.training.finish import finish
+from simpair.training.optim import build_optimizer, total_steps
+from simpair.training.progress_slot import current_slot
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class TrainResult:
+    model_dir: Path
+    metrics: dict[str, Any]
+    history: list[dict[str, Any]] = field(default_factory=list)
+    # sha1 of the weights at the end of the training loop on this process: equal on every DDP rank.
+    final_weights_sha1: str = ""
+
+
+class TrainModule(nn.Module):
+    """Model + objective in one module, so DDP sees one forward per step (bi-encoders encode twice)."""
+
+    def __init__(self, model: CrossEncoder | BiEncoder, objective: nn.Module) -> None:
+        super().__init__()
+        self.model = model
+        self.objective = objective
+
+    def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        targets = batch["targets"]
+        if isinstance(self.model, CrossEncoder):
+            logits = self.model(batch["input_ids"], batch["attention_mask"], batch.get("token_type_ids"))
+            return self.objective(logits, targets)
+        u = self.model(batch["a_input_ids"], batch["a_attention_mask"])
+        v = self.model(batch["b_input_ids"], batch["b_attention_mask"])
+        return self.objective((u, v), targets)
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+    if torch.cuda.is_available():
+        torch.cuda.manual_seed_all(seed)
+
+
+def train_once(config: TrainConfig, home: Path) -> TrainResult:
+    """Train one stage as the config says (no intermediate stage) and save it."""
+    home = Path(home)
+    device = pick_device(config.device)
+    dist_info = init_distributed(device.type)
+    if dist_info.enabled and device.type == "cuda":
+        device = torch.device("cuda", dist_info.local_rank)
+    dtype = autocast_dtype(device, config.precision)
+    if config.num_threads:
+        torch.set_num_threads(config.num_threads)
+    seed_everything(config.seed)
+
+    backbone, parent = resolve_backbone(config, home)
+    with quiet_transformers():
+        if backbone == "tiny":
+            model, tokenizer = build_tiny(config.kind, seed=config.seed, cross_head=config.cross_head)
+            backbone_label = "tiny-random-bert"
+        else:
+            tokenizer = load_tokenizer(backbone)
+            model = build_model(config.kind, backbone, config.cross_head)
+            backbone_label = parent.backbone if parent else backbone
+    pad_id = tokenizer.pad_token_id or 0
+    if isinstance(model, BiEncoder):  # a bi-encoder backbone's transform belongs to its old weights
+        model.post = None
+
+    # Rank 0 tokenizes first (file lock also protects), then the others read the cache.
+    if not dist_info.is_main:
+        barrier(dist_info)
+    data = load_train_data(config, home, tokenizer)
+    if dist_info.is_main:
+        barrier(dist_info)
+    train_pairs = data.train
+    if config.max_train_samples is not None and config.max_train_samples < len(train_pairs):
+        pick = np.random.default_rng(config.seed).permutation(len(train_pairs))[: config.max_train_samples]
+        train_pairs = train_pairs.subset(np.sort(pick))
+    dev_pairs = data.dev
+    if config.max_dev_samples is not None and config.max_dev_samples < len(dev_pairs):
+        dev_pairs = dev_pairs.subset(np.arange(config.max_dev_samples))
+    trained_pairs = train_pairs
+    if config.symmetric:
+        train_pairs = PairTokens.concat([train_pairs, train_pairs.swapped()])
+
+    sources = train_pairs.dataset if config.batch_per_dataset else None
+
+    hidden = int(model.model.config.hidden_size)
+    objective = build_objective(config.objective, hidden_size=hidden, **config.objective_params)
+    module = TrainModule(model, objective).to(device)
+    module.train()
+
+    steps_per_epoch = len(
+        shard_batches(
+            length_grouped_batches(train_pairs.lengths, config.batch_size, config.seed, sources=sources),
+            dist_info,
+        )
+    )
+    optimizer, scheduler = build_optimizer(module, config, total_steps(steps_per_epoch, config))
+
+    def wrap(frozen: bool) -> nn.Module:
+        model.encoder.requires_grad_(not frozen)
+        if not dist_info.enabled:
+            return module
+        ids = [dist_info.local_rank] if device.type == "cuda" else None
+        return torch.nn.parallel.DistributedDataParallel(module, device_ids=ids)
+
+    history: list[dict[str, Any]] = []
+    kept = BestWeights(config.average_last_checkpoints)
+    step = 0
+    metric_name = config.metric_for_selection
+    started = time.perf_counter()
+    train_seconds = 0.0
+    samples_seen = 0
+    frozen = config.freeze_encoder_epochs > 0
+    runner = wrap(frozen)
+
+    for epoch in range(1, config.epochs + 1):
+        if frozen and epoch > config.freeze_encoder_epochs:
+            frozen = False
+            runner = wrap(frozen)
+        batches = shard_batches(
+            length_grouped_batches(
+                train_pairs.lengths,
+                config.batch_size,
+                config.seed + epoch,
+                config.length_grouping,
+                sources=sources,
+            ),
+            dist_info,
+        )
+        epoch_start = time.perf_counter()
+        epoch_samples, loss_sum, loss_n = 0, 0.0, 0
+        bar = tqdm(
+            batches,
+            desc=f"{config.name} epoch {epoch}/{config.epochs}" + (" (encoder frozen)" if frozen else ""),
+            unit="batch",
+            disable=not (config.progress and dist_info.is_main),
+            leave=False,
+            mininterval=2.0,
+            position=current_slot(),
+        )
+        for idx in bar:
+            batch = {k: v.to(device, non_blocking=True) for k, v in collate(train_pairs, idx, pad_id).items()}
+            with autocast(device, dtype):
+                loss = runner(batch)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            if config.max_grad_norm:
+                torch.nn.utils.clip_grad_norm_(module.parameters(), config.max_grad_norm)
+            optimizer.step()
+            scheduler.step()
+            step += 1
+            epoch_samples += len(idx) * dist_info.world_size
+            loss_sum += float(loss.detach())
+            loss_n += 1
+            elapsed = time.perf_counter() - epoch_start
+            bar.set_postfix(
+                loss=f"{loss_sum / loss_n:.4f}", samples_s=f"{epoch_samples / max(elapsed, 1e-9):.1f}"
+            )
+            if config.max_steps is not None and step >= config.max_steps:
+                break
+        bar.close()
+        epoch_seconds = time.perf_counter() - epoch_start
+        train_seconds += epoch_seconds
+        samples_seen += epoch_samples
+
+        record: dict[str, Any] = {
+            "epoch": epoch,
+            "step": step,
+            "train_loss": loss_sum / max(loss_n, 1),
+            "train_seconds": epoch_seconds,
+            "samples_per_s": epoch_samples / max(epoch_seconds, 1e-9),
+            "frozen_encoder": frozen,
+        }
+        stop = False
+        if dist_info.is_main:
+            raw = raw_outputs(model, dev_pairs, pad_id, device, dtype, config.symmetric)
+            record["dev"] = dev_metrics(raw, dev_pairs, config)
+            value = record["dev"][metric_name]
+            kept.observe(epoch, value, module.model)
+            stop = kept.should_stop(config.early_stopping_patience)
+            log.info("epoch %d: loss %.4f, dev %s %.4f", epoch, record["train_loss"], metric_name, value)
+            if config.progress:
+                tqdm.write(
+                    f"{config.name} epoch {epoch}: loss {record['train_loss']:.4f}, "
+                    f"dev {metric_name} {value:.4f}, {record['samples_per_s']:.1f} samples/s"
+                )
+        history.append(record)
+        reached_max = config.max_steps is not None and step >= config.max_steps
+        stop = bool(broadcast_object(stop or reached_max, dist_info))
+        if stop:
+            break
+
+    final_sha1 = weights_sha1(module.model)
+    model_dir: Path | None = None
+    metrics: dict[str, Any] = {}
+    if dist_info.is_main:
+
+        def selection_value(candidate: nn.Module) -> float:
+            raw = raw_outputs(candidate, dev_pairs, pad_id, device, dtype, config.symmetric)
+            return dev_metrics(raw, dev_pairs, config)[metric_name]
+
+        chosen = kept.choose(module.model, selection_value)
+        model_dir = finish(
+            config,
+            home,
+            module.model,
+            tokenizer,
+            data,
+            trained_pairs,
+            dev_pairs,
+            parent,
+            backbone if parent is not None else None,
+            backbone_label,
+            device,
+            dtype,
+            pad_id,
+            history,
+            {
+                "best_epoch": kept.epoch,
+                "weights": chosen,
+                "train_seconds": train_seconds,
+                "wall_seconds": time.perf_counter() - started,
+                "train_samples_per_s": samples_seen / max(train_seconds, 1e-9),
+                "steps": step,
+                "world_size": dist_info.world_size,
+                "device": str(device),
+                "autocast": str(dtype) if dtype else "fp32",
+            },
+        )
+        metrics = json.loads((model_dir / "metrics.json").read_text())
+    model_dir = broadcast_object(model_dir, dist_info)
+    barrier(dist_info)
+    return TrainResult(Path(model_dir), metrics, history, final_sha1)
