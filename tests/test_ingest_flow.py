@@ -20,8 +20,8 @@ from prefect.client.schemas.filters import (
 )
 from prefect.client.schemas.sorting import ArtifactSort
 
-from simpair.flows.ingest import ingest_flow, report_from_state
 from simpair.catalog import Catalog
+from simpair.flows.ingest import ingest_flow, report_from_state
 
 REPO = Path(__file__).resolve().parents[1]
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
