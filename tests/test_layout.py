@@ -164,3 +164,44 @@ def test_wheel_installs_one_namespace_and_finds_profiles_without_a_checkout(tmp_
     ).stdout.splitlines()
     assert all(line.startswith(str(site)) for line in out), out
     assert Path(out[1]).is_file()
+
+
+# simpair's packages from the bottom up, as docs/architecture.md lists them; a module may import its
+# own package, the foundation, and packages on earlier lines only
+DOMAIN_ORDER = [
+    "settings schema pairs contracts catalog atomic pair_tokens",
+    "losses",
+    "models",
+    "ingest tokens",
+    "evaluation",
+    "training",
+    "ensemble",
+    "predictors",
+    "evaluate",
+    "registry",
+    "nightly",
+    "model_ref",
+    "scoring",
+]
+
+
+def test_domain_packages_keep_the_documented_order() -> None:
+    rank = {name: i for i, line in enumerate(DOMAIN_ORDER) for name in line.split()}
+
+    def package(module: str) -> str | None:
+        parts = module.split(".")
+        return parts[1] if len(parts) > 1 and _layer(module) == LAYER["simpair"] else None
+
+    unranked, upward = set(), []
+    for a, targets in _graph().items():
+        for b in targets:
+            pa, pb = package(a), package(b)
+            if not pa or not pb or pa == pb:
+                continue
+            unranked |= {p for p in (pa, pb) if p not in rank}
+            if pa in rank and pb in rank and rank[pb] > rank[pa]:
+                upward.append(f"{a} -> {b}")
+            if pa in rank and pb in rank and rank[pb] == rank[pa] > 0:
+                upward.append(f"{a} -> {b} (same level)")
+    assert not unranked, f"add {sorted(unranked)} to DOMAIN_ORDER and to docs/architecture.md"
+    assert upward == []
