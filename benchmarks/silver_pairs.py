@@ -11,7 +11,7 @@ The paper's in-domain recipe: pair each STS-B train sentence with its nearest tr
 on gold + silver. The sampler only combines train sentences and drops every pair that some ingested
 split already holds, so no evaluation pair becomes training data. The silver set is written as its
 own dataset (`<home>/datasets/<name>/`, one train split) so configs name it like any other.
-Kept out of the pipeline: on this backbone it did not help (docs/benchmarks.md, eighth session).
+Kept out of the pipeline: on this backbone it did not help (docs/experiments.md, 2026-11-24).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ Fine-tuning on a few thousand STS-B pairs makes a model better on STS-B and forg
 backbone learnt from its billion pre-training pairs; the untouched backbone's cosine keeps that
 knowledge, so it makes different mistakes from the fine-tuned members and the stack can use it
 (the same reason WiSE-FT and model soups mix pre-trained and fine-tuned weights). Measured on STS-B
-dev (out-of-fold): soup + cross-encoder 0.8975, + zero-shot backbone 0.9000 (docs/benchmarks.md).
+dev (out-of-fold): soup + cross-encoder 0.8975, + zero-shot backbone 0.9000 (docs/experiments.md).
 
 It has no dev split and no training pairs of its own: it is tuned on nothing, so it can join any
 stack of members built on its backbone without leaking anything.

@@ -5,7 +5,7 @@ share and how different their lengths are (a long sentence that contains a short
 paraphrase). Member products (each output squared, and every pair multiplied) let a linear combiner
 bend: a cross-encoder's logit is not linear in graded similarity, and two members that agree are
 more trustworthy than their average says. On STS-B dev they raised out-of-fold Spearman in every
-member set tried (docs/benchmarks.md).
+member set tried (docs/experiments.md).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Why: one number per split hides where a model wins and where it loses. STS-B dev holds 375
 answers-forums pairs, a genre its train split lacks; on them the untouched backbone beats every
-fine-tune, so dev rewarded backbone-like models that test did not (docs/benchmarks.md). Groups come
+fine-tune, so dev rewarded backbone-like models that test did not (docs/experiments.md). Groups come
 from the pair ids through a regular expression (its first capture group) because ingest keeps each
 source's own ids: STS-B's `MSRpar-2012test-0001` gives `MSRpar` with `^(.+?)-\\d{4}`.
 """

@@ -4,7 +4,7 @@ CUDA with bf16 autocast when a GPU is present (Ampere and later run bf16 matmuls
 needs no loss scaling, unlike fp16). On CPU `auto` stays fp32, because scores must match fp32 to 1e-4
 (bulk scoring) and bf16 only pays on chips with native bf16 instructions (AVX512-BF16, AMX). Training
 configs that ask for `bf16` get it where it is native: on this machine's AVX512-BF16 CPU it trained
-1.5x faster at equal dev/test quality (docs/benchmarks.md); elsewhere they fall back to fp32 with a
+1.5x faster at equal dev/test quality (docs/experiments.md); elsewhere they fall back to fp32 with a
 warning instead of running slow emulated bf16.
 """
 

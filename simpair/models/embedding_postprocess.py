@@ -9,7 +9,7 @@ small part of each vector. Subtracting that mean and projecting out the top prin
 from the model's own unlabelled training sentences, never from dev or test labels.
 
 Opt-in (`postprocess:` in a bi-encoder config): on STS-B it helped only the dev genre that training
-never saw and cost accuracy on the trained genres, so test fell (docs/training.md, docs/benchmarks.md).
+never saw and cost accuracy on the trained genres, so test fell (docs/training.md, docs/experiments.md).
 
 The transform is linear and fixed after fitting, so it runs inside `BiEncoder.forward`: the torch,
 bf16 and ONNX scoring paths all get it without code of their own. Its tensors are non-persistent

@@ -1,11 +1,11 @@
 """The opt-in bf16 forward pass for bulk scoring (`--precision bf16`): torch under bf16 autocast.
 
-Not the default: scores move by ~1e-3 (docs/scoring.md has the measured cost), and issue 5 asks for
-scores identical to fp32. Only used where bf16 is native (`simpair.models.device.native_bf16`).
+Not the default: scores move by ~1e-3 (docs/scoring.md has the measured cost), and the default
+promise is scores identical to fp32. Only used where bf16 is native (`simpair.models.device.native_bf16`).
 
 The arithmetic is the predictor's own bf16 autocast (linear layers and attention in bf16, outputs
 cast back to fp32 before sigmoid / cosine / calibration). Two things around it are for speed,
-measured on 1 thread of this AVX512-BF16 CPU with the MiniLM-L6 cross-encoder (docs/benchmarks.md):
+measured on 1 thread of this AVX512-BF16 CPU with the MiniLM-L6 cross-encoder (docs/experiments.md):
 
 - **Linear weights stored in bf16 once**: autocast casts fp32 weights to bf16 inside every context
   (its cache lives only as long as the context), ~9% of the time in a profile with a context per

@@ -1,7 +1,7 @@
 """Token-budget batches: length-sorted batches capped by tokens (padding included), not only by pairs.
 
 On CPU a 64-pair batch of MSRP-length pairs is ~3,400 tokens and a layer's activations fall out of
-the caches; batches of ~512 tokens ran ~1.4x faster with the same FLOPs (docs/benchmarks.md). Used by
+the caches; batches of ~512 tokens ran ~1.4x faster with the same FLOPs (docs/experiments.md). Used by
 the ONNX Runtime backend (fp32) and the opt-in bf16 torch path (`bf16_backend`).
 """
 

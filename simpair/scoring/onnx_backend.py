@@ -1,7 +1,7 @@
 """ONNX Runtime forward pass for bulk scoring (`--backend onnx`), fp32, scores equal to torch's.
 
 Why each piece is here (measured on the bundled MiniLM-L6 as a cross-encoder, 1 thread, MSRP pairs;
-numbers in docs/benchmarks.md):
+numbers in docs/experiments.md):
 
 - **ONNX Runtime** instead of eager PyTorch: the same fp32 GEMMs with less per-op overhead.
 - **Token-budget batches** (`MAX_BATCH_TOKENS` tokens, at most `batch_size` pairs): length-sorted

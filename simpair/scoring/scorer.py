@@ -5,8 +5,8 @@ for bi-encoders, encodes each distinct sentence once. On top of that, identical 
 chunk are scored once: duplicate-question and listing batches repeat pairs often, and a
 cross-encoder's score of a pair does not depend on its neighbours.
 
-Precision: `fp32` (default) gives scores equal to sentence-transformers' to ~1e-7, which issue 5
-asks for. `bf16` is an explicit opt-in for throughput: the torch forward pass under
+Precision: `fp32` (default) gives scores equal to sentence-transformers' to ~1e-7, as
+users who compare runs expect. `bf16` is an explicit opt-in for throughput: the torch forward pass under
 `torch.autocast(bfloat16)`, outputs cast back to fp32 before sigmoid / cosine / calibration. It is
 only run where bf16 is native (CUDA with bf16, CPUs with AVX512-BF16 or AMX): emulated bf16 is
 slower than fp32 and would still move the scores, so elsewhere it falls back to fp32 with a warning.
@@ -60,7 +60,7 @@ SCORE_SCHEMA = pa.schema(
 
 
 class PairPredictor(Protocol):
-    """What scoring needs from a loaded model (implemented by `simpair.models.load_predictor`)."""
+    """What scoring needs from a loaded model (implemented by `simpair.predictors.load_predictor`)."""
 
     task: str
     kind: str

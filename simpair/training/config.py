@@ -64,7 +64,8 @@ class IntermediateConfig(BaseModel):
 class PostprocessConfig(BaseModel):
     """Bi-encoders: centre the embeddings and remove their top principal directions after training.
 
-    Fitted on the model's own training sentences (no labels); see simpair.models.postprocess for why.
+    Fitted on the model's own training sentences (no labels); simpair.models.embedding_postprocess
+    says why.
     """
 
     model_config = ConfigDict(extra="forbid")
