@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from simpair.cli import ingest_cmd, registry_cmd, score_cmd, train_cmd
+from simpair.cli import ensemble_cmd, ingest_cmd, registry_cmd, score_cmd, train_cmd
 
 app = typer.Typer(
     name="simpair",
@@ -19,5 +19,5 @@ def main() -> None:
     """Semantic similarity of text pairs: ingest, pre-tokenize, train, evaluate, register, score."""
 
 
-for module in (ingest_cmd, train_cmd, registry_cmd, score_cmd):
+for module in (ingest_cmd, train_cmd, ensemble_cmd, registry_cmd, score_cmd):
     module.register(app)

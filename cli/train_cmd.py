@@ -1,9 +1,8 @@
-"""CLI commands for the train stage: pretokenize, train, evaluate, stack, soup, predict.
+"""CLI commands for one model: pretokenize, train, evaluate, predict.
 
-Each command parses its options, calls the domain (`simpair.training`, `simpair.ensemble`,
-`simpair.evaluation`) and prints; `--set` parsing and config loading live in
-`simpair.training.config`, the stack/soup config path in `simpair.ensemble.train`. Heavy imports
-(torch, transformers) happen inside the commands, so `simpair --help` stays fast.
+Each command parses its options, calls the domain (`simpair.training`, `simpair.evaluate`,
+`simpair.predictors`) and prints. Heavy imports (torch, transformers) happen inside the commands, so
+`simpair --help` stays fast.
 """
 
 from __future__ import annotations
@@ -16,56 +15,13 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-JobsOption = Annotated[
-    int,
-    typer.Option(
-        min=1,
-        help="With --config: train this many members at once, each in its own process with "
-        "cores/jobs threads (CPU: 2 on 2 cores halves a two-member stack's wall time).",
-    ),
-]
-HomeOption = Annotated[
-    Path | None, typer.Option(help="Pipeline home. Default: $SIMPAIR_HOME, else .simpair/ in the checkout.")
-]
-
-
-def _overrides(values: list[str] | None) -> dict[str, Any]:
-    """`--set key=value` pairs; values are parsed as YAML (numbers, booleans, lists)."""
-    from simpair.training.config import parse_overrides
-
-    try:
-        return parse_overrides(values)
-    except ValueError as exc:
-        raise typer.BadParameter(str(exc)) from exc
-
-
-def _load_config(config: Path, overrides: list[str] | None) -> Any:
-    from simpair.training.config import load_train_config
-
-    changes = _overrides(overrides)
-    try:
-        return load_train_config(config, changes)
-    except ValueError as exc:
-        raise typer.BadParameter(str(exc), param_hint="--config") from exc
-
-
-def _parse_split(value: str) -> tuple[str, str]:
-    from simpair.training.config import parse_split
-
-    try:
-        return parse_split(value)
-    except ValueError as exc:
-        raise typer.BadParameter(str(exc)) from exc
-
-
-def _resolve_model(model: str | None, home: Path) -> Path:
-    """A directory, a registry reference (name@alias or name/version), or the newest trained model."""
-    from simpair.model_ref import NoModel, resolve_model_ref
-
-    try:
-        return Path(resolve_model_ref(model, home, when_none="latest").local_dir)
-    except NoModel as exc:
-        raise typer.BadParameter(str(exc), param_hint="--model") from None
+from simpair.cli.common import (
+    HomeOption,
+    load_config,
+    parse_split_option,
+    print_eval,
+    resolve_model_option,
+)
 
 
 def register(app: typer.Typer) -> None:
@@ -80,7 +36,7 @@ def register(app: typer.Typer) -> None:
         from simpair import settings
         from simpair.training.pretokenize import pretokenize_config
 
-        cfg = _load_config(config, None)
+        cfg = load_config(config, None)
         table = Table("dataset/split", "rows", "cache", "key")
         for ts in pretokenize_config(cfg, settings.home_dir(home)):
             table.add_row(
@@ -107,7 +63,7 @@ def register(app: typer.Typer) -> None:
         from simpair import settings
         from simpair.training import train
 
-        cfg = _load_config(config, set_)
+        cfg = load_config(config, set_)
         home_path = settings.home_dir(home)
         result = train(cfg, home_path)
         console = Console()
@@ -117,7 +73,7 @@ def register(app: typer.Typer) -> None:
             from simpair.evaluate import evaluate_model
 
             ev = evaluate_model(result.model_dir, home_path, [(r.dataset, r.split) for r in cfg.evaluate_on])
-            _print_eval(console, ev)
+            print_eval(console, ev)
 
     @app.command("evaluate")
     def evaluate_cmd(
@@ -148,8 +104,8 @@ def register(app: typer.Typer) -> None:
         from simpair.evaluate import evaluate_model
 
         home_path = settings.home_dir(home)
-        model_dir = _resolve_model(model, home_path)
-        splits = [_parse_split(s) for s in split] if split else None
+        model_dir = resolve_model_option(model, home_path)
+        splits = [parse_split_option(s) for s in split] if split else None
         try:
             ev = evaluate_model(
                 model_dir,
@@ -163,150 +119,7 @@ def register(app: typer.Typer) -> None:
             if group_pattern is None or "group pattern" not in str(exc):
                 raise
             raise typer.BadParameter(str(exc), param_hint="--group-pattern") from exc
-        _print_eval(Console(), ev)
-
-    @app.command("stack")
-    def stack_cmd(
-        config: Annotated[
-            Path | None,
-            typer.Option(
-                help="Stack config (YAML with members:), e.g. configs/stsb-stack.yaml: trains its members, "
-                "then stacks them. A soup config (combine: soup) also works here; `simpair soup --config` "
-                "is its usual name."
-            ),
-        ] = None,
-        member: Annotated[
-            list[str] | None,
-            typer.Option(
-                help="Or: an already trained member (directory or registry ref; repeat, two or more)."
-            ),
-        ] = None,
-        out: Annotated[Path | None, typer.Option(help="Output model directory.")] = None,
-        home: HomeOption = None,
-        set_: Annotated[
-            list[str] | None,
-            typer.Option("--set", help="Override a field in every member's training config."),
-        ] = None,
-        lexical: Annotated[bool, typer.Option(help="Add word-overlap and length-ratio features.")] = True,
-        zero_shot: Annotated[
-            bool,
-            typer.Option(help="Add the members' pre-trained backbone, untouched, as one more member."),
-        ] = False,
-        products: Annotated[
-            bool,
-            typer.Option(help="Add the members' outputs squared and multiplied pairwise (degree 2)."),
-        ] = False,
-        split: Annotated[
-            list[str] | None,
-            typer.Option(help="Evaluate on DATASET/SPLIT afterwards (repeatable). Default: evaluate_on."),
-        ] = None,
-        jobs: JobsOption = 1,
-    ) -> None:
-        """Stack models: a linear model on their outputs (e.g. a cross- and a bi-encoder), fitted on dev.
-
-        From trained --member models, or from a stack config (--config) whose members it trains
-        first. To average one backbone's fine-tunes into one model, use `simpair soup`.
-        The result is a model directory like any other: evaluate, predict, register and score it.
-        """
-        from simpair import settings
-        from simpair.ensemble import fit_stack
-        from simpair.models.io import new_model_dir
-
-        if (config is None) == (not member):
-            raise typer.BadParameter("give either --config or --member (two or more)", param_hint="--config")
-        home_path = settings.home_dir(home)
-        splits = [_parse_split(s) for s in split] if split else []
-        if config is not None:
-            _train_from_config(config, home_path, set_, jobs, out, splits, combine=None)
-            return
-        try:
-            members = [_resolve_model(m, home_path) for m in member or []]
-            target = fit_stack(
-                members,
-                home_path,
-                out or new_model_dir(home_path / "models", "stack"),
-                lexical,
-                zero_shot=zero_shot,
-                products=products,
-            )
-        except ValueError as exc:
-            raise typer.BadParameter(str(exc), param_hint="--member") from exc
-        _print_combined(Console(), target, home_path, splits)
-
-    @app.command("soup")
-    def soup_cmd(
-        member: Annotated[
-            list[str] | None,
-            typer.Option(help="A fine-tune of one backbone (directory or registry ref; repeat)."),
-        ] = None,
-        config: Annotated[
-            Path | None,
-            typer.Option(
-                help="Or: a soup config (combine: soup), e.g. configs/stsb-bi-soup.yaml: trains its "
-                "ingredients (every member config once per seed), then soups them."
-            ),
-        ] = None,
-        out: Annotated[Path | None, typer.Option(help="Output model directory.")] = None,
-        home: HomeOption = None,
-        split: Annotated[
-            list[str] | None,
-            typer.Option(
-                help="Evaluate on DATASET/SPLIT afterwards (repeatable). Default with --config: evaluate_on."
-            ),
-        ] = None,
-        remove_directions: Annotated[
-            int | None,
-            typer.Option(
-                min=0,
-                help="With --member, bi-encoders: centre the soup's embeddings and remove this many top "
-                "directions (default: what the ingredients were trained with).",
-            ),
-        ] = None,
-        set_: Annotated[
-            list[str] | None,
-            typer.Option(
-                "--set", help="With --config: override a field in every ingredient's training config."
-            ),
-        ] = None,
-        jobs: JobsOption = 1,
-    ) -> None:
-        """Average the weights of fine-tunes (e.g. two seeds) into one model: a greedy soup chosen on dev.
-
-        From trained --member models, or from a soup config (--config) whose ingredients it trains
-        first. To combine different models' outputs instead, use `simpair stack`.
-        """
-        from simpair import settings
-        from simpair.ensemble import fit_soup
-        from simpair.models.io import new_model_dir
-
-        if (config is None) == (not member):
-            raise typer.BadParameter("give either --config or --member (repeat it)", param_hint="--config")
-        home_path = settings.home_dir(home)
-        splits = [_parse_split(s) for s in split] if split else []
-        if config is not None:
-            if remove_directions is not None:
-                raise typer.BadParameter(
-                    "--remove-directions applies to --member soups; a soup config's ingredients set "
-                    "their own postprocess",
-                    param_hint="--remove-directions",
-                )
-            _train_from_config(config, home_path, set_, jobs, out, splits, combine="soup")
-            return
-        members = [_resolve_model(m, home_path) for m in member or []]
-        try:
-            target = fit_soup(
-                members, home_path, out or new_model_dir(home_path / "models", "soup"), remove_directions
-            )
-        except ValueError as exc:
-            raise typer.BadParameter(str(exc), param_hint="--member") from exc
-        console = Console()
-        console.print(f"model: {target}")
-        metrics = json.loads((target / "metrics.json").read_text())
-        console.print_json(json.dumps({"dev": metrics["dev"], "soup": metrics["soup"]}))
-        if splits:
-            from simpair.evaluate import evaluate_model
-
-            _print_eval(console, evaluate_model(target, home_path, splits))
+        print_eval(Console(), ev)
 
     @app.command("predict")
     def predict_cmd(
@@ -322,7 +135,7 @@ def register(app: typer.Typer) -> None:
         from simpair import settings
         from simpair.predictors import load_predictor
 
-        model_dir = _resolve_model(model, settings.home_dir(home))
+        model_dir = resolve_model_option(model, settings.home_dir(home))
         predictor = load_predictor(model_dir)
         out = predictor.predict([text_a], [text_b])
         result: dict[str, Any] = {k: v[0].item() for k, v in out.items()}
@@ -336,54 +149,3 @@ def register(app: typer.Typer) -> None:
         for key, value in result.items():
             table.add_row(key, f"{value:.4f}" if isinstance(value, float) else str(value))
         Console().print(table)
-
-
-def _train_from_config(
-    config: Path,
-    home: Path,
-    sets: list[str] | None,
-    jobs: int,
-    out: Path | None,
-    splits: list[tuple[str, str]],
-    combine: str | None,
-) -> None:
-    """`simpair stack --config` and `simpair soup --config`: one path for both."""
-    from simpair.ensemble.train import MemberFailed, train_stack_file
-
-    overrides = _overrides(sets)
-    try:
-        result = train_stack_file(config, home, overrides, jobs, out, combine=combine)
-    except ValueError as exc:
-        raise typer.BadParameter(str(exc), param_hint="--config") from exc
-    except MemberFailed as exc:
-        Console(stderr=True).print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(1) from exc
-    _print_combined(Console(), result.model_dir, home, splits or result.evaluate_on)
-
-
-def _print_combined(console: Console, target: Path, home: Path, splits: list[tuple[str, str]]) -> None:
-    """The stack's or soup's directory and dev metrics, then its evaluation on `splits`."""
-    console.print(f"model: {target}")
-    metrics = json.loads((target / "metrics.json").read_text())
-    console.print_json(
-        json.dumps({"dev": metrics["dev"], "members": metrics.get("members_dev") or metrics.get("soup")})
-    )
-    if splits:
-        from simpair.evaluate import evaluate_model
-
-        _print_eval(console, evaluate_model(target, home, splits))
-
-
-def _print_eval(console: Console, ev: Any) -> None:
-    table = Table("split", "evaluated", "leaked excluded", "metrics")
-    for label, m in ev.metrics["splits"].items():
-        keys = ["accuracy", "f1", "roc_auc"] if "accuracy" in m else ["spearman", "pearson", "mse"]
-        table.add_row(
-            label, str(m["evaluated"]), str(m["excluded_leaked"]), ", ".join(f"{k} {m[k]:.4f}" for k in keys)
-        )
-        for group, g in m.get("by_group", {}).items():
-            values = {k: g.get(k, g.get(f"graded_{k}")) for k in keys}
-            metrics = ", ".join(f"{k} {v:.4f}" for k, v in values.items() if v is not None)
-            table.add_row(f"  {group}", str(g["evaluated"]), "", metrics)
-    console.print(table)
-    console.print(f"report: {ev.report_path}")
