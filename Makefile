@@ -8,7 +8,7 @@ export TOKENIZERS_PARALLELISM := false
 # Prefect's temporary server otherwise logs a "database is locked" traceback from its telemetry.
 export PREFECT_SERVER_ANALYTICS_ENABLED := false
 
-.PHONY: install run test test-fast lint format bench clean
+.PHONY: install run test test-fast lint format bench clean stack-up stack-down stack-status
 
 install: $(STAMP)
 
@@ -32,6 +32,18 @@ run: install
 	$(BIN)/simpair nightly --profile $(PROFILE) $(ARGS)
 	$(BIN)/simpair make-sample-inbox --inbox $(SIMPAIR_HOME)/sample-inbox
 	$(BIN)/simpair score --inbox $(SIMPAIR_HOME)/sample-inbox --out $(SIMPAIR_HOME)/scoring
+
+# A real stack on this machine, bound to 127.0.0.1: Prefect server + MLflow server (SQLite), a cpu and
+# a gpu process worker, the deployments applied. Ports, PIDs, env file and logs in $(SIMPAIR_HOME)/stack/.
+# Then `source $(SIMPAIR_HOME)/stack/env` and e.g. `prefect deployment run nightly-retrain/nightly`.
+stack-up: install
+	$(BIN)/python -m simpair.local_stack up
+
+stack-down:
+	$(BIN)/python -m simpair.local_stack down
+
+stack-status:
+	$(BIN)/python -m simpair.local_stack status
 
 # Lint first: a style slip fails in seconds, not after the ten-minute suite.
 test: lint

@@ -1,12 +1,30 @@
-"""The `simpair` command line: one typer app, each stage registers its own commands."""
+"""The `simpair` command line: one typer app, each stage registers its own commands.
+
+The command line sets its own quiet defaults, before anything imports Prefect or Hugging Face, so it
+behaves the same with or without the Makefile: no Hub downloads, no tokenizer fork warnings, no
+telemetry from Prefect's temporary server. A value already in the environment wins.
+"""
 
 from __future__ import annotations
 
-import typer
+import os
 
-from simpair.cli import ensemble_cmd, ingest_cmd, registry_cmd, score_cmd, train_cmd
+QUIET_DEFAULTS = {
+    "HF_HUB_OFFLINE": "1",
+    "TOKENIZERS_PARALLELISM": "false",
+    "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+}
+for _name, _value in QUIET_DEFAULTS.items():
+    os.environ.setdefault(_name, _value)
 
-app = typer.Typer(
+from typing import Annotated  # noqa: E402
+
+import typer  # noqa: E402
+
+from simpair.cli import ensemble_cmd, ingest_cmd, registry_cmd, score_cmd, train_cmd  # noqa: E402
+from simpair.cli.failures import SimpairTyper, set_debug  # noqa: E402
+
+app = SimpairTyper(
     name="simpair",
     help="Semantic similarity of text pairs: ingest, pre-tokenize, train, evaluate, register, score.",
     no_args_is_help=True,
@@ -15,8 +33,18 @@ app = typer.Typer(
 
 
 @app.callback()
-def main() -> None:
+def main(
+    debug: Annotated[
+        bool,
+        typer.Option(
+            "--debug",
+            envvar="SIMPAIR_DEBUG",
+            help="On failure print the full traceback, not only the error line (also SIMPAIR_DEBUG=1).",
+        ),
+    ] = False,
+) -> None:
     """Semantic similarity of text pairs: ingest, pre-tokenize, train, evaluate, register, score."""
+    set_debug(debug)
 
 
 for module in (ingest_cmd, train_cmd, ensemble_cmd, registry_cmd, score_cmd):

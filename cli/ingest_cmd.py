@@ -13,6 +13,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from simpair.cli.failures import quiet_prefect_console
 from simpair.ingest.report import IngestReport, summary_renderable
 
 
@@ -22,6 +23,8 @@ def _run(sources: Path | None, home: Path | None, contracts: Path | None, no_pre
 
         return run_ingest(sources, home, contracts)
     from simpair.flows.ingest import run as run_flow  # noqa: PLC0415 - Prefect only when the flow is wanted
+
+    quiet_prefect_console()
 
     return run_flow(sources, home, contracts)
 

@@ -14,9 +14,11 @@ from typing import Annotated
 import typer
 from rich.console import Console
 from rich.markdown import Markdown
+from rich.markup import escape
 from rich.table import Table
 
 from simpair import settings
+from simpair.cli.failures import quiet_prefect_console
 
 HomeOpt = Annotated[
     Path | None, typer.Option(help="Pipeline home. Default: $SIMPAIR_HOME, else .simpair/ in the checkout.")
@@ -150,22 +152,31 @@ def register(app: typer.Typer) -> None:
 
     @app.command("rollback")
     def rollback(
-        task: Annotated[str, typer.Option("--task", help="paraphrase | sts")] = "paraphrase",
+        task: TaskOpt = "paraphrase",
         reason: Annotated[
             str, typer.Option(help="Why (recorded in the champion history).")
         ] = "manual rollback",
         home: HomeOpt = None,
     ) -> None:
-        """Point `champion` back at the previous champion recorded in the champion_history tag."""
+        """Point `champion` back at the previous champion recorded in the champion_history tag.
+
+        With `--task all` every model is rolled back on its own; one that cannot be (no earlier
+        champion) is reported and the command exits 1 after doing the others.
+        """
         from simpair.registry import model_name, registry
 
         console = Console()
-        name = model_name(_tasks(task)[0])
-        try:
-            old, new = registry.rollback(registry.client(settings.home_dir(home)), name, reason=reason)
-        except (LookupError, ValueError) as exc:
-            _fail(console, f"{name}: {exc}")
-        console.print(f"{name}: champion v{old} -> v{new} (rollback: {reason})")
+        names = [model_name(t) for t in _tasks(task)]
+        outcomes = registry.rollback_each(registry.client(settings.home_dir(home)), names, reason=reason)
+        for outcome in outcomes:
+            if outcome.ok:
+                moved = f"v{outcome.moved_from} -> v{outcome.moved_to}"
+                console.print(f"{outcome.name}: champion {moved} (rollback: {reason})")
+            else:
+                console.print(f"[red]{outcome.name}: not rolled back: {escape(outcome.error or '')}[/]")
+        failed = [o.name for o in outcomes if not o.ok]
+        if failed:
+            _fail(console, f"{len(failed)} of {len(outcomes)} model(s) not rolled back: {', '.join(failed)}")
 
     @app.command("nightly")
     def nightly(
@@ -185,6 +196,8 @@ def register(app: typer.Typer) -> None:
         # the machine is busy ("Timed out while attempting to connect to ephemeral Prefect API server").
         os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "180")
         from simpair.flows.nightly_retrain import NightlyFailed, run  # noqa: PLC0415 - Prefect only here
+
+        quiet_prefect_console()
 
         console = Console(width=max(Console().width, 140))
         try:

@@ -15,6 +15,7 @@ from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Table
 
+from simpair.cli.failures import quiet_prefect_console
 from simpair.scoring.options import (
     DEFAULT_BACKEND,
     DEFAULT_BATCH_SIZE,
@@ -137,6 +138,8 @@ def register(app: typer.Typer) -> None:
                 summary = score_inbox(inbox, out, options=options)
             else:
                 from simpair.flows.nightly_score import run as run_flow
+
+                quiet_prefect_console()
 
                 summary = run_flow(
                     inbox, out, options=options, dask_address=dask_address, local_cluster=local_cluster

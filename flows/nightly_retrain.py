@@ -7,6 +7,8 @@ Failure rules, in the order they protect production:
   training leaves the registry and its aliases exactly as they were and fails the run with a message;
 - versions are registered first, `challenger` aliases moved after all exist, `champion` only by the gate.
 When no source and no training config changed since the last successful night, training is skipped.
+Each task trains in this process (`dispatch: local`) or as a run of the GPU deployment that the night
+waits for (`dispatch: pool`, see `pool_dispatch.py`); the rules above hold either way.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ from simpair import settings
 from simpair.ensemble import StackConfig, is_stack_config
 from simpair.ensemble.train import build_stack
 from simpair.flows.ingest import ingest_flow
+from simpair.flows.pool_dispatch import train_on_pool
+from simpair.nightly import dispatch as pool_results
 from simpair.nightly.lock import nightly_lock
 from simpair.nightly.plan import NightPlan, config_dump, plan_night, write_state
 from simpair.nightly.profile import NightlyProfile, Retries, load_profile
@@ -125,17 +129,52 @@ def _train_stack(
 @flow(name="train-and-evaluate", log_prints=True)
 def train_and_evaluate(
     task_name: str,
+    config_path: str | None = None,
+    home: str | None = None,
+    eval_sets: list[tuple[str, str]] | None = None,
+    retries: Retries | None = None,
+    jobs: int | None = None,
+    profile: str = "default",
+    result_path: str | None = None,
+) -> Trained:
+    """Pre-tokenize, train and evaluate one task (the part a GPU deployment runs; tasks tagged `gpu`).
+
+    Only `task_name` is required: the training config, evaluation splits, retries and `jobs` default
+    to that task's entry in the nightly `profile`, the home to `$SIMPAIR_HOME`. A stack config
+    (`members:`) trains each member, `jobs` at a time, then fits the stack on their shared dev split.
+    With `result_path` (a night dispatching to a work pool), the `Trained` record, or the error, is
+    written there as JSON, and a heartbeat file beside it shows the run is alive.
+    """
+    if config_path is None or eval_sets is None or retries is None or jobs is None:
+        plan = load_profile(profile)
+        if task_name not in plan.tasks:
+            raise ValueError(f"task {task_name!r} is not in nightly profile {profile!r}")
+        task_plan = plan.tasks[task_name]
+        config_path = config_path or str(task_plan.config_path())
+        eval_sets = task_plan.evaluate if eval_sets is None else eval_sets
+        retries = retries or plan.retries
+        jobs = task_plan.jobs if jobs is None else jobs
+    home = str(settings.home_dir(home))
+    if result_path is None:
+        return _train_and_evaluate(task_name, config_path, home, eval_sets, retries, jobs)
+    with pool_results.heartbeat(Path(result_path)):
+        try:
+            trained = _train_and_evaluate(task_name, config_path, home, eval_sets, retries, jobs)
+        except BaseException as exc:
+            pool_results.write_error(Path(result_path), exc)
+            raise
+    pool_results.write_result(Path(result_path), trained)
+    return trained
+
+
+def _train_and_evaluate(
+    task_name: str,
     config_path: str,
     home: str,
     eval_sets: list[tuple[str, str]],
     retries: Retries,
-    jobs: int = 1,
+    jobs: int,
 ) -> Trained:
-    """Pre-tokenize, train and evaluate one task (the part a GPU deployment runs; tasks tagged `gpu`).
-
-    A stack config (`members:`) trains each member, `jobs` at a time, then fits the stack on their
-    shared dev split.
-    """
     if is_stack_config(config_path):
         return _train_stack(task_name, config_path, home, eval_sets, retries, jobs)
     started = time.monotonic()
@@ -177,9 +216,13 @@ def nightly_retrain(
     sources: str | None = None,
     contracts: str | None = None,
     wait_seconds: float | None = None,
+    dispatch: str | None = None,
 ) -> NightlySummary:
-    """One night: see the module docstring for the failure rules."""
+    """One night: see the module docstring for the failure rules. `dispatch` (`local` or `pool`)
+    overrides the profile's."""
     plan = load_profile(profile)
+    if dispatch is not None:
+        plan = plan.model_validate({**plan.model_dump(), "dispatch": dispatch})
     home_dir = settings.home_dir(home)
     wait = plan.lock_wait_seconds if wait_seconds is None else wait_seconds
     with nightly_lock(home_dir, wait):
@@ -205,6 +248,9 @@ def _night(
     trained: list[Trained] = []
     for name, task_plan in plan.tasks.items():
         try:
+            if plan.dispatch == "pool":
+                trained.append(train_on_pool(plan, name, task_plan, home, run_id))
+                continue
             trained.append(
                 train_and_evaluate(
                     name,
@@ -255,6 +301,7 @@ def run(
     sources: str | Path | None = None,
     contracts: str | Path | None = None,
     wait_seconds: float | None = None,
+    dispatch: str | None = None,
 ) -> NightlySummary:
     """Run the flow; raise NightlyFailed with the flow's own message when the run failed (CLI, tests)."""
     state = nightly_retrain(
@@ -264,6 +311,7 @@ def run(
         None if sources is None else str(sources),
         None if contracts is None else str(contracts),
         wait_seconds,
+        dispatch,
         return_state=True,
     )
     result = state.result(raise_on_failure=False)

@@ -59,10 +59,14 @@ AS_TASKS = PrefectStages(
 
 
 @flow(name="nightly-score", log_prints=True)
-def nightly_score(inbox: str, out: str, options: ScoringOptions | None = None) -> ScoreSummary:
-    """Score the inbox into `out`; see docs/scoring.md."""
+def nightly_score(
+    inbox: str, out: str, options: ScoringOptions | None = None, model: str | None = None
+) -> ScoreSummary:
+    """Score the inbox into `out`; see docs/scoring.md. `model` (`name@alias`, `name/version`),
+    when given, overrides `options.model` (the deployment's parameter; default the paraphrase champion)."""
     run_id = f"prefect-{runtime.flow_run.id}" if runtime.flow_run.id else None
-    summary = run_scoring(inbox, out, options or ScoringOptions(), AS_TASKS, run_id)
+    options = ScoringOptions.build(options, model=model)
+    summary = run_scoring(inbox, out, options, AS_TASKS, run_id)
     print(
         f"scored {summary.files_scored} files ({summary.rows_scored} rows, "
         f"{summary.rows_rejected} rejected), "

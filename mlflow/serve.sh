@@ -17,6 +17,14 @@ store="${MLFLOW_STORE:-$here/store}"
 workers="${MLFLOW_WORKERS:-1}"
 mlflow_bin="${MLFLOW_BIN:-$(command -v mlflow || echo "$here/../.venv/bin/mlflow")}"
 
+# MLflow 3 answers 403 to a Host header it does not know (default: localhost and private IPs). Serving
+# other machines by name: MLFLOW_ALLOWED_HOSTS="mlhost,mlhost:5000,localhost,localhost:*" (the list
+# replaces the defaults).
+allowed=()
+if [[ -n "${MLFLOW_ALLOWED_HOSTS:-}" ]]; then
+  allowed=(--allowed-hosts "$MLFLOW_ALLOWED_HOSTS")
+fi
+
 mkdir -p "$store/artifacts"
 echo "MLflow tracking server on http://$host:$port (backend sqlite:///$store/mlflow.db, artifacts $store/artifacts)"
 exec "$mlflow_bin" server \
@@ -24,4 +32,5 @@ exec "$mlflow_bin" server \
   --port "$port" \
   --workers "$workers" \
   --backend-store-uri "sqlite:///$store/mlflow.db" \
-  --artifacts-destination "$store/artifacts"
+  --artifacts-destination "$store/artifacts" \
+  "${allowed[@]}"

@@ -18,13 +18,15 @@ if TYPE_CHECKING:
 
 
 def load_predictor(
-    model_dir: str | Path, device: str = "auto", precision: str = "auto"
+    model_dir: str | Path, device: str = "auto", precision: str = "fp32"
 ) -> Predictor | StackedPredictor:
     """Load a directory written by training (or `save_tiny_model`, or `simpair stack`) for prediction.
 
     A plain directory gives a `simpair.models.Predictor`; a stacked one gives a
     `simpair.ensemble.StackedPredictor` with the same public methods, its members loaded through
-    this same function.
+    this same function. Scores are fp32 unless `precision` asks otherwise (`bf16`, or `auto`: bf16
+    on CUDA), on every device: evaluation, the promotion gate and the MLflow pyfunc produce metrics
+    and decisions, and take this default; only bulk scoring opts in to bf16.
     """
     model_dir = Path(model_dir)
     if ModelMetadata.read(model_dir).kind == "stacked":
@@ -32,7 +34,7 @@ def load_predictor(
     return Predictor.load(model_dir, device=device, precision=precision)
 
 
-def load_stacked(model_dir: str | Path, device: str = "auto", precision: str = "auto") -> StackedPredictor:
+def load_stacked(model_dir: str | Path, device: str = "auto", precision: str = "fp32") -> StackedPredictor:
     """Load a `kind: stacked` directory and its members (each through `load_predictor`)."""
     # imported here: loading a plain model (scoring, the MLflow pyfunc) never pulls in the ensemble code
     from simpair.ensemble.stacked import StackedPredictor, StackSpec

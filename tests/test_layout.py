@@ -169,7 +169,7 @@ def test_wheel_installs_one_namespace_and_finds_profiles_without_a_checkout(tmp_
 # simpair's packages from the bottom up, as docs/architecture.md lists them; a module may import its
 # own package, the foundation, and packages on earlier lines only
 DOMAIN_ORDER = [
-    "settings schema pairs contracts catalog atomic pair_tokens",
+    "settings schema pairs contracts catalog atomic pair_tokens progress",
     "losses",
     "models",
     "ingest tokens",
@@ -182,6 +182,7 @@ DOMAIN_ORDER = [
     "nightly",
     "model_ref",
     "scoring",
+    "local_stack",
 ]
 
 

@@ -205,23 +205,46 @@ def test_second_concurrent_nightly_exits_with_a_message(home: Path, shared_data:
     assert not (home / "datasets").exists()  # it did nothing, not even ingest
 
 
-def test_deployments_apply_with_cron_pools_and_one_run_at_a_time() -> None:
+def test_deployments_apply_with_cron_pools_trigger_and_one_run_at_a_time(home: Path) -> None:
     from prefect.client.orchestration import get_client
 
-    from simpair.flows.deployments import NIGHTLY_CRON, gpu_deployment, nightly_deployment
+    from simpair.flows.deployments import (
+        NIGHTLY_CRON,
+        SCORE_CRON,
+        gpu_deployment,
+        nightly_deployment,
+        score_deployment,
+    )
 
     with get_client(sync_client=True) as client:
         for pool in ("cpu", "gpu"):
             response = client.request("POST", "/work_pools/", json={"name": pool, "type": "process"})
             assert response.status_code in (200, 201, 409)
-        nightly_id = nightly_deployment().apply()
-        gpu_id = gpu_deployment().apply()
-        nightly = client.read_deployment(nightly_id)
-        gpu = client.read_deployment(gpu_id)
-    assert nightly.work_pool_name == "cpu" and gpu.work_pool_name == "gpu"
-    assert nightly.schedules[0].schedule.cron == NIGHTLY_CRON
-    assert nightly.global_concurrency_limit is not None and nightly.global_concurrency_limit.limit == 1
+        nightly = client.read_deployment(nightly_deployment().apply())
+        gpu = client.read_deployment(gpu_deployment().apply())
+        scoring = score_deployment()
+        score = client.read_deployment(scoring.apply())
+    assert nightly.work_pool_name == "cpu" and gpu.work_pool_name == "gpu" and score.work_pool_name == "cpu"
+    assert (
+        nightly.schedules[0].schedule.cron == NIGHTLY_CRON and score.schedules[0].schedule.cron == SCORE_CRON
+    )
+    for deployment in (nightly, score):
+        limit = deployment.global_concurrency_limit
+        assert limit is not None and limit.limit == 1
     assert nightly.parameters == {"profile": "default", "force": False}
+    assert gpu.parameters == {"profile": "default"}  # only task_name is required
+    assert score.parameters == {
+        "inbox": str(home / "inbox"),
+        "out": str(home / "scoring"),
+        "model": "simpair-paraphrase@champion",
+    }
+    assert nightly.entrypoint == "simpair.flows.nightly_retrain.nightly_retrain"  # any working directory
+    (trigger,) = scoring.triggers
+    assert trigger.expect == {"prefect.flow-run.Completed"}
+    assert trigger.match_related.model_dump() == {  # type: ignore[union-attr]
+        "prefect.resource.role": "flow",
+        "prefect.resource.name": "nightly-retrain",
+    }
 
 
 @pytest.mark.parametrize("jobs", [1, 2])

@@ -242,3 +242,35 @@ def test_manual_promotion_and_rollback_follow_the_recorded_history(store: Path, 
     assert history[-2].reason == "bad night" and history[-2].previous == "3"
     with pytest.raises(ValueError, match="needs a --reason"):
         promote_manual(store, name, "2", reason="  ")
+
+
+def test_rollback_all_rolls_back_every_model_and_names_the_one_it_cannot(store: Path, tmp_path: Path) -> None:
+    paraphrase = [_register(store, tmp_path, task="paraphrase", seed=s)[0] for s in range(2)]
+    sts = [_register(store, tmp_path, task="sts", seed=s)[0] for s in range(2)]
+    for v in [*paraphrase, sts[0]]:  # sts has one champion only: nothing earlier to go back to
+        promote_manual(store, v.name, v.version, reason="setup", by="test")
+
+    def rollback(*args: str) -> tuple[int, str]:
+        result = CliRunner().invoke(app, ["rollback", *args, "--home", str(store)], terminal_width=200)
+        return result.exit_code, " ".join(result.output.split())  # rich wraps long lines
+
+    code, out = rollback("--task", "all", "--reason", "bad night")
+    assert code == 1, out
+    assert "simpair-paraphrase: champion v2 -> v1 (rollback: bad night)" in out
+    assert "simpair-sts: not rolled back:" in out and "nothing to roll back to" in out
+    assert "1 of 2 model(s) not rolled back: simpair-sts" in out
+    c = registry.client(store)
+    assert registry.version_for(c, "simpair-paraphrase", "champion") == "1"
+    assert registry.version_for(c, "simpair-sts", "champion") == "1"
+
+    promote_manual(store, paraphrase[1].name, "2", reason="again", by="test")
+    promote_manual(store, sts[1].name, "2", reason="second", by="test")
+    code, out = rollback("--task", "all")
+    assert code == 0, out
+    assert "simpair-paraphrase: champion v2 -> v1" in out and "simpair-sts: champion v2 -> v1" in out
+    assert [registry.version_for(c, n, "champion") for n in ("simpair-paraphrase", "simpair-sts")] == [
+        "1",
+        "1",
+    ]
+    code, out = rollback("--task", "nope")
+    assert code != 0 and "--task" in out

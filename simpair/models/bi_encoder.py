@@ -16,6 +16,7 @@ from torch import nn
 from transformers import AutoModel, PreTrainedModel
 
 from simpair.models.embedding_postprocess import EmbeddingPostprocess
+from simpair.models.pooler import freeze_unused_pooler
 
 
 def mean_pool(token_embeddings: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
@@ -34,6 +35,8 @@ class BiEncoder(nn.Module):
     def __init__(self, model: PreTrainedModel, post: EmbeddingPostprocess | None = None) -> None:
         super().__init__()
         self.model = model
+        # Mean pooling never reads the body's pooler: frozen, so DDP and the optimiser skip it.
+        freeze_unused_pooler(model)
         # Fitted after training (simpair.models.embedding_postprocess); None while training and for
         # plain backbones.
         self.post = post
@@ -47,6 +50,11 @@ class BiEncoder(nn.Module):
     @property
     def encoder(self) -> nn.Module:
         return self.model
+
+    def set_encoder_trainable(self, trainable: bool) -> None:
+        """Train or freeze the encoder (frozen-encoder warm-up); the unread pooler stays frozen."""
+        self.model.requires_grad_(trainable)
+        freeze_unused_pooler(self.model)
 
     @property
     def hidden_size(self) -> int:

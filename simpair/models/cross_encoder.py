@@ -28,6 +28,8 @@ from safetensors.torch import load_file, save_file
 from torch import nn
 from transformers import AutoModel, AutoModelForSequenceClassification, PreTrainedModel
 
+from simpair.models.pooler import freeze_unused_pooler
+
 CrossHead = Literal["cls", "segment_cosine"]
 CROSS_HEADS: tuple[str, ...] = ("cls", "segment_cosine")
 HEAD_FILE = "cross_head.safetensors"
@@ -84,6 +86,8 @@ class CrossEncoder(nn.Module):
         super().__init__()
         self.model = model
         self.pair_head = pair_head
+        if pair_head is not None:  # the segment-cosine head never reads the body's pooler
+            freeze_unused_pooler(model)
 
     @property
     def head(self) -> CrossHead:
@@ -108,6 +112,12 @@ class CrossEncoder(nn.Module):
         if self.pair_head is not None:
             return self.model
         return getattr(self.model, self.model.base_model_prefix)
+
+    def set_encoder_trainable(self, trainable: bool) -> None:
+        """Train or freeze the encoder (frozen-encoder warm-up); an unread pooler stays frozen."""
+        self.encoder.requires_grad_(trainable)
+        if self.pair_head is not None:
+            freeze_unused_pooler(self.model)
 
     def forward(
         self,

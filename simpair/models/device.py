@@ -1,11 +1,13 @@
 """Device and precision choice shared by training and prediction.
 
-CUDA with bf16 autocast when a GPU is present (Ampere and later run bf16 matmuls at full rate, and bf16
-needs no loss scaling, unlike fp16). On CPU `auto` stays fp32, because scores must match fp32 to 1e-4
-(bulk scoring) and bf16 only pays on chips with native bf16 instructions (AVX512-BF16, AMX). Training
-configs that ask for `bf16` get it where it is native: on this machine's AVX512-BF16 CPU it trained
-1.5x faster at equal dev/test quality (docs/experiments.md); elsewhere they fall back to fp32 with a
-warning instead of running slow emulated bf16.
+Devices: `auto` is CUDA when a GPU is present, else CPU. Training's `precision: auto` trains under
+bf16 autocast on CUDA (Ampere and later run bf16 matmuls at full rate, and bf16 needs no loss scaling,
+unlike fp16) and in fp32 on CPU, because bf16 only pays on chips with native bf16 instructions
+(AVX512-BF16, AMX). Training configs that ask for `bf16` get it where it is native: on this machine's
+AVX512-BF16 CPU it trained 1.5x faster at equal dev/test quality (docs/experiments.md); elsewhere they
+fall back to fp32 with a warning instead of running slow emulated bf16. Prediction (evaluation, the
+gate, the pyfunc, dev metrics during training) runs in fp32 unless asked: scores must match fp32 to
+1e-4, and only bulk scoring opts in to bf16.
 """
 
 from __future__ import annotations
@@ -19,10 +21,18 @@ import torch
 
 
 def pick_device(requested: str = "auto") -> torch.device:
-    """`auto` -> cuda if available else cpu; anything else is passed to `torch.device`."""
+    """`auto` -> cuda if available else cpu; anything else is passed to `torch.device`.
+
+    Asking for CUDA where there is none fails here, with the reason, not at the first tensor.
+    """
     if requested == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(requested)
+    device = torch.device(requested)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError(
+            f"device {requested!r} asked, but torch sees no CUDA device here (use auto or cpu)"
+        )
+    return device
 
 
 @functools.cache

@@ -12,7 +12,6 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 import torch
-from tqdm.auto import tqdm
 
 from simpair.models.batching import pad_batch
 from simpair.models.bi_encoder import BiEncoder
@@ -20,6 +19,7 @@ from simpair.models.cross_encoder import CrossEncoder
 from simpair.models.device import autocast
 from simpair.models.io import EncoderModel
 from simpair.pair_tokens import PairTokens
+from simpair.progress import progress as progress_bar
 
 TokenRows = Sequence[Sequence[int]]
 # one model input: token ids per row, and token type ids per row (or None)
@@ -62,7 +62,7 @@ def forward_sorted(
     was_training = model.training
     model.eval()
     results: list[np.ndarray] = []
-    bar = tqdm(total=n, desc=desc, unit="pair", disable=not progress)
+    bar = progress_bar(total=n, desc=desc, unit="pair", disable=not progress)
     for start in range(0, n, batch_size):
         idx = order[start : start + batch_size]
         outputs = []

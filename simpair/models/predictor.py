@@ -63,7 +63,7 @@ class Predictor(ModelFacts):
         metadata: ModelMetadata,
         model_dir: Path | None = None,
         device: str = "auto",
-        precision: str = "auto",
+        precision: str = "fp32",
     ) -> None:
         self.device = pick_device(device)
         self.model = model.to(self.device).eval()
@@ -169,7 +169,7 @@ class Predictor(ModelFacts):
         )
 
     @classmethod
-    def load(cls, model_dir: str | Path, device: str = "auto", precision: str = "auto") -> Predictor:
+    def load(cls, model_dir: str | Path, device: str = "auto", precision: str = "fp32") -> Predictor:
         """Load a single-model directory (cross or bi) written by training, `save_tiny_model` or a soup.
 
         `simpair.predictors.load_predictor` is the door for every model kind, stacks included.

@@ -8,6 +8,7 @@ resolve through `simpair.settings.shipped_path`, so they work from a checkout an
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 import yaml
 from pydantic import BaseModel, Field, model_validator
@@ -50,6 +51,21 @@ class NightlyProfile(BaseModel):
     retries: Retries = Field(default_factory=Retries)
     lock_wait_seconds: float = Field(0.0, ge=0.0, description="0: a second run exits at once with a message")
     expected_minutes: float | None = None
+    dispatch: Literal["local", "pool"] = Field(
+        "local",
+        description="where each task's pre-tokenize -> train -> evaluate runs: `local` in the night's "
+        "own process (no server needed), `pool` as a run of the `train-and-evaluate/gpu` deployment "
+        "on the gpu work pool, the night waiting for it",
+    )
+    pool_deployment: str = Field(
+        "train-and-evaluate/gpu", description="dispatch: pool, the deployment each task runs as"
+    )
+    lost_after_seconds: float = Field(
+        300.0,
+        gt=0,
+        description="dispatch: pool, a running training with no heartbeat in the shared home for this "
+        "long is lost (worker killed, machine gone): marked Crashed and retried",
+    )
 
     @model_validator(mode="after")
     def _known_tasks(self) -> NightlyProfile:

@@ -5,10 +5,15 @@ The model directory (safetensors weights, tokenizer, `config.json`, `simpair.jso
 cloudpickle: nothing executable is unpickled at load time, and the weights are only ever read with
 safetensors. Prediction goes through `simpair.predictors.load_predictor`, the same object `simpair predict`
 uses, so `mlflow.pyfunc.load_model(uri).predict(df)` gives the same numbers as the CLI.
+
+The model also carries simpair's domain package (`code_paths`) and pins only third-party packages in its
+requirements, so it loads and serves (`mlflow models serve`) where simpair is not installed.
 """
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 from importlib import metadata as importlib_metadata
 from pathlib import Path
 from typing import Any
@@ -69,30 +74,80 @@ class SimpairPyfuncModel(PythonModel):
         return predictions_frame(self._predictor.task, out)
 
 
+# The third-party distributions the pyfunc's code imports when it loads and predicts (simpair's domain
+# modules reached from `simpair.predictors`, ensembles included). Pinned to the versions the model was
+# trained with. `simpair` itself is not here: no index serves it, its code travels in the model (`code/`).
+# tests/test_pyfunc_serving.py checks this list against the imports of the modules a served model loads.
+REQUIREMENTS = (
+    "mlflow",
+    "torch",
+    "transformers",
+    "safetensors",
+    "tokenizers",
+    "numpy",
+    "pandas",
+    "pydantic",
+    "pyyaml",
+    "polars",
+    "pyarrow",
+    "scipy",
+    "scikit-learn",
+    "tqdm",
+    "filelock",
+)
+# Top-level folders of the installed `simpair` package that are not the domain: the orchestration layers
+# (`simpair.cli`, `.tasks`, `.flows` import Prefect) and package data. The pyfunc needs none of them.
+NOT_SHIPPED = frozenset({"cli", "tasks", "flows", "configs", "data_contracts"})
+PACKAGE_DIR = Path(__file__).resolve().parents[1]
+
+
 def _pin(package: str) -> str:
+    """`package==X.Y.Z` at the installed version, without a local label (`2.13.0+cpu` -> `2.13.0`)."""
     try:
-        return f"{package}=={importlib_metadata.version(package)}"
+        version = importlib_metadata.version(package)
     except importlib_metadata.PackageNotFoundError:
         return package
+    return f"{package}=={version.split('+', 1)[0]}"
 
 
 def pip_requirements() -> list[str]:
     """Explicit requirements (no inference: inferring would load the model in a subprocess at log time)."""
-    packages = ["mlflow", "torch", "transformers", "safetensors", "tokenizers", "pandas", "numpy", "pydantic"]
-    return [_pin(p) for p in packages] + ["simpair"]
+    return [_pin(p) for p in REQUIREMENTS]
+
+
+def stage_code(dest: Path) -> Path:
+    """Copy the domain package to `dest/simpair` (no orchestration layers, no bytecode) for `code_paths`."""
+
+    def ignore(folder: str, names: list[str]) -> set[str]:
+        skipped = {n for n in names if n == "__pycache__" or n.endswith((".pyc", ".pyo"))}
+        if Path(folder).resolve() == PACKAGE_DIR:
+            skipped |= NOT_SHIPPED & set(names)
+        return skipped
+
+    target = Path(dest) / "simpair"
+    shutil.copytree(PACKAGE_DIR, target, ignore=ignore)
+    return target
 
 
 def log_pyfunc(model_dir: Path, task: str, name: str = "model", registered_model_name: str | None = None):
-    """Log `model_dir` as a pyfunc in the active run (optionally registering it); return ModelInfo."""
+    """Log `model_dir` as a pyfunc in the active run (optionally registering it); return ModelInfo.
+
+    The model carries everything it needs besides its pip requirements: the weights (`artifacts/`) and
+    simpair's domain code (`code/simpair`, put on `sys.path` by MLflow at load time), so
+    `mlflow models serve` works in an environment built from `requirements.txt` alone.
+    """
     example = pd.DataFrame(
         {"text_a": ["A man is playing a guitar."], "text_b": ["Someone plays the guitar."]}
     )
-    return mlflow.pyfunc.log_model(
-        name=name,
-        python_model=str(ENTRY_FILE),
-        artifacts={MODEL_DIR_ARTIFACT: str(Path(model_dir).resolve())},
-        signature=signature_for(task),
-        input_example=example,
-        pip_requirements=pip_requirements(),
-        registered_model_name=registered_model_name,
-    )
+    with tempfile.TemporaryDirectory(prefix="simpair-code-") as staging:
+        code = stage_code(Path(staging))
+        return mlflow.pyfunc.log_model(
+            name=name,
+            python_model=str(ENTRY_FILE),
+            artifacts={MODEL_DIR_ARTIFACT: str(Path(model_dir).resolve())},
+            code_paths=[str(code)],
+            signature=signature_for(task),
+            input_example=example,
+            pip_requirements=pip_requirements(),
+            registered_model_name=registered_model_name,
+        )

@@ -228,6 +228,36 @@ def rollback(c: MlflowClient, name: str, reason: str = "manual rollback", by: st
     return current, target
 
 
+@dataclass(frozen=True)
+class RollbackOutcome:
+    """What `rollback_each` did to one registered model: moved (from -> to) or why it could not."""
+
+    name: str
+    moved_from: str | None = None
+    moved_to: str | None = None
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+def rollback_each(
+    c: MlflowClient, names: list[str], reason: str = "manual rollback", by: str = "cli"
+) -> list[RollbackOutcome]:
+    """Roll back every named model independently: one that cannot be rolled back (no champion, no earlier
+    champion, registry error) is reported in its outcome and does not stop the others."""
+    outcomes = []
+    for name in names:
+        try:
+            old, new = rollback(c, name, reason=reason, by=by)
+        except (LookupError, ValueError, MlflowException) as exc:
+            outcomes.append(RollbackOutcome(name, error=str(exc)))
+        else:
+            outcomes.append(RollbackOutcome(name, moved_from=old, moved_to=new))
+    return outcomes
+
+
 def list_versions(c: MlflowClient, name: str) -> list:
     """All versions of a registered model, newest first (empty when it does not exist yet)."""
     try:

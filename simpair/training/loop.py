@@ -19,7 +19,6 @@ from typing import Any
 import numpy as np
 import torch
 from torch import nn
-from tqdm.auto import tqdm
 
 from simpair.losses import build_objective
 from simpair.models.bi_encoder import BiEncoder
@@ -30,6 +29,7 @@ from simpair.models.io import build_model, quiet_transformers
 from simpair.models.tiny import build_tiny
 from simpair.models.tokenizer import load_tokenizer
 from simpair.pair_tokens import PairTokens
+from simpair.progress import note, progress
 from simpair.training.backbone import resolve_backbone
 from simpair.training.checkpoint import BestWeights, dev_metrics, weights_sha1
 from simpair.training.config import TrainConfig
@@ -85,6 +85,9 @@ def train_once(config: TrainConfig, home: Path) -> TrainResult:
     if dist_info.enabled and device.type == "cuda":
         device = torch.device("cuda", dist_info.local_rank)
     dtype = autocast_dtype(device, config.precision)
+    # Dev metrics, the threshold, the calibration and the post-processing fit are computed in fp32,
+    # the precision every prediction runs in by default: bf16 autocast is for the training steps only.
+    eval_dtype = None
     if config.num_threads:
         torch.set_num_threads(config.num_threads)
     seed_everything(config.seed)
@@ -135,7 +138,7 @@ def train_once(config: TrainConfig, home: Path) -> TrainResult:
     optimizer, scheduler = build_optimizer(module, config, total_steps(steps_per_epoch, config))
 
     def wrap(frozen: bool) -> nn.Module:
-        model.encoder.requires_grad_(not frozen)
+        model.set_encoder_trainable(not frozen)
         if not dist_info.enabled:
             return module
         ids = [dist_info.local_rank] if device.type == "cuda" else None
@@ -167,7 +170,7 @@ def train_once(config: TrainConfig, home: Path) -> TrainResult:
         )
         epoch_start = time.perf_counter()
         epoch_samples, loss_sum, loss_n = 0, 0.0, 0
-        bar = tqdm(
+        bar = progress(
             batches,
             desc=f"{config.name} epoch {epoch}/{config.epochs}" + (" (encoder frozen)" if frozen else ""),
             unit="batch",
@@ -211,14 +214,14 @@ def train_once(config: TrainConfig, home: Path) -> TrainResult:
         }
         stop = False
         if dist_info.is_main:
-            raw = raw_outputs(model, dev_pairs, pad_id, device, dtype, config.symmetric)
+            raw = raw_outputs(model, dev_pairs, pad_id, device, eval_dtype, config.symmetric)
             record["dev"] = dev_metrics(raw, dev_pairs, config)
             value = record["dev"][metric_name]
             kept.observe(epoch, value, module.model)
             stop = kept.should_stop(config.early_stopping_patience)
             log.info("epoch %d: loss %.4f, dev %s %.4f", epoch, record["train_loss"], metric_name, value)
             if config.progress:
-                tqdm.write(
+                note(
                     f"{config.name} epoch {epoch}: loss {record['train_loss']:.4f}, "
                     f"dev {metric_name} {value:.4f}, {record['samples_per_s']:.1f} samples/s"
                 )
@@ -234,7 +237,7 @@ def train_once(config: TrainConfig, home: Path) -> TrainResult:
     if dist_info.is_main:
 
         def selection_value(candidate: nn.Module) -> float:
-            raw = raw_outputs(candidate, dev_pairs, pad_id, device, dtype, config.symmetric)
+            raw = raw_outputs(candidate, dev_pairs, pad_id, device, eval_dtype, config.symmetric)
             return dev_metrics(raw, dev_pairs, config)[metric_name]
 
         chosen = kept.choose(module.model, selection_value)
@@ -250,7 +253,7 @@ def train_once(config: TrainConfig, home: Path) -> TrainResult:
             backbone if parent is not None else None,
             backbone_label,
             device,
-            dtype,
+            eval_dtype,
             pad_id,
             history,
             {
