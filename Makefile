@@ -27,11 +27,14 @@ SIMPAIR_HOME ?= $(CURDIR)/.simpair
 export SIMPAIR_HOME
 PROFILE ?= default
 ARGS ?=
+# The smoke profile's random tiny models never beat the real backbone at the gate, so no champion
+# exists after a smoke night: its sample scoring uses the challenger.
+SCORE_MODEL ?= $(if $(filter smoke,$(PROFILE)),simpair-paraphrase@challenger,simpair-paraphrase@champion)
 
 run: install
 	$(BIN)/simpair nightly --profile $(PROFILE) $(ARGS)
 	$(BIN)/simpair make-sample-inbox --inbox $(SIMPAIR_HOME)/sample-inbox
-	$(BIN)/simpair score --inbox $(SIMPAIR_HOME)/sample-inbox --out $(SIMPAIR_HOME)/scoring
+	$(BIN)/simpair score --inbox $(SIMPAIR_HOME)/sample-inbox --out $(SIMPAIR_HOME)/scoring --model $(SCORE_MODEL)
 
 # A real stack on this machine, bound to 127.0.0.1: Prefect server + MLflow server (SQLite), a cpu and
 # a gpu process worker, the deployments applied. Ports, PIDs, env file and logs in $(SIMPAIR_HOME)/stack/.
