@@ -217,7 +217,16 @@ def runs_block(q: dict[str, Any]) -> list[str]:
 
 def commands_block(q: dict[str, Any]) -> list[str]:
     """One command per row, one per line (HOME: the pipeline home; MODEL_DIR: a trained model)."""
-    return [f"- row `{name}`: `{row['command']}`" for name, row in sorted(q.get("runs", {}).items())]
+    return [_command_item(name, row["command"]) for name, row in sorted(q.get("runs", {}).items())]
+
+
+def _command_item(name: str, command: str) -> str:
+    """One list item per run; a long command is a code block with one option per line."""
+    if len(command) <= 300:
+        return f"- row `{name}`: `{command}`"
+    parts = re.split(r" (?=--)", command)
+    body = " \\\n    ".join(parts)
+    return f"- row `{name}`:\n\n  ```\n  {body}\n  ```\n"
 
 
 def training_speed_block(q: dict[str, Any]) -> list[str]:

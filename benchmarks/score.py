@@ -458,9 +458,9 @@ def tables(result: dict) -> list[str]:
     lines = [
         "Ours = `score_inbox` end to end from a Parquet file to the scored Parquet output (read, validate, "
         "score, write, ledger), with the torch forward pass (`--backend torch`) or ONNX Runtime "
-        "(`--backend onnx`; what the default `auto` picks on CPU). "
+        "(`--backend onnx`; what the default `auto` picks on CPU).\n"
         "Theirs = sentence-transformers `CrossEncoder.predict` / `SentenceTransformer.encode` + cosine on "
-        "the same pairs already in memory. Model load excluded for both. Peak RSS is the whole process "
+        "the same pairs already in memory. Model load excluded for both.\nPeak RSS is the whole process "
         "(Python + torch + model + data). Speed-up and max abs diff are against theirs.",
         "",
         "| model | pairs | threads | distinct sentences | ours torch pairs/s | ours onnx pairs/s "
@@ -482,7 +482,7 @@ def tables(result: dict) -> list[str]:
     lines += [
         "",
         "Same pairs, ours and theirs taking turns on 20 slices in one process (the ratio that survives a "
-        "noisy shared machine; ours = the chunk scoring step without Parquet I/O). Theirs at batch "
+        "noisy shared machine; ours = the chunk scoring step without Parquet I/O).\nTheirs at batch "
         f"{BATCH} (the batch every table here uses), and for the cross-encoder also at batch 32 "
         '(`CrossEncoder.predict`\'s default) and 8 (its fastest here); "vs best theirs" divides by the '
         "fastest of those. Load average (1/5/15 min) read at the end of the interleaved run:",
