@@ -77,6 +77,24 @@ def stack_dir(home: str | Path | None = None) -> Path:
     return settings.home_dir(home) / "stack"
 
 
+def mlflow_server_argv(mlflow: str, port: int, store: Path, artifacts: Path) -> list[str]:
+    """`mlflow server` on loopback with one worker, a SQLite store and a local artifact folder."""
+    return [
+        mlflow,
+        "server",
+        "--host",
+        HOST,
+        "--port",
+        str(port),
+        "--workers",
+        "1",
+        "--backend-store-uri",
+        f"sqlite:///{store}",
+        "--artifacts-destination",
+        str(artifacts),
+    ]
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind((HOST, 0))
@@ -269,22 +287,10 @@ def up(
         (root / "mlflow").mkdir(exist_ok=True)
         starter.start(
             "mlflow-server",
-            [
-                mlflow,
-                "server",
-                "--host",
-                HOST,
-                "--port",
-                str(mlflow_port),
-                "--workers",
-                "1",
-                "--backend-store-uri",
-                f"sqlite:///{root / 'mlflow' / 'mlflow.db'}",
-                "--artifacts-destination",
-                str(root / "mlflow" / "artifacts"),
-                "--allowed-hosts",
-                f"{HOST}:{mlflow_port},localhost:{mlflow_port},{HOST},localhost",
-            ],
+            mlflow_server_argv(
+                mlflow, mlflow_port, root / "mlflow" / "mlflow.db", root / "mlflow" / "artifacts"
+            )
+            + ["--allowed-hosts", f"{HOST}:{mlflow_port},localhost:{mlflow_port},{HOST},localhost"],
         )
         _wait_until(
             "prefect server",

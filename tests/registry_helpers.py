@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -16,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from simpair.catalog import Catalog
+from simpair.local_stack import free_port, mlflow_server_argv
 from simpair.models import ModelMetadata, save_tiny_model
 
 MLFLOW_BIN = Path(sys.executable).with_name("mlflow")
@@ -33,12 +33,6 @@ def tiny_model(path: Path, home: Path, task: str = "paraphrase", kind: str = "cr
     return path
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 class MlflowServer:
     """A real `mlflow server` on 127.0.0.1 with a SQLite backend and artifact folder under `root`."""
 
@@ -53,20 +47,7 @@ class MlflowServer:
         log_path = self.root / f"server-{port}.log"
         with log_path.open("w") as log:
             self.proc = subprocess.Popen(
-                [
-                    str(MLFLOW_BIN),
-                    "server",
-                    "--host",
-                    "127.0.0.1",
-                    "--port",
-                    str(port),
-                    "--workers",
-                    "1",
-                    "--backend-store-uri",
-                    f"sqlite:///{self.root / 'server.db'}",
-                    "--artifacts-destination",
-                    str(self.root / "artifacts"),
-                ],
+                mlflow_server_argv(str(MLFLOW_BIN), port, self.root / "server.db", self.root / "artifacts"),
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,

@@ -10,7 +10,6 @@ the chunks must really have run on the workers (each worker process loaded the p
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -28,17 +27,12 @@ from test_scoring_support import (
 )
 
 from simpair.flows.nightly_score import run as run_flow
+from simpair.local_stack import free_port
 
 tiny_cross = support.tiny_cross
 DASK = str(Path(sys.executable).with_name("dask"))
 REPO = Path(__file__).resolve().parents[1]
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _stop(procs: list[subprocess.Popen]) -> None:
@@ -59,7 +53,7 @@ def scheduler(tmp_path: Path) -> Iterator[str]:
     """A Dask scheduler and two single-threaded workers as subprocesses; yields the scheduler address."""
     from distributed import Client
 
-    address = f"tcp://127.0.0.1:{_free_port()}"
+    address = f"tcp://127.0.0.1:{free_port()}"
     env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
     logs = tmp_path / "dask-logs"
     logs.mkdir()

@@ -14,7 +14,6 @@ import io
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -29,6 +28,7 @@ import pytest
 import test_scoring_support as support
 from test_scoring_support import assert_exactly_once, make_pairs, read_rejects
 
+from simpair.local_stack import free_port
 from simpair.predictors import load_predictor
 
 tiny_cross = support.tiny_cross
@@ -38,18 +38,12 @@ BUCKET = "nightly"
 pytestmark = pytest.mark.slow
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @pytest.fixture
 def s3_env() -> Iterator[dict[str, str]]:
     """A moto S3 server in its own process; yields the environment a client needs to reach it."""
     if MOTO is None or importlib.util.find_spec("s3fs") is None:
         pytest.fail("moto_server or s3fs not found: install the dev extra (moto[server], s3fs)")
-    port = _free_port()
+    port = free_port()
     proc = subprocess.Popen(
         [MOTO, "-H", "127.0.0.1", "-p", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
     )
