@@ -35,10 +35,15 @@ def configs_dir() -> Path:
     return shipped_path("configs")
 
 
-def sources_dir(explicit: str | Path | None = None) -> Path:
-    """Raw TSV/CSV files: `--sources`, else `$SIMPAIR_SOURCES`, else `../shared/data` of the checkout."""
+def sources_dir(explicit: str | Path | None = None) -> str | Path:
+    """Raw files: `--sources`, else `$SIMPAIR_SOURCES`, else `../shared/data` of the checkout.
+
+    A local folder comes back as an absolute Path; an fsspec URL (`s3://bucket/raw`) as the string.
+    """
     value = explicit or os.environ.get("SIMPAIR_SOURCES") or PROJECT_ROOT.parent / "shared" / "data"
-    return Path(value).expanduser().resolve()
+    if "://" in str(value) and not str(value).startswith("file://"):
+        return str(value)
+    return Path(str(value).removeprefix("file://")).expanduser().resolve()
 
 
 def home_dir(explicit: str | Path | None = None) -> Path:

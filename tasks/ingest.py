@@ -26,7 +26,7 @@ def load_contracts_task(contracts_dir: Path) -> tuple[list[Contract], list[Datas
 
 
 @task(name="ingest-source", task_run_name="ingest-{contract.dataset}", cache_policy=NO_CACHE)
-def ingest_source_task(contract: Contract, sources_dir: Path, home_dir: Path) -> DatasetReport:
+def ingest_source_task(contract: Contract, sources_dir: str | Path, home_dir: Path) -> DatasetReport:
     """One source; a bad file comes back as status "failed" rather than raising, so siblings finish."""
     return ingest_dataset(contract, sources_dir, home_dir)
 

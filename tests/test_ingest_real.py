@@ -78,10 +78,11 @@ def test_stsb_scores_are_normalised_and_original_kept(ingested: tuple[Path, Inge
     assert train["label"].null_count() == train.height
     assert train["score"].min() == 0.0 and train["score"].max() == 1.0
     assert ((train["score"] - train["score_raw"] / 5).abs() < 1e-6).all()
-    # the 43 exact duplicate pairs of train are quarantined as "duplicate", first copy kept
-    assert _split(report, "stsb", "train").reasons == {"duplicate": 43}
-    assert _split(report, "stsb", "dev").reasons == {"duplicate": 2}
-    assert _split(report, "stsb", "test").reasons == {"duplicate": 1}
+    # 43 exact repeats and 14 with the texts swapped (one pair, symmetric task) are quarantined as
+    # "duplicate", first copy kept
+    assert _split(report, "stsb", "train").reasons == {"duplicate": 57}
+    assert _split(report, "stsb", "dev").reasons == {"duplicate": 3}
+    assert _split(report, "stsb", "test").reasons == {"duplicate": 2}
     assert train.filter(pl.col("pair_id") == "MSRpar-2012test-0698").height == 1
 
 

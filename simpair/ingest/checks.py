@@ -12,7 +12,7 @@ import polars as pl
 from pandera.errors import SchemaErrors
 
 from simpair.contracts import Contract
-from simpair.pairs import ordered_pair_key
+from simpair.pairs import ordered_pair_key, pair_key
 
 # Each column carries one contract check, so the failing column names the quarantine reason
 # (pandera reports a check by its expression, e.g. "str_length(1, None)", not by a name we choose).
@@ -64,23 +64,35 @@ def failing_rows(frame: pl.DataFrame, contract: Contract) -> dict[int, list[str]
 
 
 def duplicate_rows(frame: pl.DataFrame, contract: Contract, skip: set[int]) -> dict[int, tuple[str, str]]:
-    """Row index -> (reason, detail) for extra copies of an exact pair or of a pair id (first one kept)."""
+    """Row index -> (reason, detail) for extra copies of a pair or of a pair id (first one kept).
+
+    For symmetric tasks (`checks.symmetric_pairs`, the default) (a, b) and (b, a) are one pair.
+    """
     out: dict[int, tuple[str, str]] = {}
     seen_pairs: dict[str, int] = {}
     seen_ids: dict[str, int] = {}
     lines = frame["line"].to_list()
-    for i, (pid, a, b) in enumerate(zip(frame["pair_id"], frame["text_a"], frame["text_b"], strict=True)):
+    files = frame["source_file"].to_list()
+
+    def where(row: int, of: int) -> str:  # "line 64", or "file:line" when the first copy is in another file
+        return f"line {lines[of]}" if files[of] == files[row] else f"{files[of]}:{lines[of]}"
+
+    texts_a = frame["text_a"].to_list()
+    key_of = pair_key if contract.checks.symmetric_pairs else ordered_pair_key
+    for i, (pid, a, b) in enumerate(zip(frame["pair_id"], texts_a, frame["text_b"], strict=True)):
         if i in skip:
             continue
         if contract.checks.drop_exact_duplicates:
-            key = ordered_pair_key(a, b)
+            key = key_of(a, b)
             if key in seen_pairs:
-                out[i] = ("duplicate", f"same text_a/text_b as line {lines[seen_pairs[key]]}")
+                first = seen_pairs[key]
+                how = "same text_a/text_b" if texts_a[first] == a else "same texts, swapped,"
+                out[i] = ("duplicate", f"{how} as {where(i, first)}")
                 continue
             seen_pairs[key] = i
         if contract.checks.unique_pair_ids:
             if pid in seen_ids:
-                out[i] = ("duplicate_pair_id", f"pair_id {pid!r} already on line {lines[seen_ids[pid]]}")
+                out[i] = ("duplicate_pair_id", f"pair_id {pid!r} already on {where(i, seen_ids[pid])}")
                 continue
             seen_ids[pid] = i
     return out

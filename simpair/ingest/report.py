@@ -28,6 +28,7 @@ class SplitReport(BaseModel):
     role: str
     files: list[str]
     sha256: list[str]
+    empty_files: list[str] = Field(default_factory=list)  # files with no data record (multi-file splits)
     data_records: int
     clean: int
     quarantined: int
@@ -46,6 +47,11 @@ class DatasetReport(BaseModel):
     error: str | None = None
     leftovers_removed: int = 0
     splits: list[SplitReport] = Field(default_factory=list)
+    empty_files: list[str] = Field(default_factory=list)
+    # records whose split is unknown (split_column value unmapped or unreadable), quarantined with a reason
+    unassigned: int = 0
+    unassigned_reasons: dict[str, int] = Field(default_factory=dict)
+    extra_columns: dict[str, str] = Field(default_factory=dict)  # kept column -> type
 
 
 class LeakageCount(BaseModel):
@@ -141,6 +147,21 @@ def _leak_rows(report: IngestReport) -> list[list[str]]:
     return [[c.dataset, c.split, c.train_dataset, c.train_split, str(c.pairs)] for c in report.leakage.counts]
 
 
+def _source_notes(report: IngestReport) -> list[str]:
+    """Facts about a source that belong to no single split: unassigned records, empty files, extras."""
+    notes = []
+    for d in report.datasets:
+        if d.unassigned:
+            reasons = _reasons(d.unassigned_reasons)
+            notes.append(f"{d.dataset}: {d.unassigned} records in no split, quarantined ({reasons})")
+        if d.empty_files:
+            notes.append(f"{d.dataset}: empty files recorded, no rows: {', '.join(d.empty_files)}")
+        if d.extra_columns:
+            kept = ", ".join(f"{k} ({v})" for k, v in d.extra_columns.items())
+            notes.append(f"{d.dataset}: extra columns kept: {kept}")
+    return notes
+
+
 def summary_renderable(report: IngestReport) -> Group:
     """Rich tables: one row per split, then leakage counts."""
     splits = Table(title="simpair ingest", show_lines=False)
@@ -158,6 +179,9 @@ def summary_renderable(report: IngestReport) -> Group:
         parts.append(leak)
         if report.leakage.error:
             parts.append(Text(f"leakage failed: {report.leakage.error}", style="red"))
+    notes = _source_notes(report)
+    if notes:
+        parts.append(Text("\n".join(notes)))
     examples = [
         f"  {d.dataset}/{s.split}: {e}" for d in report.datasets for s in d.splits for e in s.examples
     ]
@@ -193,6 +217,9 @@ def summary_markdown(report: IngestReport) -> str:
             "",
             _md_table(_LEAK_HEADERS, _leak_rows(report)),
         ]
+    notes = _source_notes(report)
+    if notes:
+        parts += ["", *(f"- {note}" for note in notes)]
     examples = [(d.dataset, s.split, e) for d in report.datasets for s in d.splits for e in s.examples]
     if examples:
         parts += ["", "## Quarantine examples (first of each reason)", ""]

@@ -15,7 +15,8 @@ from pathlib import Path
 from simpair.contracts import Contract
 from simpair.schema import PAIR_SCHEMA, QUARANTINE_SCHEMA
 
-INGEST_CODE_VERSION = "1"
+# 2: default pair ids name the file (<split>-<file stem>-<line>); swapped pairs count as duplicates.
+INGEST_CODE_VERSION = "2"
 
 
 def code_fingerprint() -> str:
