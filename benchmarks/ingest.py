@@ -97,9 +97,8 @@ def parse_only(sources: Path) -> int:
     for dataset, split, rel, *_ in FILES:
         contract = contracts[dataset]
         read = read_records(sources / rel, contract.format)
-        cand = build_candidates(
-            read.records, contract, resolve_columns(contract, read.header, sources / rel), split
-        )
+        positions = resolve_columns(contract, read.header, str(sources / rel))
+        cand = build_candidates(read.records, contract, positions, split, Path(rel).stem)
         n += len(cand.line) + len(cand.rejected)
     return n
 
@@ -111,7 +110,7 @@ def main() -> None:
     parser.add_argument("--sources", type=Path, default=None)
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
-    sources = settings.sources_dir(args.sources)
+    sources = Path(settings.sources_dir(args.sources))
     expected = truth(sources)
     total = sum(sum(c.values()) for c in expected.values())
 

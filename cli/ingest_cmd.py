@@ -17,7 +17,7 @@ from simpair.cli.failures import quiet_prefect_console
 from simpair.ingest.report import IngestReport, summary_renderable
 
 
-def _run(sources: Path | None, home: Path | None, contracts: Path | None, no_prefect: bool) -> IngestReport:
+def _run(sources: str | None, home: Path | None, contracts: Path | None, no_prefect: bool) -> IngestReport:
     if no_prefect:
         from simpair.ingest import run_ingest
 
@@ -35,8 +35,11 @@ def register(app: typer.Typer) -> None:
     @app.command("ingest")
     def ingest(
         sources: Annotated[
-            Path | None,
-            typer.Option(help="Folder with the raw files. Default: $SIMPAIR_SOURCES, else ../shared/data."),
+            str | None,
+            typer.Option(
+                help="Folder or fsspec URL (s3://bucket/raw) with the raw files. "
+                "Default: $SIMPAIR_SOURCES, else ../shared/data."
+            ),
         ] = None,
         home: Annotated[
             Path | None,
@@ -58,7 +61,9 @@ def register(app: typer.Typer) -> None:
             Path | None, typer.Option("--report-json", help="Also write the run report as JSON to this file.")
         ] = None,
     ) -> None:
-        """Ingest raw TSV/CSV sources into versioned, validated Parquet (lossless: bad rows are quarantined).
+        """Ingest raw sources (TSV/CSV, Parquet, JSON Lines; .gz/.zst) into versioned, validated Parquet.
+
+        Lossless: every record is a clean row or a quarantined row with its reason.
 
         Exits 1 if any source failed; the other sources are still ingested.
         """

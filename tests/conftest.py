@@ -7,8 +7,14 @@ only for tests that ask for it (`prefect_api`), so pure domain tests never pay i
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import shutil
+import subprocess
+import sys
 import tempfile
+import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -83,3 +89,43 @@ def _register_hypothesis_profiles() -> None:
 
 
 _register_hypothesis_profiles()
+
+
+MOTO = shutil.which("moto_server", path=str(Path(sys.executable).parent)) or shutil.which("moto_server")
+
+
+@pytest.fixture
+def s3_env() -> Iterator[dict[str, str]]:
+    """A moto S3 server in its own process; yields the environment a client needs to reach it."""
+    if MOTO is None or importlib.util.find_spec("s3fs") is None:
+        pytest.fail("moto_server or s3fs not found: install the dev extra (moto[server], s3fs)")
+    from simpair.local_stack import free_port
+
+    port = free_port()
+    proc = subprocess.Popen(
+        [MOTO, "-H", "127.0.0.1", "-p", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
+    endpoint = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                urllib.request.urlopen(f"{endpoint}/moto-api/", timeout=1).close()
+                break
+            except OSError:
+                assert proc.poll() is None, f"moto_server exited: {proc.stderr.read().decode()[-2000:]}"
+                assert time.monotonic() < deadline, "moto_server did not answer within 30 s"
+                time.sleep(0.1)
+        yield {
+            "AWS_ENDPOINT_URL": endpoint,
+            "AWS_ACCESS_KEY_ID": "simpair-test",
+            "AWS_SECRET_ACCESS_KEY": "simpair-test",
+            "AWS_DEFAULT_REGION": "us-east-1",
+        }
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()

@@ -9,16 +9,12 @@ in memory; a second run must skip every batch, and a batch added to the bucket l
 
 from __future__ import annotations
 
-import importlib.util
 import io
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
-import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -28,52 +24,15 @@ import pytest
 import test_scoring_support as support
 from test_scoring_support import assert_exactly_once, make_pairs, read_rejects
 
-from simpair.local_stack import free_port
 from simpair.predictors import load_predictor
 
 tiny_cross = support.tiny_cross
 SIMPAIR = str(Path(sys.executable).with_name("simpair"))
-MOTO = shutil.which("moto_server", path=str(Path(sys.executable).parent)) or shutil.which("moto_server")
 BUCKET = "nightly"
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture
-def s3_env() -> Iterator[dict[str, str]]:
-    """A moto S3 server in its own process; yields the environment a client needs to reach it."""
-    if MOTO is None or importlib.util.find_spec("s3fs") is None:
-        pytest.fail("moto_server or s3fs not found: install the dev extra (moto[server], s3fs)")
-    port = free_port()
-    proc = subprocess.Popen(
-        [MOTO, "-H", "127.0.0.1", "-p", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
-    )
-    endpoint = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                urllib.request.urlopen(f"{endpoint}/moto-api/", timeout=1).close()
-                break
-            except OSError:
-                assert proc.poll() is None, f"moto_server exited: {proc.stderr.read().decode()[-2000:]}"
-                assert time.monotonic() < deadline, "moto_server did not answer within 30 s"
-                time.sleep(0.1)
-        yield {
-            "AWS_ENDPOINT_URL": endpoint,
-            "AWS_ACCESS_KEY_ID": "simpair-test",
-            "AWS_SECRET_ACCESS_KEY": "simpair-test",
-            "AWS_DEFAULT_REGION": "us-east-1",
-        }
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-
-def _s3(env: dict[str, str]):  # noqa: ANN202 - s3fs is an optional import
+def s3_client(env: dict[str, str]):  # noqa: ANN202 - s3fs is an optional import
     """An s3fs client of the test's own (the scoring subprocess builds its own from the same env)."""
     import s3fs
 
@@ -106,7 +65,7 @@ def _output(out: Path, stem: str) -> pa.Table:
 
 
 def test_s3_inbox_scores_each_batch_once(s3_env: dict[str, str], tmp_path: Path, tiny_cross: Path) -> None:
-    fs = _s3(s3_env)
+    fs = s3_client(s3_env)
     fs.mkdir(BUCKET)
     out = tmp_path / "out"
     # S3 has no folders: before the first upload the inbox prefix does not exist, and that is an
