@@ -28,7 +28,7 @@ import pyarrow.parquet as pq
 import yaml
 
 from simpair.contracts import ColumnRef
-from simpair.ingest.sources import SourceRoot, compression_of, decompress, plain_stem
+from simpair.ingest.sources import SourceAccessError, SourceRoot, compression_of, decompress, plain_stem
 
 # Beyond this much decompressed text the sample is cut at a line break: the first records are enough.
 _MAX_SAMPLE_BYTES = 64 << 20
@@ -95,14 +95,31 @@ class InferredContract:
 class _Dumper(yaml.SafeDumper):
     """Block style for sections, flow style for short leaves (`[0, 1]`, `{split: train}`) as in the docs."""
 
+    def increase_indent(self, flow: bool = False, indentless: bool = False) -> None:
+        super().increase_indent(flow, False)  # `- item` indented under its key, as people write it
+
 
 class _FlowMap(dict[str, Any]):
     pass
 
 
+class _Quoted(str):
+    pass
+
+
 def _represent_list(dumper: yaml.SafeDumper, data: list[Any]) -> yaml.Node:
-    flow = all(not isinstance(item, dict | list) or isinstance(item, _FlowMap) for item in data)
+    flow = all(not isinstance(item, dict | list) for item in data)
     return dumper.represent_sequence("tag:yaml.org,2002:seq", data, flow_style=flow)
+
+
+def _represent_quoted(dumper: yaml.SafeDumper, data: _Quoted) -> yaml.Node:
+    return dumper.represent_scalar("tag:yaml.org,2002:str", str(data), style='"')
+
+
+def _represent_str(dumper: yaml.SafeDumper, data: str) -> yaml.Node:
+    # "\n" and "\t" as escapes on one line; pyyaml would otherwise fold a separator over two lines
+    style = '"' if any(ch in data for ch in "\n\r\t") else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", data, style=style)
 
 
 def _represent_flow_map(dumper: yaml.SafeDumper, data: _FlowMap) -> yaml.Node:
@@ -111,10 +128,13 @@ def _represent_flow_map(dumper: yaml.SafeDumper, data: _FlowMap) -> yaml.Node:
 
 _Dumper.add_representer(list, _represent_list)
 _Dumper.add_representer(_FlowMap, _represent_flow_map)
+_Dumper.add_representer(_Quoted, _represent_quoted)
+_Dumper.add_representer(str, _represent_str)
 
 
 def _flow_marked(contract: dict[str, Any]) -> dict[str, Any]:
     marked = copy.deepcopy(contract)
+    marked["contract_version"] = _Quoted(marked["contract_version"])
     marked["files"] = [_FlowMap(f) for f in marked["files"]]
     columns = marked["columns"]
     if "text_pair" in columns:
@@ -160,19 +180,42 @@ def _split_location(location: str | Path) -> tuple[SourceRoot, str]:
     return SourceRoot.of(path.parent), path.name
 
 
+def _read_local_head(path: Path, codec: str | None, shown: str) -> bytes:
+    """The first decompressed bytes (one more than the sample cap, to tell a cut), not the whole file."""
+    try:
+        if not path.is_file():
+            path.open("rb").close()  # says why: missing, a folder, no permission
+            raise InferError(f"{shown}: cannot read: not a regular file")
+        raw = pa.OSFile(str(path))
+    except OSError as exc:
+        raise InferError(f"{shown}: cannot read: {exc.strerror or exc}") from exc
+    with raw:
+        if codec is None:
+            return raw.read(_MAX_SAMPLE_BYTES + 1)
+        try:
+            return pa.CompressedInputStream(raw, codec).read(_MAX_SAMPLE_BYTES + 1)
+        except (OSError, pa.ArrowException) as exc:
+            raise InferError(f"{shown}: cannot decompress as {codec}: {exc}") from exc
+
+
 def _read(location: str | Path) -> tuple[str, bytes]:
     """(file name, decompressed bytes); anything unreadable becomes an InferError naming the file."""
     root, name = _split_location(location)
     shown = str(location)
-    try:
-        stored = root.read_bytes(name)
-    except OSError as exc:
-        reason = exc.strerror or str(exc)
-        raise InferError(f"{shown}: cannot read: {reason}") from exc
-    try:
-        data = decompress(stored, compression_of(name), shown)
-    except OSError as exc:
-        raise InferError(str(exc)) from exc
+    codec = compression_of(name)
+    if not root.is_remote and _kind_by_name(name) != "parquet":
+        data = _read_local_head(Path(root.display(name)), codec, shown)
+    else:
+        try:
+            stored = root.read_bytes(name)
+        except SourceAccessError as exc:  # names the URL already
+            raise InferError(str(exc)) from exc
+        except OSError as exc:
+            raise InferError(f"{shown}: cannot read: {exc.strerror or exc}") from exc
+        try:
+            data = decompress(stored, codec, shown)
+        except OSError as exc:
+            raise InferError(str(exc)) from exc
     if not data.removeprefix(codecs.BOM_UTF8).strip():
         raise InferError(f"{shown}: file is empty; nothing to infer a contract from")
     return name, data
@@ -306,8 +349,12 @@ def _choose_layout(
     return best
 
 
+_WRAPPED = re.compile(r'"(?:[^"]|"")*"')
+
+
 def _fully_quoted(parse: _Parse) -> int:
-    return sum(1 for r in parse.records if any(len(f) > 1 and f[0] == f[-1] == '"' for f in r))
+    """Records with a field quoted CSV-style (inner quotes doubled), which only csv quoting unwraps."""
+    return sum(1 for r in parse.records if any(_WRAPPED.fullmatch(f) for f in r))
 
 
 def _choose_quoting(plain: _Parse, quoted: _Parse, report: tuple[list[str], dict[str, str]] | None) -> _Parse:
@@ -350,7 +397,8 @@ def _looks_like_header(records: list[list[str]]) -> bool:
     if len(records) < 2:
         return False
     first, rest = records[0], records[1:]
-    if any(not f.strip() or _as_number(f) is not None for f in first):
+    # an empty cell is allowed (pandas writes an unnamed index column), a number is not
+    if all(not f.strip() for f in first) or any(_as_number(f) is not None for f in first):
         return False
     numeric_columns = 0
     for i in range(len(first)):
@@ -359,7 +407,7 @@ def _looks_like_header(records: list[list[str]]) -> bool:
             numeric_columns += 1
     if numeric_columns:
         return True
-    names_ok = all(len(f.strip()) <= 40 for f in first)
+    names_ok = all(0 < len(f.strip()) <= 40 for f in first)
     unseen = all(first[i] not in {r[i] for r in rest if len(r) > i} for i in range(len(first)))
     return names_ok and unseen
 
@@ -393,6 +441,11 @@ class _Column:
     ref: ColumnRef
     position: int
     values: list[Any]
+    present: list[Any] = field(init=False)
+    numbers: list[float] = field(init=False)
+    strings: list[str] = field(init=False)
+    distinct: set[str] = field(init=False)
+    mean_length: float = field(init=False)
 
     def __post_init__(self) -> None:
         self.present = [v for v in self.values if not _is_empty(v)]
@@ -509,7 +562,7 @@ def _label_spec(column: _Column, notes: list[str], inline: dict[str, str]) -> di
     low, high = math.floor(min(numbers)), math.ceil(max(numbers))
     if high <= low:
         high = low + 1
-    inline["label.range"] = f"seen {min(numbers):g} to {max(numbers):g}: check the documented range"
+    inline["label.range"] = f"review: seen {min(numbers):g} to {max(numbers):g}: check the documented range"
     notes.append(
         f"the label {column.label} is graded; its range [{low}, {high}] is the sample's, rounded out: "
         "set the documented scale (score = (raw - min) / (max - min))"
@@ -610,7 +663,7 @@ def _delimited_table(
     records = layout.records
     header = _looks_like_header(records)
     names = [f.strip() for f in records[0]] if header else None
-    body = records[1:] if header else records
+    body = records[1:] if header else records[:sample_rows]
     if not body:
         raise InferError(f"{shown}: no data records after the header")
     counts = Counter(len(r) for r in body)
@@ -647,7 +700,7 @@ def _delimited_format(layout: _Parse, encoding: str, bom: bool, inline: dict[str
     inline["format.field_counts"] = "field counts seen in the sample, most common first"
     if layout.header is not None:
         names = ", ".join(layout.header)
-        inline["format.header"] = names if len(names) <= 70 else names[:67] + "..."
+        inline["format.header"] = names if len(names) <= 90 else names[:87] + "..."
     return fmt
 
 
@@ -782,10 +835,7 @@ def _assemble(
         inline["columns.text_a"] = f"mean {a.mean_length:.0f} characters"
         inline["columns.text_b"] = f"mean {b.mean_length:.0f} characters"
         if len(texts) > 2:
-            notes.append(
-                f"text_a and text_b are the two longest text columns; also textual: "
-                f"{', '.join(c.label for c in texts[2:])}"
-            )
+            inline["columns.text_a"] += " (the two longest text columns)"
     mapping["label"] = label.ref
 
     ids = [c for c in columns if c.position not in used and c.id_like]
@@ -812,6 +862,10 @@ def _assemble(
         notes.append(f"unused columns, candidates for columns.extra: {listed}")
 
     label_spec = _label_spec(label, notes, inline)
+    if label.id_like and len(label.values) > 2:
+        notes.append(
+            f"the label {label.label} is different in every sampled row: it may be an id rather than a label"
+        )
     _note_rows(columns, mapping, notes)
 
     contract: dict[str, Any] = {
@@ -821,14 +875,15 @@ def _assemble(
         "license": "",
         "format": fmt,
     }
-    inline["description"] = "what the pairs are and what the label means"
-    inline["license"] = "the licence terms that must travel with the data"
+    inline["description"] = "review: what the pairs are and what the label means"
+    inline["license"] = "review: the licence terms that must travel with the data"
     if split is not None:
-        mapped = {v: _split_of(v) for v in sorted(split.distinct)}
+        found = sorted(split.distinct, key=lambda v: (_SPLIT_ORDER.index(_split_of(v) or "test"), v))
+        mapped = {v: _split_of(v) for v in found}
         targets = [s for s in _SPLIT_ORDER if s in mapped.values()]
         contract["files"] = [{"split": s} for s in targets]
         contract["split_column"] = {"column": split.ref, "pattern": name, "values": mapped}
-        inline["split_column.pattern"] = "relative to --sources"
+        inline["split_column.pattern"] = "review: a glob relative to --sources"
         shown_map = ", ".join(f"{k} -> {v}" for k, v in mapped.items())
         notes.append(
             f"rows are assigned to splits by {split.label}: {shown_map}; check the mapping and that the "

@@ -1,0 +1,277 @@
+"""`simpair contract infer` drafts a contract that loads, from each kind of file a user brings.
+
+Each fixture is a few rows written here, shaped like a real export (QQP-style CSV, STS-B-style TSV,
+SICK with its split column, both texts in one cell, JSON Lines, Parquet). Every draft must validate as
+a Contract and survive its own YAML rendering, since the user is meant to save it and edit it.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import fsspec
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from simpair.cli import app
+from simpair.contracts import Contract
+from simpair.ingest.infer import InferError, InferredContract, infer_contract
+
+
+def _valid(result: InferredContract) -> Contract:
+    """The draft validates, and its YAML (comments and all) reads back as the same dict."""
+    contract = Contract.model_validate(result.contract)
+    text = result.to_yaml()
+    assert yaml.safe_load(text) == result.contract
+    assert "# review:" in text
+    return contract
+
+
+QQP_CSV = (
+    "id,question1,question2,is_duplicate\n"
+    '1,"What is the best way to learn Python, quickly?","How do I learn Python fast?",1\n'
+    '2,"Why is the sky blue?","What is the\nchemical formula of water?",0\n'
+    '3,"How do I cook rice?","How do you cook rice, step by step?",1\n'
+    '4,"Is ""Dune"" a good book?","What are the best novels of 1965?",0\n'
+    "5,What is love?,Who wrote Hamlet?,0\n"
+)
+
+
+def test_headered_csv_with_multiline_quoted_fields(tmp_path: Path) -> None:
+    path = tmp_path / "quora.csv"
+    path.write_text(QQP_CSV)
+    result = infer_contract(path)
+    contract = _valid(result)
+    fmt = contract.format
+    assert (fmt.kind, fmt.delimiter, fmt.quoting, fmt.header, fmt.field_counts) == (
+        "delimited",
+        ",",
+        "csv",
+        True,
+        [4],
+    )
+    assert (contract.columns.text_a, contract.columns.text_b) == ("question1", "question2")
+    assert contract.columns.label == "is_duplicate" and contract.columns.pair_id == "id"
+    assert contract.label.kind == "binary" and contract.label.values == [0, 1]
+    assert contract.dataset == "quora" and contract.split_column is None
+    assert [(f.split, f.role, f.pattern) for f in contract.files] == [("train", "train", "quora.csv")]
+
+
+STSB_ROWS = [
+    (
+        "main-news",
+        "MSRpar",
+        "2012test",
+        "0001",
+        "4.800",
+        "A man is playing a flute.",
+        "A man plays the flute.",
+    ),
+    ("main-news", "MSRpar", "2012test", "0004", "0.200", "Stocks fell on Monday.", "The cat sat on the mat."),
+    ("main-captions", "MSRvid", "2012test", "0005", "3.500", '"Hello there, he said.', "He greeted them."),
+    (
+        "main-captions",
+        "MSRvid",
+        "2012test",
+        "0006",
+        "2.750",
+        "A woman slices an onion.",
+        "A woman cuts food.",
+    ),
+    ("main-forums", "deft-forum", "2014", "0007", "1.000", "Why do birds sing?", "Birds sing at dawn."),
+    ("main-forums", "deft-forum", "2014", "0008", "5.000", "It is raining hard.", "It rains heavily."),
+]
+
+
+def test_headerless_tsv_with_graded_score(tmp_path: Path) -> None:
+    lines = ["\t".join(row) for row in STSB_ROWS]
+    lines.append(
+        "\t".join([*STSB_ROWS[0][:3], "0009", "3.0", "A dog runs.", "A dog is running.", "src", "lic"])
+    )
+    path = tmp_path / "sts-train.csv"
+    path.write_text("\n".join(lines) + "\n")
+    result = infer_contract(path, dataset="stsb")
+    contract = _valid(result)
+    fmt = contract.format
+    assert (fmt.delimiter, fmt.quoting, fmt.header) == ("\t", "none", False)
+    assert fmt.field_counts == [7, 9]  # a 9-field row is 1 in 7: allowed, not quarantined
+    assert (contract.columns.text_a, contract.columns.text_b, contract.columns.label) == (5, 6, 4)
+    assert contract.label.kind == "graded" and contract.label.range == (0.0, 5.0)
+    assert contract.dataset == "stsb" and contract.columns.pair_id is None
+    notes = " ".join(result.notes)
+    assert "quotes" in notes and "documented scale" in notes and "pair_id" in notes
+
+
+SICK_TSV = "pair_ID\tsentence_A\tsentence_B\trelatedness_score\tentailment_label\tSemEval_set\n" + "".join(
+    f"{i}\tA {thing} is being played by a man.\tA man is playing a {thing} on stage."
+    f"\t{score}\t{label}\t{split}\n"
+    for i, (thing, score, label, split) in enumerate(
+        [
+            ("guitar", "4.5", "ENTAILMENT", "TRAIN"),
+            ("flute", "3.6", "NEUTRAL", "TRAIN"),
+            ("piano", "1.2", "CONTRADICTION", "TRAIN"),
+            ("drum", "4.9", "ENTAILMENT", "TRIAL"),
+            ("violin", "2.3", "NEUTRAL", "TRIAL"),
+            ("harp", "3.3", "CONTRADICTION", "TEST"),
+            ("trumpet", "1.0", "NEUTRAL", "TEST"),
+        ],
+        start=1,
+    )
+)
+
+
+def test_sick_style_split_column_and_class_label(tmp_path: Path) -> None:
+    path = tmp_path / "SICK.txt"
+    path.write_text(SICK_TSV)
+    contract = _valid(infer_contract(path))
+    assert contract.dataset == "sick"
+    assert contract.split_column is not None
+    assert contract.split_column.column == "SemEval_set" and contract.split_column.pattern == "SICK.txt"
+    assert contract.split_column.values == {"TRAIN": "train", "TRIAL": "dev", "TEST": "test"}
+    assert [(f.split, f.role, f.pattern) for f in contract.files] == [
+        ("train", "train", None),
+        ("dev", "dev", None),
+        ("test", "test", None),
+    ]
+    columns = contract.columns
+    assert (columns.text_a, columns.text_b, columns.label) == (
+        "sentence_A",
+        "sentence_B",
+        "relatedness_score",
+    )
+    assert columns.pair_id == "pair_ID"
+    assert [(e.name, e.source) for e in columns.extra] == [("entailment_label", "entailment_label")]
+    assert contract.label.kind == "graded" and contract.label.range == (1.0, 5.0)
+
+
+def test_both_texts_in_one_quoted_field(tmp_path: Path) -> None:
+    rows = [
+        ("p1", "The cat sat on the mat.\nA cat was sitting on a mat.", 1),
+        ("p2", "Stocks fell sharply.\nThe weather was sunny.", 0),
+        ("p3", "He bought a car.\nHe purchased a vehicle.", 1),
+        ("p4", "She likes tea, not coffee.\nCoffee is her favourite.", 0),
+    ]
+    path = tmp_path / "pairs.csv"
+    path.write_text("pair_id,pair,label\n" + "".join(f'{i},"{t}",{y}\n' for i, t, y in rows))
+    contract = _valid(infer_contract(path))
+    assert contract.format.quoting == "csv" and contract.format.header is True
+    assert contract.columns.text_pair is not None
+    assert (contract.columns.text_pair.column, contract.columns.text_pair.separator) == ("pair", "\n")
+    assert contract.columns.text_a is None and contract.columns.pair_id == "pair_id"
+
+
+def test_gzipped_json_lines(tmp_path: Path) -> None:
+    rows = [
+        {
+            "id": f"q{i}",
+            "text1": f"How old is the tower number {i}?",
+            "text2": f"Tower {i} age",
+            "label": i % 2,
+        }
+        for i in range(6)
+    ]
+    path = tmp_path / "export.jsonl.gz"
+    path.write_bytes(gzip.compress("".join(json.dumps(r) + "\n" for r in rows).encode()))
+    result = infer_contract(path)
+    contract = _valid(result)
+    assert contract.format.kind == "jsonl" and contract.format.compression == "infer"
+    assert contract.dataset == "export"
+    assert (contract.columns.text_a, contract.columns.text_b, contract.columns.label) == (
+        "text1",
+        "text2",
+        "label",
+    )
+    assert contract.columns.pair_id == "id" and contract.label.values == [0, 1]
+    assert any("gzip" in note for note in result.notes)
+
+
+def test_parquet(tmp_path: Path) -> None:
+    table = pa.table(
+        {
+            "row": [10, 11, 12, 13],
+            "sentence1": ["A plane is taking off.", "A man plays a flute.", "Kids play.", "It rains."],
+            "sentence2": ["An air plane departs.", "A man plays music.", "Children are playing.", "Sun."],
+            "similarity": [4.8, 3.2, 4.4, 0.3],
+        }
+    )
+    path = tmp_path / "sts.parquet"
+    pq.write_table(table, path)
+    contract = _valid(infer_contract(path))
+    assert contract.format.kind == "parquet" and contract.format.delimiter is None
+    assert (contract.columns.text_a, contract.columns.text_b) == ("sentence1", "sentence2")
+    assert contract.columns.label == "similarity" and contract.label.range == (0.0, 5.0)
+
+
+def test_fsspec_url(tmp_path: Path) -> None:
+    fs = fsspec.filesystem("memory")
+    root = f"/infer-test/{tmp_path.name}"
+    fs.pipe(f"{root}/quora.csv.gz", gzip.compress(QQP_CSV.encode()))
+    try:
+        contract = _valid(infer_contract(f"memory://{root}/quora.csv.gz"))
+        assert (contract.format.compression, contract.format.quoting) == ("infer", "csv")
+        assert contract.files[0].pattern == "quora.csv.gz" and contract.dataset == "quora"
+        with pytest.raises(InferError, match=f"memory://{root}/missing.csv"):
+            infer_contract(f"memory://{root}/missing.csv")
+    finally:
+        fs.rm(root, recursive=True)
+
+
+def test_unreadable_files_are_named(tmp_path: Path) -> None:
+    empty = tmp_path / "empty.tsv"
+    empty.write_bytes(b"\xef\xbb\xbf\n\n")
+    binary = tmp_path / "image.csv"
+    binary.write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(range(256)) * 4)
+    missing = tmp_path / "nowhere.csv"
+    broken_gz = tmp_path / "broken.tsv.gz"
+    broken_gz.write_bytes(b"not gzip at all\n")
+    cases = {empty: "empty", binary: "binary", missing: "cannot read", broken_gz: "decompress"}
+    for path, expected in cases.items():
+        with pytest.raises(InferError) as info:
+            infer_contract(path)
+        assert str(path) in str(info.value) and expected in str(info.value), str(info.value)
+
+
+def test_latin1_file_with_bom_is_noted(tmp_path: Path) -> None:
+    text = "label\ttext_a\ttext_b\n1\tCafé crème\tUn café\n0\tÉté\tHiver froid\n1\tNaïve\tIngénue\n"
+    path = tmp_path / "fr.tsv"
+    path.write_bytes(text.encode("latin-1"))
+    result = infer_contract(path)
+    assert _valid(result).format.encoding == "latin-1"
+    assert any("not valid UTF-8" in note for note in result.notes)
+    path.write_bytes(b"\xef\xbb\xbf" + text.encode("utf-8"))
+    fmt = _valid(infer_contract(path)).format
+    assert (fmt.encoding, fmt.bom, fmt.header) == ("utf-8", "allow", True)
+
+
+def test_cli_infer_prints_a_contract_that_check_accepts(tmp_path: Path) -> None:
+    source = tmp_path / "SICK.txt"
+    source.write_text(SICK_TSV)
+    runner = CliRunner()
+    result = runner.invoke(
+        app, ["contract", "infer", str(source), "--dataset", "sick2", "--sample-rows", "50"]
+    )
+    assert result.exit_code == 0, result.output
+    assert Contract.model_validate(yaml.safe_load(result.stdout)).dataset == "sick2"
+    draft = tmp_path / "sick2.yaml"
+    draft.write_text(result.stdout)
+    checked = runner.invoke(app, ["contract", "check", str(draft)])
+    assert checked.exit_code == 0, checked.output
+    assert checked.stdout.startswith("ok: dataset sick2, splits train, dev, test")
+
+    broken = tmp_path / "broken.yaml"
+    broken.write_text(result.stdout.replace("quoting: none", "quotng: none"))
+    failed = runner.invoke(app, ["contract", "check", str(broken)])
+    assert failed.exit_code == 1
+    assert str(broken) in failed.stderr and "format.quotng" in failed.stderr
+
+
+def test_cli_infer_fails_with_the_file_named(tmp_path: Path) -> None:
+    missing = tmp_path / "missing.csv"
+    result = CliRunner().invoke(app, ["contract", "infer", str(missing)])
+    assert result.exit_code == 1
+    assert isinstance(result.exception, InferError) and str(missing) in str(result.exception)
