@@ -202,6 +202,8 @@ class ExtraColumn(_Strict):
     def _from_name(cls, value: object) -> object:
         if isinstance(value, str):  # `extra: [entailment_label]` keeps the column under its own name
             return {"name": value, "column": value}
+        if isinstance(value, int):
+            raise ValueError(f"a column by position needs a name: {{name: ..., column: {value}}}")
         return value
 
     @property
@@ -303,6 +305,7 @@ class Checks(_Strict):
     min_share_of_current: float = Field(
         default=0.5,
         ge=0.0,
+        le=1.0,
         description="clean rows / clean rows of the same split in the current version; below it the source "
         "fails (a shrinking dataset is usually a broken export). 0 turns the guard off",
     )

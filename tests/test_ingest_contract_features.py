@@ -133,7 +133,7 @@ SICK = (
     "3\tA cat sleeps.\tNo cat is sleeping.\t3.1\tCONTRADICTION\tTRIAL\n"
     "4\tA dog runs.\tA dog is running.\t5\tENTAILMENT\tTEST\n"
     "5\tBirds fly.\tSome birds are flying.\t4.0\tENTAILMENT\tHOLDOUT\n"  # not mapped: quarantined, no split
-    "6\tA boy jumps.\tA boy is jumping.\t4.9\tENTAILMENT\t test \n"  # value is trimmed
+    "6\tA  boy jumps.\tA boy is jumping.\t4.9\tENTAILMENT\t test \n"  # value trimmed; text cleaned
 )
 SICK_CONTRACT = """\
     dataset: sick
@@ -165,6 +165,7 @@ def test_split_column_assigns_rows_keeps_roles_and_quarantines_unmapped_values(t
     assert catalog.read_split("sick", "trial")["pair_id"].to_list() == ["3"]
     assert catalog.read_split("sick", "test")["pair_id"].to_list() == ["4", "6"]
     assert report.unassigned == 1 and report.unassigned_reasons == {"unmapped_split": 1}
+    assert report.fixes == {"whitespace_fixes": 1}  # fixes of a split_column source are kept source-wide
     [row] = catalog.quarantine("sick").rows(named=True)
     assert row["split"] is None and row["source_line"] == 6 and "'HOLDOUT' maps to no split" in row["detail"]
 

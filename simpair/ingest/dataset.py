@@ -77,6 +77,7 @@ class Parsed:
     records_by_split: Counter[str]
     empty_files: list[str]
     stats_by_split: dict[str, Counter[str]]
+    fixes: Counter[str]
 
 
 _CANDIDATE_SCHEMA = {
@@ -100,6 +101,7 @@ def _parse_files(contract: Contract, files: list[SourceFile], root: SourceRoot, 
     by_split: Counter[str] = Counter()
     stats: dict[str, Counter[str]] = {spec.split: Counter() for spec in contract.files}
     empty: list[str] = []
+    fixes: Counter[str] = Counter()  # the whole source's cleaning counts, whatever the split mode
     records = 0
     group_sizes = Counter(f.split.split if f.split else None for f in files)
     extra_schema = {e.name: pl.Utf8 for e in contract.columns.extra}
@@ -123,6 +125,7 @@ def _parse_files(contract: Contract, files: list[SourceFile], root: SourceRoot, 
             {k: v for k, v in read.stats.items() if k not in ("physical_lines", "data_records")}
         )
         file_stats.update(cand.clean_stats.counts)
+        fixes.update(file_stats)
         if split is not None:  # per-split fixes are only known when a whole file is one split
             stats[split].update(file_stats)
         by_split.update(cand.split)
@@ -146,7 +149,7 @@ def _parse_files(contract: Contract, files: list[SourceFile], root: SourceRoot, 
         }
         frames.append(pl.DataFrame(columns, schema={**_CANDIDATE_SCHEMA, **extra_schema}))
     frame = pl.concat(frames) if frames else pl.DataFrame(schema={**_CANDIDATE_SCHEMA, **extra_schema})
-    return Parsed(frame, quarantine, records, by_split, empty, stats)
+    return Parsed(frame, quarantine, records, by_split, empty, stats, fixes)
 
 
 def _quarantine_row(
@@ -283,6 +286,7 @@ def _build_version(
         "unassigned_reasons": dict(Counter(str(q["reason"]) for q in unassigned)),
         "unassigned_examples": _examples(unassigned),
         "extra_columns": extra_types,
+        "fixes": {k: int(parsed.fixes[k]) for k in (*STAT_KEYS, "undecodable_lines") if parsed.fixes.get(k)},
     }
     return clean, quarantine, reports, facts
 
@@ -399,7 +403,7 @@ def ingest_dataset(contract: Contract, sources: str | Path, home: Path) -> Datas
                 kept = write_version(
                     dataset_dir / REJECTED, version, tables, {**manifest, "rejected": problems}
                 )
-                current = f"CURRENT stays at {previous}" if previous else "no version is current yet"
+                current = f"CURRENT stays at {previous}" if previous else "No version is current yet"
                 base.status = "failed"
                 base.error = (
                     f"{contract.source_path}: new version {version} rejected: " + "; ".join(problems)
@@ -445,3 +449,4 @@ def _set_facts(report: DatasetReport, facts: dict[str, object]) -> None:
     report.unassigned = int(facts.get("unassigned", 0))  # type: ignore[call-overload]
     report.unassigned_reasons = dict(facts.get("unassigned_reasons", {}))  # type: ignore[call-overload]
     report.extra_columns = dict(facts.get("extra_columns", {}))  # type: ignore[call-overload]
+    report.fixes = dict(facts.get("fixes", {}))  # type: ignore[call-overload]

@@ -52,6 +52,7 @@ class DatasetReport(BaseModel):
     unassigned: int = 0
     unassigned_reasons: dict[str, int] = Field(default_factory=dict)
     extra_columns: dict[str, str] = Field(default_factory=dict)  # kept column -> type
+    fixes: dict[str, int] = Field(default_factory=dict)  # cleaning counts of the whole source
 
 
 class LeakageCount(BaseModel):
@@ -156,6 +157,9 @@ def _source_notes(report: IngestReport) -> list[str]:
             notes.append(f"{d.dataset}: {d.unassigned} records in no split, quarantined ({reasons})")
         if d.empty_files:
             notes.append(f"{d.dataset}: empty files recorded, no rows: {', '.join(d.empty_files)}")
+        per_split = any(v for s in d.splits for v in s.stats.values())
+        if d.fixes and not per_split:  # split_column sources: fixes are known per file, not per split
+            notes.append(f"{d.dataset}: fixes across all splits: {_stats(d.fixes)}")
         if d.extra_columns:
             kept = ", ".join(f"{k} ({v})" for k, v in d.extra_columns.items())
             notes.append(f"{d.dataset}: extra columns kept: {kept}")
