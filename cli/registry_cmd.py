@@ -48,24 +48,40 @@ def _against(compared_with: str) -> str:
     return f"v{compared_with}" if compared_with.isdigit() else compared_with
 
 
+def canary_summary(tags: dict[str, str]) -> str:
+    """`<split> <metric> <challenger> vs <zero-shot> ok|FAIL` per canary the gate recorded on a version."""
+    from simpair.registry.gate import CanaryResult
+
+    figures: dict[tuple[str, str], dict[str, str]] = {}
+    for key, value in tags.items():
+        if key.startswith("gate.canary.") and key.count(".") >= 4:
+            label, metric, role = key.removeprefix("gate.canary.").rsplit(".", 2)
+            figures.setdefault((label, metric), {})[role] = value
+    parts = []
+    for (label, metric), values in sorted(figures.items()):
+        try:
+            chal, zero = float(values["challenger"]), float(values["zero_shot"])
+        except (KeyError, ValueError):
+            continue
+        verdict = ""
+        if "margin" in values:
+            passed = CanaryResult(label, metric, chal, zero, float(values["margin"])).passed
+            verdict = " ok" if passed else " FAIL"
+        parts.append(f"{label} {metric} {chal:.3f} vs {zero:.3f}{verdict}")
+    return "\n".join(parts)
+
+
 def models_table(home: Path) -> Table:
-    """Every version of every simpair model with aliases, key metrics and the gate decision."""
+    """Every version of every simpair model with aliases, key metrics and the gate decision.
+
+    The canary column appears only when some version was gated with canaries, so tables of homes
+    without them keep their width.
+    """
     from simpair.registry import MODEL_NAMES, registry
     from simpair.registry.gate import DEFAULT_PRIMARY
 
     c = registry.client(home)
-    table = Table(title=f"simpair models ({settings.tracking_uri(home)})")
-    for column in (
-        "model",
-        "version",
-        "aliases",
-        "created (UTC)",
-        "primary",
-        "value",
-        "compared with",
-        "gate",
-    ):
-        table.add_column(column)
+    rows: list[list[str]] = []
     for task, name in MODEL_NAMES.items():
         primary = DEFAULT_PRIMARY[task]
         versions = registry.list_versions(c, name)
@@ -82,17 +98,28 @@ def models_table(home: Path) -> Table:
                 if k.startswith(("gate.champion.", "gate.zero_shot.")) and k.endswith(primary)
             ]
             created = datetime.fromtimestamp(mv.creation_timestamp / 1000, UTC).strftime("%Y-%m-%d %H:%M")
-            table.add_row(
-                name,
-                str(mv.version),
-                ", ".join(sorted(aliases_of.get(str(mv.version), []))),
-                created,
-                primary,
-                gated[0] if gated else "",
-                f"{compared[0]} ({_against(tags.get('gate.compared_with', ''))})" if compared else "",
-                tags.get("gate.decision", "not gated")
-                + (" (manually promoted)" if "manual_promotion.reason" in tags else ""),
+            rows.append(
+                [
+                    name,
+                    str(mv.version),
+                    ", ".join(sorted(aliases_of.get(str(mv.version), []))),
+                    created,
+                    primary,
+                    gated[0] if gated else "",
+                    f"{compared[0]} ({_against(tags.get('gate.compared_with', ''))})" if compared else "",
+                    tags.get("gate.decision", "not gated")
+                    + (" (manually promoted)" if "manual_promotion.reason" in tags else ""),
+                    canary_summary(tags),
+                ]
             )
+    columns = ["model", "version", "aliases", "created (UTC)", "primary", "value", "compared with", "gate"]
+    if any(row[-1] for row in rows):
+        columns.append("canaries (vs zero-shot)")
+    table = Table(title=f"simpair models ({settings.tracking_uri(home)})")
+    for column in columns:
+        table.add_column(column)
+    for row in rows:
+        table.add_row(*row[: len(columns)])
     return table
 
 
@@ -101,8 +128,10 @@ def register(app: typer.Typer) -> None:
 
     @app.command("models")
     def models(home: HomeOpt = None) -> None:
-        """Table of registered versions: aliases (champion, challenger), key metrics, gate decision."""
-        Console(width=max(Console().width, 140)).print(models_table(settings.home_dir(home)))
+        """Table of registered versions: aliases (champion, challenger), metrics, gate, canaries."""
+        table = models_table(settings.home_dir(home))
+        width = 180 if len(table.columns) > 8 else 140  # the canary column needs room of its own
+        Console(width=max(Console().width, width)).print(table)
 
     @app.command("promote")
     def promote(

@@ -144,7 +144,8 @@ def evaluate_model(
                     bm["fn"],
                     bm["tp"],
                     out / f"{slug}-confusion.png",
-                    f"{model_dir.name} on {label} (threshold {meta.threshold:.3f})",
+                    f"{model_dir.name} on {label} (threshold {meta.threshold:.3f}"
+                    + (")" if meta.task == "paraphrase" else ", fixed: graded model)"),
                 )
             )
             plots.append(
@@ -241,11 +242,17 @@ def _metrics_by_group(
 
 def render_report(summary: dict[str, Any], plots: list[Path], out: Path) -> str:
     """Markdown: one table row per split, then the plots."""
+    if summary["task"] == "paraphrase":
+        threshold = f"threshold {summary['threshold']:.4f} (chosen on dev at training time)"
+    else:  # a graded model's threshold is the untuned default: say so rather than imply it was chosen
+        threshold = (
+            f"no tuned threshold (graded model): binary splits are cut at the fixed "
+            f"{summary['threshold']:.4f}, so read their ROC-AUC, not accuracy or F1"
+        )
     lines = [
         f"# Evaluation of `{Path(summary['model_dir']).name}`",
         "",
-        f"{summary['kind']}-encoder, task {summary['task']}, objective {summary['objective']}, "
-        f"threshold {summary['threshold']:.4f} (chosen on dev at training time).",
+        f"{summary['kind']}-encoder, task {summary['task']}, objective {summary['objective']}, {threshold}.",
         "",
         "| split | evaluated | leaked excluded | accuracy | F1 | precision | recall | ROC-AUC "
         "| Spearman | Pearson | MSE | MAE |",

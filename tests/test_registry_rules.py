@@ -21,7 +21,7 @@ from simpair.nightly.plan import NightState, read_state, skip_reason, write_stat
 from simpair.nightly.profile import load_profile
 from simpair.registry import history as hist
 from simpair.registry.faults import is_transient
-from simpair.registry.gate import GatePolicy, decide, flatten_metrics, metric
+from simpair.registry.gate import Canary, CanaryResult, GatePolicy, decide, flatten_metrics, metric
 from simpair.registry.tracking import TrackingUnavailable, config_hash, flatten
 
 POLICY = GatePolicy(primary="f1", margin=0.01, guardrails={"accuracy": 0.02})
@@ -74,6 +74,94 @@ def test_decision_tags_and_markdown_carry_both_metric_sets() -> None:
     assert tags["gate.challenger.f1"] == "0.85" and tags["gate.champion.f1"] == "0.83"
     md = d.to_markdown("simpair-paraphrase")
     assert "| f1 (primary) | 0.8500 | 0.8300 | +0.0200 |" in md
+
+
+def _canary(challenger: float, zero_shot: float, margin: float = 0.02) -> CanaryResult:
+    return CanaryResult("msrp/test", "roc_auc", challenger, zero_shot, margin)
+
+
+def test_failed_canary_rejects_despite_an_in_domain_gain_champion_or_not() -> None:
+    fell = _canary(0.612, 0.705)
+    with_champion = decide(
+        POLICY, "2", {"f1": 0.90, "accuracy": 0.85}, "1", {"f1": 0.80, "accuracy": 0.80}, canaries=[fell]
+    )
+    first = decide(POLICY, "1", {"f1": 0.90, "accuracy": 0.85}, zero_shot={"f1": 0.5}, canaries=[fell])
+    for d in (with_champion, first):
+        assert not d.promote
+        assert d.reason.startswith(
+            "canary msrp/test: roc_auc 0.6120 is 0.0930 below the untrained backbone's 0.7050 (margin 0.0200)"
+        )
+        assert "In-domain: " in d.reason  # the in-domain verdict stays on record
+    assert "beats champion v1" in with_champion.reason
+    tags = with_champion.tags()
+    assert tags["gate.canary.msrp/test.roc_auc.challenger"] == "0.612"
+    assert tags["gate.canary.msrp/test.roc_auc.zero_shot"] == "0.705"
+    md = with_champion.to_markdown("simpair-sts")
+    assert "| msrp/test | roc_auc | 0.6120 | 0.7050 | -0.0930 | 0.0200 | FAIL |" in md
+
+
+def test_passing_canaries_let_an_in_domain_gain_promote_and_say_so() -> None:
+    d = decide(
+        POLICY,
+        "2",
+        {"f1": 0.90, "accuracy": 0.85},
+        "1",
+        {"f1": 0.80, "accuracy": 0.80},
+        canaries=[_canary(0.70, 0.705), CanaryResult("stsb/test", "spearman", 0.8, 0.7, 0.02)],
+    )
+    assert d.promote, d.reason
+    assert "beats champion v1" in d.reason and "Canaries passed: canary msrp/test" in d.reason
+    assert "| stsb/test | spearman | 0.8000 | 0.7000 | +0.1000 | 0.0200 | pass |" in d.to_markdown("m")
+    # a passing canary never rescues an in-domain rejection
+    lost = decide(POLICY, "2", {"f1": 0.80, "accuracy": 0.8}, "1", {"f1": 0.80}, canaries=[_canary(0.9, 0.7)])
+    assert not lost.promote and "below the margin" in lost.reason and "Canaries passed" in lost.reason
+
+
+def test_canary_margin_boundary_and_undefined_figures() -> None:
+    assert _canary(0.68, 0.70).passed  # exactly the margin below: allowed (float noise tolerated)
+    assert _canary(0.70 - 0.02, 0.70).passed
+    assert not _canary(0.6799, 0.70).passed
+    assert _canary(0.65, 0.70, margin=0.05).passed and not _canary(0.65, 0.70, margin=0.0).passed
+    assert not _canary(math.nan, 0.70).passed and _canary(0.1, math.nan).passed
+    boundary = decide(
+        POLICY,
+        "2",
+        {"f1": 0.9, "accuracy": 0.9},
+        "1",
+        {"f1": 0.8, "accuracy": 0.9},
+        canaries=[_canary(0.68, 0.70)],
+    )
+    assert boundary.promote, boundary.reason
+
+
+def test_canary_metric_defaults_follow_the_split_kind_and_the_task() -> None:
+    msrp, stsb = Canary(dataset="msrp", split="test"), Canary(dataset="stsb", split="test")
+    assert msrp.resolve_metric("sts", "spearman", binary=True) == "roc_auc"
+    assert stsb.resolve_metric("paraphrase", "f1", binary=False) == "spearman"
+    assert msrp.resolve_metric("paraphrase", "f1", binary=True) == "f1"  # same kind: the task primary
+    assert stsb.resolve_metric("sts", "spearman", binary=False) == "spearman"
+    assert (
+        Canary(dataset="x", split="y", metric="pearson").resolve_metric("paraphrase", "f1", False)
+        == "pearson"
+    )
+    with pytest.raises(ValueError, match="needs a decision threshold"):  # a graded model has none
+        Canary(dataset="msrp", split="test", metric="f1").resolve_metric("sts", "spearman", binary=True)
+
+
+def test_profile_gate_takes_canaries_and_refuses_unknown_keys(tmp_path: Path) -> None:
+    profile = tmp_path / "p.yaml"
+    profile.write_text(
+        "name: x\ntasks: {sts: {config: configs/stsb-bi.yaml, evaluate: [[stsb, test]],\n"
+        "  gate: {primary: spearman, canaries: [{dataset: msrp, split: test}]}}}\n"
+    )
+    policy = load_profile(profile).tasks["sts"].gate
+    assert policy.canaries == [Canary(dataset="msrp", split="test", metric=None, margin=0.02)]
+    assert (
+        GatePolicy.default("sts").canaries == [] and load_profile("default").tasks["sts"].gate.canaries == []
+    )
+    profile.write_text(profile.read_text().replace("split: test}", "split: test, margn: 0.1}"))
+    with pytest.raises(ValueError, match=r"(?s)p\.yaml: invalid nightly profile.*margn"):
+        load_profile(profile)
 
 
 def test_metric_lookup_by_suffix_averages_over_splits() -> None:

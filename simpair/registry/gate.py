@@ -6,19 +6,101 @@ from any training split excluded. The challenger wins when its primary metric im
 `margin` and no guardrail metric drops by more than its tolerance. With no champion, or a champion whose
 artifacts are corrupt or missing, the bar is the untrained backbone used zero-shot as a bi-encoder with
 cosine similarity: a first model must at least beat doing nothing.
+
+Canaries guard the other side: a fine-tuned model can beat its backbone in-domain while falling below it
+off its training domain. Each canary is an out-of-domain split on which the challenger may fall at most
+`margin` below the untrained backbone; one canary below that rejects the challenger whatever the
+in-domain result.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 DEFAULT_PRIMARY = {"paraphrase": "f1", "sts": "spearman"}
 DEFAULT_GUARDRAILS = {"paraphrase": {"accuracy": 0.01}, "sts": {"pearson": 0.01}}
+# A graded model tunes no decision threshold, so on a binary split only these figures mean anything.
+THRESHOLD_FREE_BINARY = ("roc_auc", "n", "evaluated")
+CANARY_TOLERANCE = 1e-12  # float noise: a challenger exactly `margin` below the backbone passes
+
+
+class Canary(BaseModel):
+    """One out-of-domain split the challenger must not fall behind the untrained backbone on."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    dataset: str
+    split: str
+    metric: str | None = Field(
+        None,
+        description="default: the task's primary on a split of the task's own kind, roc_auc on a binary "
+        "split for sts, spearman on a graded split for paraphrase",
+    )
+    margin: float = Field(0.02, ge=0.0, description="how far below the zero-shot backbone it may fall")
+
+    @property
+    def label(self) -> str:
+        return f"{self.dataset}/{self.split}"
+
+    def resolve_metric(self, task: str, primary: str, binary: bool) -> str:
+        """The metric compared on this canary, given whether its split has binary labels.
+
+        Cross-kind defaults are threshold-free (ROC-AUC, Spearman), so no threshold tuned on another
+        kind of data decides the comparison; a graded model on a binary split gets nothing else.
+        """
+        if task == "sts" and binary:
+            chosen = self.metric or "roc_auc"
+            if chosen not in THRESHOLD_FREE_BINARY:
+                raise ValueError(
+                    f"canary {self.label}: {chosen!r} needs a decision threshold, which a graded (sts) "
+                    "model does not have; use roc_auc on a binary split"
+                )
+            return chosen
+        if task == "paraphrase" and not binary:
+            return self.metric or "spearman"
+        return self.metric or primary
+
+
+@dataclass
+class CanaryResult:
+    """Challenger and untrained backbone on one canary split, on the same pairs."""
+
+    label: str
+    metric: str
+    challenger: float
+    zero_shot: float
+    margin: float
+
+    @property
+    def delta(self) -> float:
+        return self.challenger - self.zero_shot
+
+    @property
+    def passed(self) -> bool:
+        """An undefined (NaN) challenger figure fails; an undefined backbone figure is beatable."""
+        if math.isnan(self.challenger):
+            return False
+        if math.isnan(self.zero_shot):
+            return True
+        return self.delta >= -self.margin - CANARY_TOLERANCE
+
+    def describe(self) -> str:
+        if self.passed:
+            return (
+                f"canary {self.label}: {self.metric} {self.challenger:.4f} vs the untrained backbone's "
+                f"{self.zero_shot:.4f} ({self.delta:+.4f}, margin {self.margin:.4f})"
+            )
+        if math.isnan(self.challenger):
+            return f"canary {self.label}: challenger {self.metric} is undefined (NaN)"
+        return (
+            f"canary {self.label}: {self.metric} {self.challenger:.4f} is {-self.delta:.4f} below the "
+            f"untrained backbone's {self.zero_shot:.4f} (margin {self.margin:.4f})"
+        )
 
 
 class GatePolicy(BaseModel):
@@ -29,6 +111,9 @@ class GatePolicy(BaseModel):
     guardrails: dict[str, float] = Field(default_factory=dict, description="metric -> max allowed drop")
     zero_shot_margin: float = Field(0.0, ge=0.0, description="first version must beat zero-shot by this")
     zero_shot_backbone: str | None = Field(None, description="default: the challenger's own backbone")
+    canaries: list[Canary] = Field(
+        default_factory=list, description="out-of-domain splits compared with the untrained backbone"
+    )
 
     @classmethod
     def default(cls, task: str) -> GatePolicy:
@@ -50,6 +135,7 @@ class GateDecision:
     champion_error: str | None = None
     excluded: dict[str, int] = field(default_factory=dict)
     dataset_versions: dict[str, str] = field(default_factory=dict)
+    canaries: list[CanaryResult] = field(default_factory=list)
 
     @property
     def outcome(self) -> str:
@@ -70,6 +156,11 @@ class GateDecision:
         ):
             for key, value in (metrics or {}).items():
                 out[f"gate.{prefix}.{key}"] = f"{value:.6g}"
+        for canary in self.canaries:
+            key = f"gate.canary.{canary.label}.{canary.metric}"
+            out[f"{key}.challenger"] = f"{canary.challenger:.6g}"
+            out[f"{key}.zero_shot"] = f"{canary.zero_shot:.6g}"
+            out[f"{key}.margin"] = f"{canary.margin:.6g}"
         for key, value in self.excluded.items():
             out[f"gate.leakage_excluded.{key}"] = str(value)
         for key, value in self.dataset_versions.items():
@@ -97,6 +188,21 @@ class GateDecision:
             lines.append(
                 f"| {key}{' (primary)' if key == self.primary else ''} | {_fmt(a)} | {_fmt(b)} | {delta} |"
             )
+        if self.canaries:
+            lines += [
+                "",
+                "Canaries (off-domain: the challenger may fall at most the margin below the untrained "
+                "backbone):",
+                "",
+                f"| canary | metric | challenger v{self.challenger_version} | zero-shot | delta | margin "
+                "| result |",
+                "|---|---|---|---|---|---|---|",
+            ]
+            for c in self.canaries:
+                lines.append(
+                    f"| {c.label} | {c.metric} | {_fmt(c.challenger)} | {_fmt(c.zero_shot)} "
+                    f"| {c.delta:+.4f} | {c.margin:.4f} | {'pass' if c.passed else 'FAIL'} |"
+                )
         if self.champion_error:
             lines += ["", f"Champion v{self.champion_version} could not be evaluated: {self.champion_error}"]
         if self.excluded:
@@ -150,8 +256,38 @@ def decide(
     champion: Mapping[str, float] | None = None,
     zero_shot: Mapping[str, float] | None = None,
     champion_error: str | None = None,
+    canaries: Sequence[CanaryResult] = (),
 ) -> GateDecision:
-    """Pure decision rule; every branch writes a reason a person can check against the numbers."""
+    """Pure decision rule; every branch writes a reason a person can check against the numbers.
+
+    The in-domain rule decides first; a failed canary then overrides any promotion, and the reason keeps
+    the in-domain verdict after the canary's, so both are on record.
+    """
+    decision = _decide_in_domain(
+        policy, challenger_version, challenger, champion_version, champion, zero_shot, champion_error
+    )
+    decision.canaries = list(canaries)
+    if not decision.canaries:
+        return decision
+    failed = [c for c in decision.canaries if not c.passed]
+    if failed:
+        decision.promote = False
+        decision.reason = "; ".join(c.describe() for c in failed) + f". In-domain: {decision.reason}"
+    else:
+        shown = "; ".join(c.describe() for c in decision.canaries)
+        decision.reason = f"{decision.reason}. Canaries passed: {shown}"
+    return decision
+
+
+def _decide_in_domain(
+    policy: GatePolicy,
+    challenger_version: str,
+    challenger: Mapping[str, float],
+    champion_version: str | None,
+    champion: Mapping[str, float] | None,
+    zero_shot: Mapping[str, float] | None,
+    champion_error: str | None,
+) -> GateDecision:
     chal = dict(challenger)
     base = GateDecision(
         promote=False,

@@ -4,10 +4,15 @@
 current now, decides with `gate.decide`, and records the decision everywhere a person will look for it:
 tags and description of the challenger version, a `gate-<task>` MLflow run with both metric sets and the
 markdown report. Only then, and only on a "promote" decision, does it move `champion`.
+
+Canary splits (the policy's off-domain checks) are scored for the challenger and, always, for the
+untrained backbone, on the same pairs: the gate's exclusion union plus any canary pair the challenger
+trained on.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -19,10 +24,16 @@ import polars as pl
 import yaml
 
 from simpair.catalog import Catalog
-from simpair.evaluation.leaked_pairs import leaked_pair_ids
+from simpair.evaluation.leaked_pairs import leaked_pair_ids, trained_pairs
 from simpair.models import ModelMetadata
 from simpair.registry import registry, tracking
-from simpair.registry.gate import GateDecision, GatePolicy, decide
+from simpair.registry.gate import (
+    THRESHOLD_FREE_BINARY,
+    CanaryResult,
+    GateDecision,
+    GatePolicy,
+    decide,
+)
 from simpair.registry.gate_baseline import zero_shot_model
 from simpair.registry.registry import CHALLENGER, CHAMPION, CorruptModel, ModelNotFound
 
@@ -72,7 +83,11 @@ def evaluate(
     result = evaluate_model(
         model_dir, home, datasets=[tuple(s) for s in eval_sets], exclude_leaked=False, out_dir=out_dir
     )
-    threshold = float(ModelMetadata.read(model_dir).threshold)
+    meta = ModelMetadata.read(model_dir)
+    threshold = float(meta.threshold)
+    # An uncalibrated bi-encoder (the zero-shot backbone) scores clip(cosine, 0, 1): negative cosines
+    # tie at 0. Rank figures (ROC-AUC, Spearman) are read on the raw cosine, whose order is the model's.
+    clipped = meta.kind == "bi" and meta.calibration is None
     catalog = Catalog(home)
     metrics: dict[str, float] = {}
     for (dataset, split), pred_path in zip(eval_sets, result.predictions_paths, strict=True):
@@ -83,11 +98,20 @@ def evaluate(
         frame = pl.read_parquet(pred_path).join(gold, on="pair_id", how="inner")
         frame = frame.filter(~pl.col("pair_id").is_in(list(excluded.get(label, set()))))
         values: dict[str, float] = {"evaluated": float(frame.height)}
+        raw = frame["raw"].to_numpy()
         if frame.height and frame["gold_label"].null_count() == 0:
             prob = frame["probability" if "probability" in frame.columns else "score"].to_numpy()
-            values.update(binary_metrics(prob, frame["gold_label"].to_numpy(), threshold))
+            binary = binary_metrics(prob, frame["gold_label"].to_numpy(), threshold)
+            if meta.task != "paraphrase":  # a graded model's 0.5 was never tuned: threshold-free only
+                binary = {k: v for k, v in binary.items() if k in THRESHOLD_FREE_BINARY}
+            if clipped:
+                binary["roc_auc"] = binary_metrics(raw, frame["gold_label"].to_numpy(), threshold)["roc_auc"]
+            values.update(binary)
         elif frame.height and frame["gold_score"].null_count() == 0:
-            values.update(graded_metrics(frame["score"].to_numpy(), frame["gold_score"].to_numpy()))
+            graded = graded_metrics(frame["score"].to_numpy(), frame["gold_score"].to_numpy())
+            if clipped:
+                graded["spearman"] = graded_metrics(raw, frame["gold_score"].to_numpy())["spearman"]
+            values.update(graded)
         metrics.update({f"{label}/{k}": float(v) for k, v in values.items()})
     artifacts = [result.report_path, *result.plot_paths]
     return Evaluation(metrics=metrics, artifacts=[Path(p) for p in artifacts if p])
@@ -100,6 +124,7 @@ def _log_gate_run(
     artifacts: Sequence[Path],
     eval_sets: Sequence[tuple[str, str]],
     flow_tags: Mapping[str, str] | None,
+    canary_sets: Sequence[tuple[str, str]] = (),
 ) -> str:
     experiment_id = tracking.ensure_experiment(home)
     tags = tracking.run_tags(
@@ -122,14 +147,30 @@ def _log_gate_run(
         ):
             if values:
                 mlflow.log_metrics({tracking._metric_key(f"{prefix}/{k}"): v for k, v in values.items()})
+        for canary in decision.canaries:
+            key = f"canary/{canary.label}/{canary.metric}"
+            mlflow.log_metrics(
+                {
+                    tracking._metric_key(f"{key}/challenger"): canary.challenger,
+                    tracking._metric_key(f"{key}/zero_shot"): canary.zero_shot,
+                    tracking._metric_key(f"{key}/passed"): 1.0 if canary.passed else 0.0,
+                }
+            )
         mlflow.log_metric("promoted", 1.0 if decision.promote else 0.0)
         mlflow.log_text(decision.to_markdown(name), "gate_report.md")
-        mlflow.log_dict(json.loads(json.dumps(decision.__dict__, default=str)), "gate_decision.json")
+        decision_json = json.dumps(dataclasses.asdict(decision), default=str)
+        mlflow.log_dict(json.loads(decision_json), "gate_decision.json")
         tracking.log_artifacts(artifacts, artifact_path="evaluation")
         catalog = Catalog(home)
         tracking.log_datasets(
             tracking.DatasetRef(ds, split, version, catalog.split_path(ds, split, version), "evaluation")
             for ds, split in eval_sets
+            for version in [decision.dataset_versions[ds]]
+        )
+        tracking.log_datasets(
+            tracking.DatasetRef(ds, split, version, catalog.split_path(ds, split, version), "canary")
+            for ds, split in canary_sets
+            if (ds, split) not in eval_sets
             for version in [decision.dataset_versions[ds]]
         )
         return run.info.run_id
@@ -145,6 +186,46 @@ def _train_seed(model_dir: Path) -> int:
     return 0
 
 
+def canary_exclusions(
+    home: Path, canary_sets: Sequence[tuple[str, str]], challenger_dir: Path
+) -> dict[str, set[str]]:
+    """The gate's exclusion union on each canary split, plus the canary pairs the challenger trained on.
+
+    A canary is a split the challenger should not have seen; where it did see some of its pairs (a
+    canary drawn from a split it refit on), those pairs would measure memory, not transfer.
+    """
+    meta = ModelMetadata.read(challenger_dir)
+    excluded = gate_exclusions(home, canary_sets, meta.train_datasets)
+    exact, splits = trained_pairs(challenger_dir, meta)
+    catalog = Catalog(home)
+    for dataset, split in canary_sets:
+        label = f"{dataset}/{split}"
+        if exact is not None:
+            excluded[label] |= {pid for d, s, pid in exact if d == dataset and s == split}
+        elif label in splits:  # no pair list: every pair of a split it trained on is suspect
+            excluded[label] |= set(catalog.read_split(dataset, split)["pair_id"].to_list())
+    return excluded
+
+
+def _is_binary(home: Path, dataset: str, split: str) -> bool:
+    """Whether a split carries 0/1 labels (else graded scores): picks the canary's default metric."""
+    labels = Catalog(home).read_split(dataset, split)["label"]
+    return len(labels) > 0 and labels.null_count() == 0
+
+
+def _split_metrics(metrics: Mapping[str, float], sets: Sequence[tuple[str, str]]) -> dict[str, float]:
+    prefixes = tuple(f"{dataset}/{split}/" for dataset, split in sets)
+    return {k: v for k, v in metrics.items() if k.startswith(prefixes)}
+
+
+def _canary_value(metrics: Mapping[str, float], label: str, name: str, who: str) -> float:
+    key = f"{label}/{name}"
+    if key not in metrics:
+        shown = sorted(k.removeprefix(f"{label}/") for k in metrics if k.startswith(f"{label}/"))
+        raise ValueError(f"canary {label}: no {name!r} for the {who} (computed: {shown})")
+    return float(metrics[key])
+
+
 def run_gate(
     home: Path,
     task: str,
@@ -153,7 +234,11 @@ def run_gate(
     challenger_version: str | None = None,
     flow_tags: Mapping[str, str] | None = None,
 ) -> GateDecision:
-    """Evaluate challenger vs champion (or the zero-shot bar), record the decision, move `champion` if won."""
+    """Evaluate challenger vs champion (or the zero-shot bar), record the decision, move `champion` if won.
+
+    With canaries in the policy, challenger and untrained backbone are also compared on each canary
+    split, and a canary failure rejects the challenger whatever the in-domain outcome.
+    """
     c = registry.client(home)
     name = registry.model_name(task)
     version = challenger_version or registry.version_for(c, name, CHALLENGER)
@@ -163,16 +248,25 @@ def run_gate(
     challenger = registry.resolve_model(
         f"{name}/{version}", home, fresh=True
     )  # a corrupt challenger fails loudly
+    eval_sets = [(dataset, split) for dataset, split in eval_sets]  # YAML lists compare as tuples
+    canary_sets = [(cn.dataset, cn.split) for cn in policy.canaries]
+    canary_metrics = [  # resolved before any evaluation: a bad canary fails in seconds, not after scoring
+        cn.resolve_metric(task, policy.primary, _is_binary(home, cn.dataset, cn.split))
+        for cn in policy.canaries
+    ]
     excluded = gate_exclusions(home, eval_sets, ModelMetadata.read(challenger.local_dir).train_datasets)
+    excluded.update(canary_exclusions(home, canary_sets, challenger.local_dir))
+    scored_sets = list(dict.fromkeys([*eval_sets, *canary_sets]))
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     out = home / "gate" / name / f"v{version}-{stamp}"
-    chal_eval = evaluate(challenger.local_dir, home, eval_sets, excluded, out / "challenger")
+    chal_eval = evaluate(challenger.local_dir, home, scored_sets, excluded, out / "challenger")
+    chal_metrics = _split_metrics(chal_eval.metrics, eval_sets)
 
     champ_metrics: dict[str, float] | None = None
     champ_error: str | None = None
     artifacts = list(chal_eval.artifacts)
     if champion_version == version:
-        champ_metrics = dict(chal_eval.metrics)  # re-gating the champion itself: never a promotion
+        champ_metrics = dict(chal_metrics)  # re-gating the champion itself: never a promotion
     elif champion_version is not None:
         try:
             champion = registry.resolve_model(f"{name}/{champion_version}", home, fresh=True)
@@ -183,7 +277,9 @@ def run_gate(
             champ_error = f"{type(exc).__name__}: {exc}"
 
     zero_metrics: dict[str, float] | None = None
-    if champ_metrics is None:
+    canaries: list[CanaryResult] = []
+    zero_sets = list(dict.fromkeys([*(eval_sets if champ_metrics is None else []), *canary_sets]))
+    if zero_sets:
         meta = ModelMetadata.read(challenger.local_dir)
         backbone = policy.zero_shot_backbone or meta.backbone
         zs_dir = zero_shot_model(
@@ -193,26 +289,38 @@ def run_gate(
             threshold_dataset=eval_sets[0][0] if eval_sets else None,
             seed=_train_seed(challenger.local_dir),
         )
-        zero_eval = evaluate(zs_dir, home, eval_sets, excluded, out / "zero-shot")
-        zero_metrics = zero_eval.metrics
+        zero_eval = evaluate(zs_dir, home, zero_sets, excluded, out / "zero-shot")
+        if champ_metrics is None:
+            zero_metrics = _split_metrics(zero_eval.metrics, eval_sets)
+        for cn, metric_name in zip(policy.canaries, canary_metrics, strict=True):
+            canaries.append(
+                CanaryResult(
+                    label=cn.label,
+                    metric=metric_name,
+                    challenger=_canary_value(chal_eval.metrics, cn.label, metric_name, "challenger"),
+                    zero_shot=_canary_value(zero_eval.metrics, cn.label, metric_name, "zero-shot backbone"),
+                    margin=cn.margin,
+                )
+            )
 
     decision = decide(
         policy,
         version,
-        chal_eval.metrics,
+        chal_metrics,
         champion_version if champ_metrics or champ_error else None,
         champ_metrics,
         zero_metrics,
         champ_error,
+        canaries,
     )
     if champion_version == version:
         decision.promote = False
         decision.reason = f"v{version} is already the champion; nothing to do"
     decision.excluded = {label: len(ids) for label, ids in excluded.items()}
     catalog = Catalog(home)
-    decision.dataset_versions = {ds: catalog.current_version(ds) for ds, _ in eval_sets}
+    decision.dataset_versions = {ds: catalog.current_version(ds) for ds, _ in scored_sets}
 
-    gate_run_id = _log_gate_run(home, name, decision, artifacts, eval_sets, flow_tags)
+    gate_run_id = _log_gate_run(home, name, decision, artifacts, eval_sets, flow_tags, canary_sets)
     registry.tag_version(c, name, version, {**decision.tags(), "gate.run_id": gate_run_id})
     c.update_model_version(name, version, description=decision.to_markdown(name)[:5000])
     if decision.promote:
