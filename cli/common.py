@@ -79,3 +79,45 @@ def print_eval(console: Console, ev: Any) -> None:
             table.add_row(f"  {group}", str(g["evaluated"]), "", metrics)
     console.print(table)
     console.print(f"report: {ev.report_path}")
+
+
+def print_file_eval(console: Console, ev: Any) -> None:
+    """Model and zero-shot side by side, what was dropped and why, the verdict, where the report is."""
+    m = ev.metrics
+    zs = m["zero_shot"]
+    table = Table(
+        "metric",
+        "model",
+        "zero-shot",
+        "difference",
+        title=f"{m['model']} on {Path(m['file']).name}: {m['evaluated']} of {m['rows_read']} pairs",
+    )
+
+    def fmt(value: Any, signed: bool = False) -> str:
+        if value is None or value != value:  # missing or NaN (undefined on this file)
+            return "n/a" if not signed else ""
+        return f"{value:+.4f}" if signed else f"{value:.4f}"
+
+    keys = ["accuracy", "f1", "precision", "recall", "roc_auc"]
+    if m["label_kind"] == "graded":
+        keys = ["spearman", "pearson", "mse", "mae"]
+    for key in keys:
+        zs_value = zs["metrics"].get(key) if zs else None
+        table.add_row(key, fmt(m["model_metrics"].get(key)), fmt(zs_value), fmt(m["deltas"].get(key), True))
+    console.print(table)
+    if zs and zs["threshold"] is None and m["label_kind"] == "binary":
+        console.print("zero-shot: no threshold (no ingested training data to pick one on), ROC-AUC only")
+    overlap = m["training_overlap"]
+    if overlap["found"] and not overlap["excluded"]:
+        console.print(
+            f"{overlap['found']} pairs are in the model's training data, kept (--no-exclude-leaked)"
+        )
+    if overlap["not_checked"]:
+        console.print(
+            f"not checked against training data (not ingested here): {', '.join(overlap['not_checked'])}"
+        )
+    if m["dropped"]:
+        reasons = ", ".join(f"{count} {why}" for why, count in m["dropped"].items())
+        console.print(f"dropped {sum(m['dropped'].values())} rows: {reasons} (dropped.parquet)")
+    console.print(m["verdict"])
+    console.print(f"report: {ev.report_path}")

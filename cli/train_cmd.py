@@ -1,13 +1,14 @@
 """CLI commands for one model: pretokenize, train, evaluate, predict.
 
 Each command parses its options, calls the domain (`simpair.training`, `simpair.evaluate`,
-`simpair.predictors`) and prints. Heavy imports (torch, transformers) happen inside the commands, so
-`simpair --help` stays fast.
+`simpair.evaluate_file`, `simpair.predictors`) and prints. Heavy imports (torch, transformers) happen
+inside the commands, so `simpair --help` stays fast.
 """
 
 from __future__ import annotations
 
 import json
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -20,8 +21,16 @@ from simpair.cli.common import (
     load_config,
     parse_split_option,
     print_eval,
+    print_file_eval,
     resolve_model_option,
 )
+
+
+class LabelKindOption(StrEnum):
+    """The --label-kind choices (typer shows them in --help and rejects others)."""
+
+    graded = "graded"
+    binary = "binary"
 
 
 def register(app: typer.Typer) -> None:
@@ -86,7 +95,11 @@ def register(app: typer.Typer) -> None:
         ] = None,
         home: HomeOption = None,
         exclude_leaked: Annotated[
-            bool, typer.Option(help="Exclude pairs the leakage report finds in the model's training data.")
+            bool,
+            typer.Option(
+                help="Exclude pairs the leakage report finds in the model's training data (with --file: "
+                "the file's pairs that sit in the model's training data ingested in this home)."
+            ),
         ] = True,
         out: Annotated[
             Path | None, typer.Option(help="Output folder. Default: <home>/evaluations/<model>-<time>.")
@@ -98,9 +111,69 @@ def register(app: typer.Typer) -> None:
                 "first capture group names the group, e.g. '^(.+?)-\\d{4}' for STS-B genres."
             ),
         ] = None,
+        file: Annotated[
+            Path | None,
+            typer.Option(
+                "--file",
+                help="Evaluate on your own labelled pairs instead of ingested splits: a Parquet, CSV or TSV "
+                "file with text_a, text_b and a label column; the untrained backbone is scored beside it.",
+            ),
+        ] = None,
+        label_kind: Annotated[
+            LabelKindOption | None,
+            typer.Option(
+                help="With --file: 0/1 labels (binary) or similarity grades (graded). Default: the "
+                "model's task (paraphrase: binary, sts: graded)."
+            ),
+        ] = None,
+        score_range: Annotated[
+            tuple[float, float] | None,
+            typer.Option(
+                "--range",
+                metavar="MIN MAX",
+                help="With --file and graded labels: the scale they are written on (e.g. 0 5); rescaled to "
+                "0-1, rows outside dropped. Default: 0 1.",
+            ),
+        ] = None,
+        label_column: Annotated[
+            str | None,
+            typer.Option(help="With --file: the label column. Default: label (binary), score (graded)."),
+        ] = None,
+        zero_shot: Annotated[
+            bool,
+            typer.Option(help="With --file: also score the untrained backbone (zero-shot) for comparison."),
+        ] = True,
     ) -> None:
-        """Metrics, PNG plots and a markdown report for a saved model (threshold as chosen on dev)."""
+        """Metrics, PNG plots and a markdown report for a saved model (threshold as chosen on dev).
+
+        With --file: on your own labelled pairs, the model beside its untrained backbone (zero-shot).
+        """
         from simpair import settings
+
+        file_only = {
+            "--label-kind": label_kind is not None,
+            "--range": score_range is not None,
+            "--label-column": label_column is not None,
+            "--no-zero-shot": not zero_shot,
+        }
+        if file is not None:
+            clash = [
+                name
+                for name, given in (("--split", bool(split)), ("--group-pattern", group_pattern))
+                if given
+            ]
+            if clash:
+                raise typer.BadParameter(
+                    f"--file evaluates your own pairs; it cannot be combined with {', '.join(clash)}",
+                    param_hint="--file",
+                )
+            _evaluate_file(
+                model, file, label_kind, score_range, label_column, zero_shot, exclude_leaked, home, out
+            )
+            return
+        stray = [name for name, given in file_only.items() if given]
+        if stray:
+            raise typer.BadParameter(f"{', '.join(stray)} only apply with --file PATH", param_hint=stray[0])
         from simpair.evaluate import evaluate_model
 
         home_path = settings.home_dir(home)
@@ -120,6 +193,40 @@ def register(app: typer.Typer) -> None:
                 raise
             raise typer.BadParameter(str(exc), param_hint="--group-pattern") from exc
         print_eval(Console(), ev)
+
+    def _evaluate_file(
+        model: str | None,
+        file: Path,
+        label_kind: LabelKindOption | None,
+        score_range: tuple[float, float] | None,
+        label_column: str | None,
+        zero_shot: bool,
+        exclude_leaked: bool,
+        home: Path | None,
+        out: Path | None,
+    ) -> None:
+        """`evaluate --file`: the domain's errors about the file become one usage line naming the option."""
+        from simpair import settings
+        from simpair.evaluate_file import FileEvalError, evaluate_file
+        from simpair.model_ref import NoModel
+
+        try:  # the spec itself goes down, so the report names a registry model by name and version
+            result = evaluate_file(
+                model,
+                file,
+                label_kind.value if label_kind else None,
+                label_column=label_column,
+                score_range=score_range,
+                home=settings.home_dir(home),
+                out_dir=out,
+                zero_shot=zero_shot,
+                exclude_trained=exclude_leaked,
+            )
+        except NoModel as exc:
+            raise typer.BadParameter(str(exc), param_hint="--model") from None
+        except FileEvalError as exc:
+            raise typer.BadParameter(str(exc), param_hint=exc.option) from None
+        print_file_eval(Console(), result)
 
     @app.command("predict")
     def predict_cmd(

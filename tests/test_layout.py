@@ -181,6 +181,7 @@ DOMAIN_ORDER = [
     "registry",
     "nightly",
     "model_ref",
+    "evaluate_file",
     "scoring",
     "local_stack",
 ]
