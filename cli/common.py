@@ -121,3 +121,13 @@ def print_file_eval(console: Console, ev: Any) -> None:
         console.print(f"dropped {sum(m['dropped'].values())} rows: {reasons} (dropped.parquet)")
     console.print(m["verdict"])
     console.print(f"report: {ev.report_path}")
+
+
+def print_transfer(console: Console, report: Any, run_id: str) -> None:
+    """In-domain and cross-task figures, model beside zero-shot, and where they were recorded."""
+    table = Table("split", "kind", "metric", "model", "zero-shot", "delta", "pairs")
+    for r in report.rows:
+        figures = [f"{r.model:.4f}", f"{r.zero_shot:.4f}", f"{r.delta:+.4f}", str(r.pairs)]
+        table.add_row(r.split, r.kind, r.metric, *figures, style="red" if r.delta < 0 else None)
+    console.print(table)
+    console.print(f"report: {report.out_dir}/transfer.md  (MLflow run {run_id})")

@@ -22,6 +22,7 @@ from simpair.cli.common import (
     parse_split_option,
     print_eval,
     print_file_eval,
+    print_transfer,
     resolve_model_option,
 )
 
@@ -143,10 +144,20 @@ def register(app: typer.Typer) -> None:
             bool,
             typer.Option(help="With --file: also score the untrained backbone (zero-shot) for comparison."),
         ] = True,
+        transfer: Annotated[
+            bool,
+            typer.Option(
+                "--transfer",
+                help="The model beside its untrained backbone on its test splits and on the other task's "
+                "test split (STS model: ROC-AUC on msrp/test; paraphrase model: Spearman on stsb/test); "
+                "recorded as an MLflow run.",
+            ),
+        ] = False,
     ) -> None:
         """Metrics, PNG plots and a markdown report for a saved model (threshold as chosen on dev).
 
         With --file: on your own labelled pairs, the model beside its untrained backbone (zero-shot).
+        With --transfer: in its domain and off it, beside its untrained backbone.
         """
         from simpair import settings
 
@@ -178,6 +189,15 @@ def register(app: typer.Typer) -> None:
 
         home_path = settings.home_dir(home)
         model_dir = resolve_model_option(model, home_path)
+        if transfer:
+            if split or group_pattern:
+                raise typer.BadParameter("--transfer picks its own splits", param_hint="--transfer")
+            from simpair.transfer import log_transfer, transfer_report
+
+            report = transfer_report(model_dir, home_path, out)
+            run_id = log_transfer(report, home_path)
+            print_transfer(Console(), report, run_id)
+            return
         splits = [parse_split_option(s) for s in split] if split else None
         try:
             ev = evaluate_model(

@@ -181,7 +181,7 @@ DOMAIN_ORDER = [
     "registry",
     "nightly",
     "model_ref",
-    "evaluate_file",
+    "evaluate_file transfer",
     "scoring",
     "local_stack",
 ]

@@ -41,7 +41,15 @@ def _load(
     ref: SplitRef, home: Path, tokenizer: PreTrainedTokenizerBase, config: TrainConfig
 ) -> tuple[PairTokens, str, str]:
     ts = pretokenize(home, ref.dataset, ref.split, tokenizer, config.max_length, config.kind, ref.version)
-    pairs = tokens_to_pairs(read_tokens(ts), config.kind, config.task, ref.dataset, ref.split)
+    frame = read_tokens(ts)
+    if ref.exclude_pair_ids is not None:
+        held_out = frame["pair_id"].str.contains(ref.exclude_pair_ids)
+        pattern = ref.exclude_pair_ids
+        log.info("left out %d pairs of %s matching %r", int(held_out.sum()), ref.label(), pattern)
+        frame = frame.filter(~held_out)
+        if frame.is_empty():
+            raise ValueError(f"{ref.label()}: exclude_pair_ids {ref.exclude_pair_ids!r} leaves no pair")
+    pairs = tokens_to_pairs(frame, config.kind, config.task, ref.dataset, ref.split)
     return pairs, ts.version, ts.key
 
 
@@ -80,7 +88,11 @@ def load_train_data(config: TrainConfig, home: Path, tokenizer: PreTrainedTokeni
     dev_cfg = config.dev
     protected = list(config.evaluate_on)
     if dev_cfg.split is not None:
-        dev_ref = SplitRef(dataset=dev_cfg.dataset or config.train[0].dataset, split=dev_cfg.split)
+        dev_ref = SplitRef(
+            dataset=dev_cfg.dataset or config.train[0].dataset,
+            split=dev_cfg.split,
+            exclude_pair_ids=dev_cfg.exclude_pair_ids,
+        )
         dev, version, key = _load(dev_ref, home, tokenizer, config)
         versions[dev_ref.dataset] = version
         keys[dev_ref.label()] = key

@@ -1,0 +1,133 @@
+"""Does fine-tuning transfer? A model beside its untrained backbone, in its domain and off it.
+
+In-domain test figures say what fine-tuning bought on the training distribution; they cannot say what
+it gave back elsewhere. Here the model and the zero-shot backbone (the gate's baseline: the same
+backbone, mean pooling, cosine) are scored on the same pairs of
+- the test splits of the datasets the model trained on (in-domain), and
+- the other task's test split (cross-task): an STS model's ROC-AUC on MSRP test, a paraphrase model's
+  Spearman on STS-B test, both threshold-free,
+with pairs the model trained on, or that sit in any train-role split, excluded for both (the gate's
+exclusion rule). A model below the backbone off its domain has traded generality for its home domain.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+from simpair.catalog import Catalog
+from simpair.evaluate import default_eval_splits
+from simpair.models import ModelMetadata
+from simpair.registry import tracking
+from simpair.registry.gate import DEFAULT_PRIMARY
+from simpair.registry.gate_baseline import zero_shot_model
+from simpair.registry.promotion import canary_exclusions, evaluate
+
+CROSS_TASK = {"sts": ("msrp", "test"), "paraphrase": ("stsb", "test")}
+# What each kind of split is read with when it is the other task's: threshold-free figures only.
+CROSS_METRIC = {"sts": "roc_auc", "paraphrase": "spearman"}
+
+
+@dataclass
+class TransferRow:
+    split: str
+    kind: str  # "in-domain" | "cross-task"
+    metric: str
+    model: float
+    zero_shot: float
+    pairs: int
+
+    @property
+    def delta(self) -> float:
+        return self.model - self.zero_shot
+
+
+@dataclass
+class TransferReport:
+    model_dir: str
+    backbone: str
+    rows: list[TransferRow] = field(default_factory=list)
+    out_dir: str = ""
+
+    def to_markdown(self) -> str:
+        lines = [
+            f"### Transfer: {Path(self.model_dir).name} against its untrained backbone ({self.backbone})",
+            "",
+            "| split | kind | metric | model | zero-shot | delta | pairs |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        lines += [
+            f"| {r.split} | {r.kind} | {r.metric} | {r.model:.4f} | {r.zero_shot:.4f} | {r.delta:+.4f} "
+            f"| {r.pairs} |"
+            for r in self.rows
+        ]
+        return "\n".join(lines) + "\n"
+
+
+def transfer_sets(home: Path, meta: ModelMetadata) -> list[tuple[str, str, str]]:
+    """(dataset, split, kind): in-domain test splits, then the cross-task one if it is ingested."""
+    sets = [(d, s, "in-domain") for d, s in default_eval_splits(home, meta)]
+    dataset, split = CROSS_TASK[meta.task]
+    trained = {t.split("/")[0] for t in meta.train_datasets}
+    catalog = Catalog(home)
+    if dataset not in trained and dataset in catalog.datasets() and split in catalog.splits(dataset):
+        sets.append((dataset, split, "cross-task"))
+    return sets
+
+
+def transfer_report(
+    model_dir: str | Path, home: str | Path, out_dir: str | Path | None = None
+) -> TransferReport:
+    """Score the model and its zero-shot backbone on the same pairs; writes transfer.json and .md."""
+    model_dir, home = Path(model_dir), Path(home)
+    meta = ModelMetadata.read(model_dir)
+    sets = transfer_sets(home, meta)
+    if not sets:
+        raise ValueError(f"{model_dir}: no ingested test split to evaluate on; run `simpair ingest`")
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    out = Path(out_dir) if out_dir else home / "evaluations" / f"transfer-{model_dir.name}-{stamp}"
+    pairs = [(d, s) for d, s, _ in sets]
+    excluded = canary_exclusions(home, pairs, model_dir)
+    zs_dir = zero_shot_model(meta.backbone, meta.task, home, threshold_dataset=pairs[0][0])
+    mine = evaluate(model_dir, home, pairs, excluded, out / "model").metrics
+    base = evaluate(zs_dir, home, pairs, excluded, out / "zero-shot").metrics
+    report = TransferReport(model_dir=str(model_dir), backbone=meta.backbone, out_dir=str(out))
+    for dataset, split, kind in sets:
+        label = f"{dataset}/{split}"
+        metric = DEFAULT_PRIMARY[meta.task] if kind == "in-domain" else CROSS_METRIC[meta.task]
+        if kind == "in-domain" and f"{label}/{metric}" not in mine:  # e.g. a graded split of a binary set
+            metric = "spearman" if f"{label}/spearman" in mine else "roc_auc"
+        report.rows.append(
+            TransferRow(
+                split=label,
+                kind=kind,
+                metric=metric,
+                model=mine[f"{label}/{metric}"],
+                zero_shot=base[f"{label}/{metric}"],
+                pairs=int(mine[f"{label}/evaluated"]),
+            )
+        )
+    out.mkdir(parents=True, exist_ok=True)
+    rows = [asdict(r) | {"delta": r.delta} for r in report.rows]
+    (out / "transfer.json").write_text(json.dumps({**asdict(report), "rows": rows}, indent=2) + "\n")
+    (out / "transfer.md").write_text(report.to_markdown())
+    return report
+
+
+def log_transfer(report: TransferReport, home: Path) -> str:
+    """Record the figures as an MLflow run (stage `transfer`) beside the model's training runs."""
+    import mlflow
+
+    experiment_id = tracking.ensure_experiment(Path(home))
+    name = Path(report.model_dir).name
+    tags = tracking.run_tags(None, {"simpair.stage": "transfer", "simpair.model_dir": report.model_dir})
+    with mlflow.start_run(experiment_id=experiment_id, run_name=f"transfer-{name}", tags=tags) as run:
+        for r in report.rows:
+            key = f"transfer/{r.split}/{r.metric}"
+            mlflow.log_metrics(
+                {f"{key}/model": r.model, f"{key}/zero_shot": r.zero_shot, f"{key}/delta": r.delta}
+            )
+        mlflow.log_text(report.to_markdown(), "transfer.md")
+        return run.info.run_id
