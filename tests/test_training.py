@@ -124,6 +124,28 @@ def test_leaked_pairs_are_excluded_from_training_and_recorded(home: Path) -> Non
     )
 
 
+def test_exclude_pair_ids_holds_pairs_out_of_train_and_dev(home: Path) -> None:
+    from simpair.models.tiny import default_backbone
+    from simpair.models.tokenizer import load_tokenizer
+    from simpair.training.data import load_train_data
+
+    write_toy_home(home)
+    held_out = r"-00[0-1]\d$"  # ids ...-0000 to ...-0019: the first 20 pairs of each split
+    cfg = config(
+        task="sts",
+        kind="bi",
+        objective="cosent",
+        train=[{"dataset": "stsb", "split": "train", "exclude_pair_ids": held_out}],
+        dev={"split": "dev", "exclude_pair_ids": held_out},
+        evaluate_on=[],
+    )
+    data = load_train_data(cfg, home, load_tokenizer(default_backbone()))
+    assert len(data.train) == 50 - 20 and len(data.dev) == 24 - 20
+    assert not any(pid.endswith(("-0000", "-0019")) for pid in data.train.pair_ids + data.dev.pair_ids)
+    with pytest.raises(ValueError, match="not a regular expression"):
+        config(train=[{"dataset": "msrp", "split": "train", "exclude_pair_ids": "("}])
+
+
 @pytest.mark.parametrize(
     ("kind", "objective", "extra"),
     [
