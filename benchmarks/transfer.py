@@ -154,5 +154,50 @@ def choose() -> None:
     _save(results)
 
 
+@app.command()
+def apply(model_dir: Path, home: HOME, alpha: float | None = None) -> None:
+    """WiSE-FT at the chosen alpha on a full-data model; calibration refitted on its dev split.
+
+    Writes MODEL_DIR-wise<alpha> and records its dev Spearman beside the model's own.
+    """
+    from simpair.catalog import Catalog
+    from simpair.evaluation.graded_similarity import graded_metrics
+    from simpair.models import ModelMetadata, build_model, save_model
+    from simpair.models.tiny import default_backbone
+    from simpair.predictors import load_predictor
+    from simpair.training import calibration
+    from simpair.training.averaging import interpolate
+
+    results = _load()
+    alpha = results["chosen_alpha"] if alpha is None else alpha
+    predictor = load_predictor(model_dir)
+    meta = ModelMetadata.read(model_dir)
+    dev = Catalog(home).read_split("stsb", "dev")
+    a, b, gold = dev["text_a"].to_list(), dev["text_b"].to_list(), dev["score"].to_numpy()
+    before = graded_metrics(predictor.predict_raw(a, b), gold)["spearman"]
+    base = build_model(meta.kind, default_backbone()).state_dict()
+    predictor.model.load_state_dict(interpolate(base, predictor.model.state_dict(), alpha))
+    raw = predictor.predict_raw(a, b)
+    meta.calibration = calibration.graded(raw, gold)
+    after = graded_metrics(raw, gold)["spearman"]
+    target = model_dir.with_name(f"{model_dir.name}-wise{alpha}")
+    metrics = json.loads((model_dir / "metrics.json").read_text())
+    metrics["dev"] = graded_metrics(calibration.apply(meta.calibration, raw), gold)
+    metrics["wise_ft"] = {"alpha": alpha, "chosen_on": "leave-one-genre-out proxy (benchmarks/transfer.py)"}
+    text_files = {f: (model_dir / f).read_text() for f in ("dev_pair_ids.txt", "train_pairs.txt")}
+    config = (
+        (model_dir / "train_config.yaml").read_text() if (model_dir / "train_config.yaml").is_file() else None
+    )
+    save_model(predictor.model.cpu(), predictor.tokenizer, target, meta, train_config_yaml=config,
+               metrics=metrics, text_files=text_files)  # fmt: skip
+    results.setdefault("applied", {})[model_dir.name] = {
+        "alpha": alpha,
+        "dev_before": before,
+        "dev_after": after,
+    }
+    _save(results)
+    typer.echo(f"{target}: dev spearman {before:.4f} -> {after:.4f} at alpha {alpha}")
+
+
 if __name__ == "__main__":
     app()
