@@ -67,13 +67,16 @@ class TransferReport:
 
 
 def transfer_sets(home: Path, meta: ModelMetadata) -> list[tuple[str, str, str]]:
-    """(dataset, split, kind): in-domain test splits, then the cross-task one if it is ingested."""
-    sets = [(d, s, "in-domain") for d, s in default_eval_splits(home, meta)]
-    dataset, split = CROSS_TASK[meta.task]
-    trained = {t.split("/")[0] for t in meta.train_datasets}
+    """(dataset, split, kind): in-domain test splits, then the other task's test split if ingested.
+
+    The other task's split is cross-task even when the model saw its dataset (e.g. a paraphrase model
+    with an intermediate stage on STS-B): it is still read with the other task's labels.
+    """
+    cross = CROSS_TASK[meta.task]
+    sets = [(d, s, "in-domain") for d, s in default_eval_splits(home, meta) if (d, s) != cross]
     catalog = Catalog(home)
-    if dataset not in trained and dataset in catalog.datasets() and split in catalog.splits(dataset):
-        sets.append((dataset, split, "cross-task"))
+    if cross[0] in catalog.datasets() and cross[1] in catalog.splits(cross[0]):
+        sets.append((*cross, "cross-task"))
     return sets
 
 
