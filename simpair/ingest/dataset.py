@@ -444,9 +444,11 @@ def _pair_id_rule(contract: Contract) -> str:
     return f"columns {columns} joined by {contract.columns.pair_id_separator!r}"
 
 
+# Source-level facts kept in the manifest (`source`) and shown on the report.
+_FACT_FIELDS = ("empty_files", "unassigned", "unassigned_reasons", "extra_columns", "fixes")
+
+
 def _set_facts(report: DatasetReport, facts: dict[str, object]) -> None:
-    report.empty_files = list(facts.get("empty_files", []))  # type: ignore[call-overload]
-    report.unassigned = int(facts.get("unassigned", 0))  # type: ignore[call-overload]
-    report.unassigned_reasons = dict(facts.get("unassigned_reasons", {}))  # type: ignore[call-overload]
-    report.extra_columns = dict(facts.get("extra_columns", {}))  # type: ignore[call-overload]
-    report.fixes = dict(facts.get("fixes", {}))  # type: ignore[call-overload]
+    for name in _FACT_FIELDS:
+        if name in facts:
+            setattr(report, name, facts[name])

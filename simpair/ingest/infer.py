@@ -28,6 +28,7 @@ import pyarrow.parquet as pq
 import yaml
 
 from simpair.contracts import ColumnRef
+from simpair.ingest.rows import as_text
 from simpair.ingest.sources import SourceAccessError, SourceRoot, compression_of, decompress, plain_stem
 
 # Beyond this much decompressed text the sample is cut at a line break: the first records are enough.
@@ -430,10 +431,6 @@ def _is_empty(value: Any) -> bool:
     return value is None or (isinstance(value, str) and not value.strip())
 
 
-def _text(value: Any) -> str:
-    return value if isinstance(value, str) else "" if value is None else str(value)
-
-
 @dataclass
 class _Column:
     """One column's sampled values and what they look like."""
@@ -451,8 +448,8 @@ class _Column:
         self.present = [v for v in self.values if not _is_empty(v)]
         self.numbers = [n for n in (_as_number(v) for v in self.present) if n is not None]
         self.strings = [v for v in self.present if isinstance(v, str)]
-        self.distinct = {_text(v).strip() for v in self.present}
-        lengths = [len(_text(v)) for v in self.present]
+        self.distinct = {as_text(v).strip() for v in self.present}
+        lengths = [len(as_text(v)) for v in self.present]
         self.mean_length = sum(lengths) / len(lengths) if lengths else 0.0
 
     @property
@@ -478,7 +475,7 @@ class _Column:
 
     @property
     def unique(self) -> bool:
-        texts = [_text(v).strip() for v in self.values]
+        texts = [as_text(v).strip() for v in self.values]
         return bool(texts) and all(texts) and len(set(texts)) == len(texts)
 
     @property
@@ -497,7 +494,7 @@ class _Column:
         return bool(self.present) and len(self.distinct) <= max(2, min(20, n // 2))
 
     def example(self) -> str:
-        shown = next((_text(v).strip() for v in self.present), "")
+        shown = next((as_text(v).strip() for v in self.present), "")
         return shown if len(shown) <= 30 else shown[:27] + "..."
 
 
@@ -906,7 +903,7 @@ def _note_rows(columns: list[_Column], mapping: dict[str, Any], notes: list[str]
     if "text_a" in mapping:
         a, b = by_ref[mapping["text_a"]], by_ref[mapping["text_b"]]
         pairs: Iterable[tuple[str, str]] = zip(
-            (_text(v).strip() for v in a.values), (_text(v).strip() for v in b.values), strict=True
+            (as_text(v).strip() for v in a.values), (as_text(v).strip() for v in b.values), strict=True
         )
         pairs = list(pairs)
         empty = sum(1 for x, y in pairs if not x or not y)

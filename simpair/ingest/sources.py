@@ -8,7 +8,6 @@ Object stores need their fsspec driver: `pip install 'simpair[s3]'` for `s3://`.
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -93,9 +92,6 @@ class SourceRoot:
             return fs.cat_file(f"{root}/{relative}")
         except OSError as exc:
             raise SourceAccessError(f"{self.display(relative)}: cannot read: {exc}") from exc
-
-    def sha256(self, relative: str) -> str:
-        return hashlib.sha256(self.read_bytes(relative)).hexdigest()
 
 
 def decompress(data: bytes, codec: str | None, name: str) -> bytes:
