@@ -400,3 +400,20 @@ def test_layer_lr_decay_moves_lower_layers_less(home: Path) -> None:
     assert plain["embeddings"] > 0 and plain["top"] > 0
     assert decayed["top"] > 0.5 * plain["top"]  # the top layer keeps the full rate (decay ** 0)
     assert decayed["embeddings"] < 0.01 * plain["embeddings"]
+
+
+def test_l2sp_keeps_the_encoder_nearer_its_start_and_wise_ft_zero_returns_to_it(home: Path) -> None:
+    from simpair.models.tiny import build_tiny
+
+    write_toy_home(home)
+    common = {"epochs": 1, "early_stopping_patience": None, "evaluate_on": []}
+    free = train(config(name="free", **common), home)
+    pulled = train(config(name="pulled", l2sp=50.0, **common), home)
+    assert pulled.metrics["encoder_moved"] < 0.8 * free.metrics["encoder_moved"]
+
+    back = train(config(name="back", wise_ft_alpha=0.0, **common), home)
+    assert back.metrics["wise_ft"]["alpha"] == 0.0 and back.metrics["encoder_moved"] == 0.0
+    start, _ = build_tiny("cross", seed=42)
+    saved = load_predictor(back.model_dir).model.model.state_dict()
+    for key, value in start.model.state_dict().items():
+        torch.testing.assert_close(saved[key], value)

@@ -114,6 +114,12 @@ class TrainConfig(BaseModel):
     # decay ** L, the top layer and any head at the full rate
     layer_lr_decay: float = Field(1.0, gt=0, le=1)
     weight_decay: float = 0.01
+    # > 0: L2-SP (Li et al. 2018), a pull of strength alpha toward the encoder's starting weights
+    # (simpair.training.starting_weights); weight decay still applies as set
+    l2sp: float = Field(0.0, ge=0)
+    # set: WiSE-FT (Wortsman et al. 2022), the saved encoder is start + alpha * (fine-tuned - start),
+    # applied to the dev-chosen weights before threshold/calibration are fitted on dev
+    wise_ft_alpha: float | None = Field(None, ge=0, le=1)
     warmup_ratio: float = Field(0.1, ge=0, lt=1)
     max_grad_norm: float | None = 1.0
     freeze_encoder_epochs: int = Field(0, ge=0)

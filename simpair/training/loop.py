@@ -38,6 +38,7 @@ from simpair.training.ddp import barrier, broadcast_object, init_distributed, sh
 from simpair.training.finish import finish
 from simpair.training.optim import build_optimizer, total_steps
 from simpair.training.progress_slot import current_slot
+from simpair.training.starting_weights import StartingWeights
 
 log = logging.getLogger(__name__)
 
@@ -136,6 +137,7 @@ def train_once(config: TrainConfig, home: Path) -> TrainResult:
         )
     )
     optimizer, scheduler = build_optimizer(module, config, total_steps(steps_per_epoch, config))
+    start = StartingWeights(model.model)
 
     def wrap(frozen: bool) -> nn.Module:
         model.set_encoder_trainable(not frozen)
@@ -185,6 +187,8 @@ def train_once(config: TrainConfig, home: Path) -> TrainResult:
                 loss = runner(batch)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
+            if config.l2sp:
+                start.pull(config.l2sp)
             if config.max_grad_norm:
                 torch.nn.utils.clip_grad_norm_(module.parameters(), config.max_grad_norm)
             optimizer.step()
@@ -211,6 +215,7 @@ def train_once(config: TrainConfig, home: Path) -> TrainResult:
             "train_seconds": epoch_seconds,
             "samples_per_s": epoch_samples / max(epoch_seconds, 1e-9),
             "frozen_encoder": frozen,
+            "encoder_moved": start.distance(),
         }
         stop = False
         if dist_info.is_main:
@@ -241,6 +246,11 @@ def train_once(config: TrainConfig, home: Path) -> TrainResult:
             return dev_metrics(raw, dev_pairs, config)[metric_name]
 
         chosen = kept.choose(module.model, selection_value)
+        wise: dict[str, Any] = {}
+        if config.wise_ft_alpha is not None:
+            before = selection_value(module.model)
+            start.interpolate(config.wise_ft_alpha)
+            wise = {"wise_ft": {"alpha": config.wise_ft_alpha, f"dev_{metric_name}_before": before}}
         model_dir = finish(
             config,
             home,
@@ -266,6 +276,8 @@ def train_once(config: TrainConfig, home: Path) -> TrainResult:
                 "world_size": dist_info.world_size,
                 "device": str(device),
                 "autocast": str(dtype) if dtype else "fp32",
+                "encoder_moved": start.distance(),
+                **wise,
             },
         )
         metrics = json.loads((model_dir / "metrics.json").read_text())
