@@ -186,8 +186,10 @@ def proxy(
         genres[genre] = entry
         del predictor, tuned, base
         torch.set_num_threads(torch.get_num_threads())
-    results.setdefault("variants", {})[variant] = {"overrides": VARIANTS[variant], "genres": genres}
-    _save(results)
+    latest = _migrate(_load())  # proxies of other recipes may have saved while this one ran
+    latest.update({k: v for k, v in results.items() if k != "variants"})
+    latest.setdefault("variants", {})[variant] = {"overrides": VARIANTS[variant], "genres": genres}
+    _save(latest)
 
 
 def _candidates(results: dict[str, Any]) -> dict[str, dict[str, float]]:
