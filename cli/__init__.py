@@ -21,7 +21,16 @@ from typing import Annotated  # noqa: E402
 
 import typer  # noqa: E402
 
-from simpair.cli import contract_cmd, ensemble_cmd, ingest_cmd, registry_cmd, score_cmd, train_cmd  # noqa: E402
+from simpair.cli import (  # noqa: E402
+    contract_cmd,
+    encode_cmd,
+    ensemble_cmd,
+    ingest_cmd,
+    mine_cmd,
+    registry_cmd,
+    score_cmd,
+    train_cmd,
+)
 from simpair.cli.failures import SimpairTyper, set_debug  # noqa: E402
 
 app = SimpairTyper(
@@ -47,5 +56,14 @@ def main(
     set_debug(debug)
 
 
-for module in (ingest_cmd, contract_cmd, train_cmd, ensemble_cmd, registry_cmd, score_cmd):
+for module in (
+    ingest_cmd,
+    contract_cmd,
+    train_cmd,
+    ensemble_cmd,
+    registry_cmd,
+    score_cmd,
+    encode_cmd,
+    mine_cmd,
+):
     module.register(app)

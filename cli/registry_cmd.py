@@ -1,4 +1,4 @@
-"""CLI commands for the registry stage: `models`, `promote`, `rollback`, `nightly`.
+"""CLI commands for the registry stage: `models`, `promote`, `rollback`, `int8-check`, `nightly`.
 
 The nightly flow (and so Prefect) is imported inside its command only, so the registry commands and
 `simpair --help` stay fast and `simpair/` stays Prefect-free at import time.
@@ -126,9 +126,17 @@ def models_table(home: Path) -> Table:
 def register(app: typer.Typer) -> None:
     """Add this stage's commands to the top-level app."""
 
-    @app.command("models")
-    def models(home: HomeOpt = None) -> None:
-        """Table of registered versions: aliases (champion, challenger), metrics, gate, canaries."""
+    models_app = typer.Typer(no_args_is_help=False)
+    app.add_typer(models_app, name="models")
+
+    @models_app.callback(invoke_without_command=True)
+    def models(ctx: typer.Context, home: HomeOpt = None) -> None:
+        """Table of registered versions: aliases (champion, challenger), metrics, gate, canaries.
+
+        `simpair models int8-check NAME VERSION` measures whether a version may score in int8.
+        """
+        if ctx.invoked_subcommand is not None:
+            return
         table = models_table(settings.home_dir(home))
         width = 180 if len(table.columns) > 8 else 140  # the canary column needs room of its own
         Console(width=max(Console().width, width)).print(table)
@@ -206,6 +214,51 @@ def register(app: typer.Typer) -> None:
         failed = [o.name for o in outcomes if not o.ok]
         if failed:
             _fail(console, f"{len(failed)} of {len(outcomes)} model(s) not rolled back: {', '.join(failed)}")
+
+    @models_app.command("int8-check")
+    def int8_check(
+        name: Annotated[str, typer.Argument(help="Registered model, e.g. simpair-paraphrase.")],
+        version: Annotated[str, typer.Argument(help="Its version number.")],
+        max_delta: Annotated[
+            float | None, typer.Option(min=0, help="Largest allowed change of the dev metric (0.005).")
+        ] = None,
+        max_flip_share: Annotated[
+            float | None, typer.Option(min=0, max=1, help="Largest allowed share of flipped labels (0.01).")
+        ] = None,
+        force: Annotated[bool, typer.Option("--force", help="Measure again, even if recorded.")] = False,
+        home: HomeOpt = None,
+    ) -> None:
+        """Measure int8 against fp32 on a version's dev split; record the verdict on the version.
+
+        A recorded measurement is reused: given limits re-judge it, `--force` measures again.
+        Exits 1 when int8 is refused, so a script can stop before scoring in int8.
+        """
+        from simpair.scoring.int8_guard import Int8Limits, Int8Refused, check_version
+
+        console = Console()
+        limits = None
+        if max_delta is not None or max_flip_share is not None:
+            defaults = Int8Limits.from_env()
+            limits = Int8Limits(
+                defaults.max_delta if max_delta is None else max_delta,
+                defaults.max_flip_share if max_flip_share is None else max_flip_share,
+            )
+        try:
+            check = check_version(settings.home_dir(home), name, version, limits, force=force)
+        except Int8Refused as exc:
+            _fail(console, escape(str(exc)))
+        flips = "n/a" if check.label_flip_share is None else f"{check.label_flip_share:.2%}"
+        console.print(
+            f"{name}/{version}: dev {check.metric} fp32 {check.metric_fp32:.4f}, int8 {check.metric_int8:.4f}"
+            f" (delta {check.delta:+.4f}, limit {check.max_delta:g}), labels flipped {flips} "
+            f"(limit {check.max_flip_share:.2%}), {check.pairs} pairs of {check.dev_split}, "
+            f"int8 {check.mode}, measured {check.measured_at}",
+            soft_wrap=True,
+        )
+        if not check.accepted:
+            console.print(f"[red]int8 refused:[/] {escape(check.reason)}", soft_wrap=True)
+            raise typer.Exit(code=1)
+        console.print(f"[green]int8 accepted[/] for {name}/{version}", soft_wrap=True)
 
     @app.command("nightly")
     def nightly(

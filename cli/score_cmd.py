@@ -7,15 +7,18 @@ Prefect (and prefect-dask) are imported only inside the command that needs them,
 from __future__ import annotations
 
 import json
+import traceback
 from pathlib import Path
 from typing import Annotated
 
 import typer
 from pydantic import ValidationError
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
-from simpair.cli.failures import quiet_prefect_console
+from simpair.cli.failures import debug_enabled, quiet_prefect_console
+from simpair.scoring.embedding_store import DEFAULT_MEMORY_MB
 from simpair.scoring.options import (
     DEFAULT_BACKEND,
     DEFAULT_BATCH_SIZE,
@@ -23,10 +26,11 @@ from simpair.scoring.options import (
     DEFAULT_PRECISION,
     ScoringOptions,
 )
-from simpair.scoring.summary import ScoreSummary, precision_note
+from simpair.scoring.summary import ScoreSummary, precision_note, store_note
 
 EXIT_LOCKED = 3
 EXIT_NO_MODEL = 4
+EXIT_INT8_REFUSED = 5
 
 
 def _reason(error: dict) -> str:
@@ -48,6 +52,7 @@ def summary_table(summary: ScoreSummary) -> Table:
             f"{summary.files_quarantined} quarantined | rows: {summary.rows_scored} scored, "
             f"{summary.rows_rejected} rejected, {summary.rows_truncated} truncated | "
             f"{summary.pairs_per_s} pairs/s | precision {summary.precision}: {precision_note(summary)}"
+            + (f"\nembedding store: {store_note(summary)}" if store_note(summary) else "")
         ),
     )
     table.add_column("file")
@@ -94,11 +99,31 @@ def register(app: typer.Typer) -> None:
         precision: Annotated[
             str,
             typer.Option(
-                help="fp32 (default: scores equal to the fp32 reference) or bf16 (opt-in, faster where "
+                help="fp32 (default: scores equal to the fp32 reference), bf16 (opt-in, faster where "
                 "bf16 is native; moves scores by ~1e-3 on average, up to ~2e-2, see docs/scoring.md; "
-                "not with --backend onnx)."
+                "not with --backend onnx) or int8 (opt-in, quantized ONNX Runtime graph; refused unless "
+                "int8 keeps the model's dev metric within 0.005 and flips at most 1% of dev labels, "
+                "see `simpair models int8-check`; not with --backend torch)."
             ),
         ] = DEFAULT_PRECISION,
+        embedding_store: Annotated[
+            bool,
+            typer.Option(
+                help="Bi-encoders: keep sentence vectors for the whole run, so each distinct sentence "
+                "is encoded once (off: dedup within a chunk only)."
+            ),
+        ] = True,
+        embedding_cache: Annotated[
+            Path | None,
+            typer.Option(
+                metavar="DIR",
+                help="Keep the bi-encoder embedding store in DIR across runs (one file per model "
+                "version and weights). Default: <out>/_ledger/embeddings, removed when the run finishes.",
+            ),
+        ] = None,
+        embedding_memory_mb: Annotated[
+            float, typer.Option(min=0.001, help="Embedding store memory bound per worker process, MB.")
+        ] = DEFAULT_MEMORY_MB,
         wait: Annotated[
             float,
             typer.Option(min=0, help="Seconds to wait if another run holds the output; 0 exits at once."),
@@ -117,6 +142,7 @@ def register(app: typer.Typer) -> None:
         ] = None,
     ) -> None:
         """Score every new batch in the inbox exactly once with one pinned model."""
+        from simpair.scoring.int8_guard import Int8Refused
         from simpair.scoring.ledger import RunLocked
 
         console = Console()
@@ -127,7 +153,8 @@ def register(app: typer.Typer) -> None:
         try:  # before Prefect starts, so a wrong combination is a usage error, not a failed flow run
             options = ScoringOptions(
                 model=model, home=home, chunk_rows=chunk_rows, batch_size=batch_size, threads=threads,
-                backend=backend, precision=precision, lock_wait=wait,
+                backend=backend, precision=precision, lock_wait=wait, embedding_store=embedding_store,
+                embedding_cache=embedding_cache, embedding_memory_mb=embedding_memory_mb,
             )  # fmt: skip
         except ValidationError as exc:
             raise typer.BadParameter("; ".join(_reason(e) for e in exc.errors())) from None
@@ -150,6 +177,11 @@ def register(app: typer.Typer) -> None:
         except LookupError as exc:  # registry: no such model/alias
             console.print(f"[red]no model:[/] {exc}")
             raise typer.Exit(EXIT_NO_MODEL) from None
+        except Int8Refused as exc:  # the parity guard: figures, limits and what to do, in one line
+            if debug_enabled():
+                traceback.print_exception(exc)
+            console.print(f"[red]not started:[/] {escape(str(exc))}", soft_wrap=True)
+            raise typer.Exit(EXIT_INT8_REFUSED) from None
         console.print(summary_table(summary))
         if json_out:
             json_out.write_text(json.dumps(summary.to_dict(), indent=2, default=str) + "\n")

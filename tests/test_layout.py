@@ -183,6 +183,7 @@ DOMAIN_ORDER = [
     "model_ref",
     "evaluate_file transfer",
     "scoring",
+    "mining",
     "local_stack",
 ]
 

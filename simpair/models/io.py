@@ -1,9 +1,10 @@
 """Save and load model directories in the one format every stage shares.
 
 A model directory holds `model.safetensors`, `config.json`, the tokenizer files, `simpair.json`
-(metadata), and optionally `train_config.yaml`, `metrics.json` and `dev_pair_ids.txt`. Nothing is
-pickled: weights are safetensors, everything else is text. Directories are written under a temporary
-name and renamed, so a crash never leaves a half-written model that looks valid.
+(metadata), for bi-encoders the sentence-transformers module files (`modules.json`, ...), and
+optionally `train_config.yaml`, `metrics.json` and `dev_pair_ids.txt`. Nothing is pickled: weights
+are safetensors, everything else is text. Directories are written under a temporary name and
+renamed, so a crash never leaves a half-written model that looks valid.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from simpair.atomic import atomic_path
 from simpair.models.bi_encoder import BiEncoder
 from simpair.models.cross_encoder import CrossEncoder, CrossHead
 from simpair.models.metadata import ModelMetadata
+from simpair.models.st_export import write_sentence_transformers_files
 from simpair.models.tokenizer import load_tokenizer, tokenizer_fingerprint
 
 EncoderModel = CrossEncoder | BiEncoder
@@ -65,6 +67,8 @@ def save_model(
         with quiet_transformers():
             model.save(tmp)
         tokenizer.save_pretrained(str(tmp))
+        if isinstance(model, BiEncoder):  # also a sentence-transformers model (simpair.models.st_export)
+            write_sentence_transformers_files(tmp, model.hidden_size, metadata.max_length, model.post)
         if metadata.tokenizer_fingerprint is None:
             metadata.tokenizer_fingerprint = tokenizer_fingerprint(tokenizer)
         if metadata.created_at is None:

@@ -15,6 +15,10 @@ Pieces, one job each (none imports Prefect; `tasks/scoring.py` and `flows/nightl
 - `summary`: the run summary (`ScoreSummary`, `summarize`, markdown).
 - `run`: the scoring DAG, defined once (`run_scoring`), and `score_inbox(...)`, which runs it here.
 - `onnx_backend`, `bf16_backend`, `budget`: the forward passes behind `--backend onnx` / `--precision bf16`.
+- `int8_backend`, `int8_guard`: the opt-in `--precision int8` graph and the dev-split parity check
+  that must pass before a model version may score in int8.
+- `embedding_store`: bi-encoder sentence vectors kept for a whole run (or across nights), so each
+  distinct sentence is encoded once.
 
 The model is pinned by `simpair.model_ref.resolve_model_ref` (a folder or a registry reference).
 """

@@ -10,11 +10,19 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 
 from simpair.model_ref import ModelRef
 from simpair.scoring.contract import ScoringContract
+from simpair.scoring.embedding_store import (
+    EmbeddingStore,
+    StoreCounts,
+    model_identity,
+    open_store,
+    store_folder,
+)
 from simpair.scoring.ledger import ChunkRecord, Ledger
 from simpair.scoring.options import ScoringOptions
 from simpair.scoring.plan import FilePlan
@@ -36,6 +44,9 @@ class ChunkResult:
     rows_truncated: int = 0
     seconds: float = 0.0
     problem: str | None = None
+    sentences_encoded: int = 0  # bi-encoders with the embedding store: distinct sentences encoded
+    memory_hits: int = 0  # ... and found in the store's memory / on disk instead
+    disk_hits: int = 0
 
 
 def score_chunk(
@@ -49,7 +60,8 @@ def score_chunk(
 ) -> ChunkResult:
     """Read, validate, score and write chunk `idx` of a planned file, then record it in the ledger.
 
-    `options` gives the batch size, threads and backend; `precision` is the run's resolved precision
+    `options` gives the batch size, threads, backend and embedding store (bi-encoders: vectors kept
+    across the run's chunks, `embedding_store`); `precision` is the run's resolved precision
     (`resolve_precision`). A worker that cannot run it natively (bf16 pinned by a driver with native
     bf16, on a worker without) fails the chunk rather than score it in another precision than the
     rest of the run.
@@ -68,6 +80,7 @@ def score_chunk(
             f"this run is pinned to {precision}, but this worker ({predictor.device}) has no native "
             f"{precision}; run the workers on hardware that has it, or score with --precision fp32"
         )
+    store, counts = _store(plan, model, options, precision, predictor), StoreCounts()
     scores = score_columns(
         predictor,
         model,
@@ -77,6 +90,8 @@ def score_chunk(
         checked.cut,
         options.batch_size,
         precision=precision,
+        store=store,
+        counts=counts,
     )
     kept = checked.kept
     scored = pa.Table.from_arrays(kept.columns + scores.columns, schema=plan.output_schema)
@@ -100,6 +115,9 @@ def score_chunk(
         rows_rejected=len(checked.rejects),
         rows_truncated=int(scores.column("truncated").to_numpy(zero_copy_only=False).sum()),
         seconds=seconds,
+        sentences_encoded=counts.encoded,
+        memory_hits=counts.memory_hits,
+        disk_hits=counts.disk_hits,
     )
     Ledger(plan.out).chunk_done(
         plan.sha256,
@@ -117,3 +135,17 @@ def score_chunk(
         ),
     )
     return result
+
+
+def _store(
+    plan: FilePlan, model: ModelRef, options: ScoringOptions, precision: str, predictor: Any
+) -> EmbeddingStore | None:
+    """The run's embedding store for a bi-encoder (None for cross-encoders, stacks, or when off).
+
+    Keyed by the forward pass too (torch, ONNX Runtime, bf16): their vectors agree only to ~1e-6.
+    """
+    if not options.embedding_store or predictor.kind != "bi":
+        return None
+    identity = model_identity(model, precision, type(predictor).__name__)
+    folder = store_folder(plan.out, options.embedding_cache)
+    return open_store(folder, identity, options.embedding_memory_mb)

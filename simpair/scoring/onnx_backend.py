@@ -182,41 +182,48 @@ def _probe(predictor: Predictor) -> dict[str, torch.Tensor]:
     return pad_batch(enc["input_ids"], tok.pad_token_id or 0, enc.get("token_type_ids"))
 
 
-def _session(model: nn.Module, kind: str, threads: int, workdir: Path, name: str) -> Any:
+def open_session(path: Path, threads: int) -> Any:
+    """A CPU session on an exported (or quantized) graph with this module's session options."""
     import onnxruntime as ort
 
-    path = export_encoder(model, kind, workdir / f"{name}.onnx")
     return ort.InferenceSession(str(path), session_options(threads), providers=["CPUExecutionProvider"])
 
 
-def build_encoder(predictor: Predictor, threads: int) -> OrtEncoder:
-    """Export the predictor's model to ONNX Runtime, the [CLS]-only graph when it applies and verifies."""
+def export_verified(predictor: Predictor, threads: int, workdir: Path) -> tuple[Path, OrtEncoder]:
+    """The fp32 graph that matched torch on the probe batch, kept in `workdir` for other passes (int8).
+
+    The [CLS]-only graph when it applies and verifies, else the plain export; raises if even the plain
+    export disagrees with torch.
+    """
     torch_model = predictor.model.eval()
     batch = _probe(predictor)
     with torch.inference_mode():
         reference = torch_model(**batch).float()
         if predictor.kind == "bi":
             reference = nn.functional.normalize(reference, dim=-1)
+    rewrite = cls_last_layer_model(torch_model, predictor.kind)
+    if rewrite is not None:
+        try:
+            path = export_encoder(rewrite, "cross", workdir / "cls.onnx")
+            encoder = OrtEncoder(open_session(path, threads), "cross", "cls-last-layer")
+            diff = float((encoder(**batch) - reference).abs().max())
+            if diff <= VERIFY_ATOL:
+                return path, encoder
+            log.warning("[CLS]-only ONNX graph differs by %.2e; using the plain export", diff)
+        except Exception as exc:  # an architecture variant the rewrite does not cover
+            log.warning("[CLS]-only ONNX export failed (%s); using the plain export", exc)
+    path = export_encoder(torch_model, predictor.kind, workdir / "plain.onnx")
+    encoder = OrtEncoder(open_session(path, threads), predictor.kind)
+    diff = float((encoder(**batch) - reference).abs().max())
+    if diff > VERIFY_ATOL:
+        raise RuntimeError(f"ONNX export of {predictor.model_dir} differs from torch by {diff:.2e}")
+    return path, encoder
+
+
+def build_encoder(predictor: Predictor, threads: int) -> OrtEncoder:
+    """Export the predictor's model to ONNX Runtime, the [CLS]-only graph when it applies and verifies."""
     with tempfile.TemporaryDirectory(prefix="simpair-onnx-") as tmp:
-        rewrite = cls_last_layer_model(torch_model, predictor.kind)
-        if rewrite is not None:
-            try:
-                encoder = OrtEncoder(
-                    _session(rewrite, "cross", threads, Path(tmp), "cls"), "cross", "cls-last-layer"
-                )
-                diff = float((encoder(**batch) - reference).abs().max())
-                if diff <= VERIFY_ATOL:
-                    return encoder
-                log.warning("[CLS]-only ONNX graph differs by %.2e; using the plain export", diff)
-            except Exception as exc:  # an architecture variant the rewrite does not cover
-                log.warning("[CLS]-only ONNX export failed (%s); using the plain export", exc)
-        encoder = OrtEncoder(
-            _session(torch_model, predictor.kind, threads, Path(tmp), "plain"), predictor.kind
-        )
-        diff = float((encoder(**batch) - reference).abs().max())
-        if diff > VERIFY_ATOL:
-            raise RuntimeError(f"ONNX export of {predictor.model_dir} differs from torch by {diff:.2e}")
-        return encoder
+        return export_verified(predictor, threads, Path(tmp))[1]
 
 
 class OrtPredictor(Predictor):

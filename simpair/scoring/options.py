@@ -9,8 +9,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, NonNegativeFloat, PositiveInt, model_validator
+from pydantic import BaseModel, ConfigDict, NonNegativeFloat, PositiveFloat, PositiveInt, model_validator
 
+from simpair.scoring.embedding_store import DEFAULT_MEMORY_MB
 from simpair.scoring.scorer import check_precision
 
 DEFAULT_CHUNK_ROWS = 8192
@@ -28,9 +29,15 @@ class ScoringOptions(BaseModel):
     - `batch_size`: pairs per forward pass (with the ONNX backend an upper bound).
     - `threads`: torch / ONNX Runtime threads per worker; None = CPUs / workers.
     - `backend`: `auto`, `torch` or `onnx`.
-    - `precision`: `fp32` or the opt-in `bf16` (not with backend `onnx`).
+    - `precision`: `fp32`, the opt-in `bf16` (not with backend `onnx`) or `int8` (not with `torch`;
+      refused unless the model passes the parity guard, `int8_guard`).
     - `lock_wait`: seconds to wait for another run holding the output; 0 = give up at once.
     - `contract`: the scoring-input contract file; None = `data_contracts/scoring_input.yaml`.
+    - `embedding_store`: bi-encoders look sentence vectors up in a store kept for the whole run, so
+      each distinct sentence is encoded once (default on; off = dedup within a chunk only).
+    - `embedding_cache`: a folder keeping that store across runs (nights), per model identity;
+      None = `<out>/_ledger/embeddings/`, removed when a run finishes.
+    - `embedding_memory_mb`: the store's in-memory bound per worker process (more goes to disk).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -44,10 +51,15 @@ class ScoringOptions(BaseModel):
     precision: str = DEFAULT_PRECISION
     lock_wait: NonNegativeFloat = 0.0
     contract: Path | None = None
+    embedding_store: bool = True
+    embedding_cache: Path | None = None
+    embedding_memory_mb: PositiveFloat = DEFAULT_MEMORY_MB
 
     @model_validator(mode="after")
     def _known_backend_and_precision(self) -> ScoringOptions:
         check_precision(self.precision, self.backend)
+        if self.embedding_cache is not None and not self.embedding_store:
+            raise ValueError("embedding_cache keeps the embedding store: it needs embedding_store on")
         return self
 
     @classmethod

@@ -20,10 +20,14 @@ in the same order, so they claim, score, quarantine and record the same things.
 Precision (`fp32` default, `bf16` opt-in) is decided once per run (`resolve_precision`) and passed to
 every stage like the pinned model: chunks record it in the ledger and on every output row, and a
 resumed batch rescores chunks scored in another precision, so one output file never mixes them.
+
+Bi-encoder runs share one embedding store across all their chunks and files (`embedding_store`); a
+finished run releases it (`release_store`), a killed one leaves it for the resumed run to reuse.
 """
 
 from __future__ import annotations
 
+import shutil
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -35,6 +39,7 @@ from simpair.model_ref import ModelRef, resolve_model_ref
 from simpair.scoring.chunk import ChunkResult, score_chunk
 from simpair.scoring.commit import finalize_file
 from simpair.scoring.contract import load_contract
+from simpair.scoring.embedding_store import close_stores, store_folder
 from simpair.scoring.inbox import list_inbox
 from simpair.scoring.ledger import Ledger, run_lock
 from simpair.scoring.options import ScoringOptions
@@ -121,7 +126,9 @@ def run_scoring(
     contract = load_contract(options.contract)
     with run_lock(out_dir, options.lock_wait):
         model = runner.run(resolve_model_ref, spec=options.model, home=home_dir(options.home))
-        precision = resolve_precision(options.precision, options.backend)
+        precision = resolve_precision(  # int8: the parity guard runs here, once per run
+            options.precision, options.backend, model=model, home=home_dir(options.home)
+        )
         run_id = run_id or new_run_id()
         runner.run(start_run, out=out_dir, run_id=run_id, model=model)
         files = runner.run(list_inbox, inbox=inbox)
@@ -149,11 +156,26 @@ def run_scoring(
         file_results = [runner.result(f) for f in finals]
         chunk_results = [r for started in chunks.values() for r in runner.result(started)]
         seconds = time.perf_counter() - began
+        store = store_folder(out_dir, options.embedding_cache)
         summary = summarize(
-            run_id, model, plans, file_results, chunk_results, seconds, precision, options.precision
-        )
+            run_id, model, plans, file_results, chunk_results, seconds, precision, options.precision,
+            embedding_store=str(store) if options.embedding_store and model.kind == "bi" else None,
+            embedding_store_kept=options.embedding_cache is not None,
+        )  # fmt: skip
         runner.run(finish_run, out=out_dir, summary=summary)
+        release_store(store, keep=options.embedding_cache is not None)
     return summary
+
+
+def release_store(folder: Path, keep: bool) -> None:
+    """After a finished run: drop this process's store memory, and the run's own store from disk.
+
+    Only a finished run removes it: a killed run leaves it for the resumed run to reuse. A folder
+    given as `embedding_cache` is kept for the next run of the same model identity.
+    """
+    close_stores(folder)
+    if not keep:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def score_inbox(

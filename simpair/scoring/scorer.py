@@ -10,7 +10,7 @@ users who compare runs expect. `bf16` is an explicit opt-in for throughput: the 
 `torch.autocast(bfloat16)`, outputs cast back to fp32 before sigmoid / cosine / calibration. It is
 only run where bf16 is native (CUDA with bf16, CPUs with AVX512-BF16 or AMX): emulated bf16 is
 slower than fp32 and would still move the scores, so elsewhere it falls back to fp32 with a warning.
-ONNX Runtime's CPU provider has no fast bf16 path, so bf16 always scores with torch.
+ONNX Runtime has no fast bf16 on CPU, so bf16 scores with torch; opt-in int8 needs `int8_guard`'s consent.
 """
 
 from __future__ import annotations
@@ -28,6 +28,8 @@ import numpy as np
 import pyarrow as pa
 
 from simpair.model_ref import ModelRef
+from simpair.scoring.embedding_store import EmbeddingStore, StoreCounts, predict_stored
+from simpair.scoring.int8_guard import require_int8
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +86,7 @@ _LOAD_LOCK = threading.Lock()
 # ("Already borrowed"), so forward passes take turns; reading and writing chunks still overlap.
 _PREDICT_LOCK = threading.Lock()
 BACKENDS = ("auto", "torch", "onnx")
-PRECISIONS = ("fp32", "bf16")
+PRECISIONS = ("fp32", "bf16", "int8")
 
 
 def check_precision(precision: str, backend: str) -> None:
@@ -99,6 +101,8 @@ def check_precision(precision: str, backend: str) -> None:
             "provider has no fast bf16 path. Use --backend torch or auto with --precision bf16, "
             "or --backend onnx with --precision fp32."
         )
+    if precision == "int8" and backend == "torch":
+        raise ValueError("precision int8 runs a quantized ONNX Runtime graph: use --backend auto or onnx")
 
 
 def runnable_precision(precision: str, device: Any) -> str:
@@ -110,12 +114,15 @@ def runnable_precision(precision: str, device: Any) -> str:
     return precision
 
 
-def resolve_precision(precision: str, backend: str, device: Any | None = None) -> str:
+def resolve_precision(
+    precision: str, backend: str, device: Any | None = None, model: ModelRef | None = None, home: Any = None
+) -> str:
     """Decide a run's precision once, before its first chunk, and warn if bf16 must fall back.
 
     Called by the process that starts the run; the result is passed to every chunk (and worker),
     so all chunks of a run use the same precision. `device` defaults to the one `load_predictor`
-    would pick here (CUDA if available, else CPU).
+    would pick here (CUDA if available, else CPU). int8 is refused (`int8_guard.Int8Refused`)
+    unless the pinned `model` passes the parity guard (`home` holds its dev split and registry).
     """
     from simpair.models.device import pick_device
 
@@ -124,6 +131,8 @@ def resolve_precision(precision: str, backend: str, device: Any | None = None) -
     effective = runnable_precision(precision, device)
     if effective != precision:
         _warn_fallback(device)
+    if precision == "int8":  # measured on the model's dev split, or read from its registry version
+        require_int8(model, home)
     return effective
 
 
@@ -162,6 +171,10 @@ def _load(local_dir: str, threads: int, backend: str, precision: str, requested:
     from simpair.predictors import load_predictor
 
     torch.set_num_threads(threads)
+    if precision == "int8":  # fp32 weights on CPU, quantized for ONNX Runtime's CPU provider
+        from simpair.scoring.int8_backend import use_int8
+
+        return use_int8(load_predictor(local_dir, device="cpu", precision="fp32"), threads)
     # Always explicit: load_predictor's own default ("auto") would pick bf16 on CUDA.
     predictor = load_predictor(local_dir, precision=precision)
     if precision != requested:
@@ -243,16 +256,22 @@ def score_columns(
     batch_size: int,
     *,
     precision: str,
+    store: EmbeddingStore | None = None,
+    counts: StoreCounts | None = None,
 ) -> pa.Table:
     """The columns scoring adds to a chunk's kept rows (schema `SCORE_SCHEMA`).
 
     `precision` is the one the predictor runs in (`fp32` or `bf16`), written on every row next to
-    the model version so a reader of a scored file knows how its scores were computed.
+    the model version so a reader of a scored file knows how its scores were computed. A `store`
+    (bi-encoders) encodes only sentences it has not seen; it adds what it did to `counts`.
     """
     n = len(text_a)
     if n:
         with _PREDICT_LOCK:  # one forward pass at a time per process (see _PREDICT_LOCK)
-            out = predict_unique(predictor, text_a, text_b, batch_size)
+            if store is not None and predictor.kind == "bi":
+                out = predict_stored(predictor, store, text_a, text_b, batch_size, counts)
+            else:
+                out = predict_unique(predictor, text_a, text_b, batch_size)
             truncated = np.asarray(cut, dtype=bool) | truncation_flags(predictor, text_a, text_b)
     else:
         out, truncated = {"score": np.zeros(0, np.float32)}, np.zeros(0, dtype=bool)

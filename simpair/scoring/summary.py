@@ -35,6 +35,11 @@ class ScoreSummary:
     scoring_seconds: float = 0.0
     pairs_per_s: float = 0.0
     files: list[dict] = field(default_factory=list)
+    embedding_store: str | None = None  # the bi-encoder store's folder; None when not used
+    embedding_store_kept: bool = False  # kept across runs (`embedding_cache`), else removed at the end
+    sentences_encoded: int = 0  # distinct sentences the encoder ran on (store misses)
+    embedding_memory_hits: int = 0  # distinct sentences per chunk found in the store's memory
+    embedding_disk_hits: int = 0  # ... or on its disk
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -49,6 +54,8 @@ def summarize(
     scoring_seconds: float,
     precision: str = DEFAULT_PRECISION,
     precision_requested: str | None = None,
+    embedding_store: str | None = None,
+    embedding_store_kept: bool = False,
 ) -> ScoreSummary:
     """Roll plans and results up into the run summary (one line per inbox file)."""
     by_sha = {r.sha256: r for r in results}
@@ -77,6 +84,10 @@ def summarize(
             summary.files_skipped += 1
         summary.files.append({"file": plan.name, "status": status, "detail": detail})
     summary.rows_scored_this_run = sum(c.rows_scored for c in chunk_results)
+    summary.embedding_store, summary.embedding_store_kept = embedding_store, embedding_store_kept
+    summary.sentences_encoded = sum(c.sentences_encoded for c in chunk_results)
+    summary.embedding_memory_hits = sum(c.memory_hits for c in chunk_results)
+    summary.embedding_disk_hits = sum(c.disk_hits for c in chunk_results)
     summary.scoring_seconds = round(scoring_seconds, 3)
     if scoring_seconds > 0:
         summary.pairs_per_s = round(summary.rows_scored_this_run / scoring_seconds, 1)
@@ -89,7 +100,22 @@ def precision_note(summary: ScoreSummary) -> str:
         return f"{summary.precision_requested} asked, no native {summary.precision_requested} here: fell back"
     if summary.precision == "bf16":
         return "opt-in bf16 autocast: scores differ from fp32, see docs/scoring.md"
+    if summary.precision == "int8":
+        return "opt-in int8 (ONNX Runtime), passed the parity guard on dev: scores differ from fp32"
     return "scores equal to fp32 reference"
+
+
+def store_note(summary: ScoreSummary) -> str | None:
+    """One line on the bi-encoder embedding store (console and artifact); None when it was not used."""
+    if summary.embedding_store is None:
+        return None
+    hits = summary.embedding_memory_hits + summary.embedding_disk_hits
+    where = "kept for later runs" if summary.embedding_store_kept else "removed at the end of the run"
+    return (
+        f"{summary.sentences_encoded} distinct sentences encoded, {hits} cache hits "
+        f"({summary.embedding_memory_hits} memory, {summary.embedding_disk_hits} disk); "
+        f"store {summary.embedding_store} ({where})"
+    )
 
 
 def summary_markdown(summary: ScoreSummary) -> str:
@@ -107,6 +133,7 @@ def summary_markdown(summary: ScoreSummary) -> str:
         f"{summary.rows_scored} | {summary.rows_rejected} | {summary.rows_truncated} | "
         f"{summary.pairs_per_s} |",
         "",
+        *([f"Embedding store: {store_note(summary)}", ""] if store_note(summary) else []),
         "| file | status | detail |",
         "|---|---|---|",
     ]

@@ -1,0 +1,61 @@
+"""CLI command `simpair encode`: a bi-encoder's sentence embeddings for a Parquet file of sentences."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from simpair.mining.encoder import DEFAULT_BATCH_SIZE
+from simpair.mining.sentences import DEFAULT_BATCH_ROWS
+
+EXIT_NO_MODEL = 4
+MODEL_HELP = "name@alias, name/version or a model folder (a bi-encoder)"
+
+
+def register(app: typer.Typer) -> None:
+    """Add this stage's commands to the top-level app."""
+
+    @app.command("encode")
+    def encode(
+        model: Annotated[str, typer.Option(help=MODEL_HELP)],
+        input: Annotated[Path, typer.Option(help="Parquet file with one sentence per row.")],
+        output: Annotated[Path, typer.Option(help="Parquet file to write (id, text, embedding).")],
+        column: Annotated[str, typer.Option(help="Column holding the sentences.")] = "text",
+        id_column: Annotated[
+            str | None, typer.Option(help="Column identifying each row (default: the row number).")
+        ] = None,
+        batch_size: Annotated[
+            int, typer.Option(min=1, help="Sentences per forward pass.")
+        ] = DEFAULT_BATCH_SIZE,
+        batch_rows: Annotated[
+            int, typer.Option(min=1, help="Rows read, encoded and written at a time (bounds memory).")
+        ] = DEFAULT_BATCH_ROWS,
+        threads: Annotated[int | None, typer.Option(min=1, help="Torch threads (default: torch's).")] = None,
+        home: Annotated[
+            Path | None, typer.Option(help="Pipeline home (registry). Default: $SIMPAIR_HOME.")
+        ] = None,
+    ) -> None:
+        """Write every sentence's embedding (fixed-size float32 list) to Parquet, streamed by row batches."""
+        from simpair.mining.encode import encode_file
+        from simpair.model_ref import resolve_model_ref
+        from simpair.settings import home_dir
+
+        console = Console()
+        try:
+            ref = resolve_model_ref(model, home_dir(home))
+        except LookupError as exc:
+            console.print(f"[red]no model:[/] {exc}")
+            raise typer.Exit(EXIT_NO_MODEL) from None
+        summary = encode_file(
+            input, output, ref, column=column, id_column=id_column, batch_size=batch_size,
+            threads=threads, batch_rows=batch_rows,
+        )  # fmt: skip
+        console.print(
+            f"encoded {summary.encoded} of {summary.rows} rows with {summary.model} "
+            f"({summary.dims} dims) into {summary.output} in {summary.seconds:.1f}s"
+        )
+        if summary.rejects:
+            console.print(f"[yellow]{summary.rejected} rows rejected[/] (reasons in {summary.rejects})")

@@ -1,0 +1,130 @@
+"""CLI command `simpair mine`: paraphrase mining within a file, or semantic search of it in a corpus.
+
+Runs in this process by default (mining is one job on one machine); `--prefect` runs the same
+stages as the `mine-pairs` flow, with a flow run and task runs to look at. Prefect is imported only then.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from pydantic import ValidationError
+from rich.console import Console
+
+from simpair.mining.encoder import DEFAULT_BATCH_SIZE, DEFAULT_MINE_MODEL
+from simpair.mining.index import METHODS
+from simpair.mining.search import DEFAULT_MEMORY_MB, MineOptions
+
+if TYPE_CHECKING:
+    from simpair.mining.run import MineSummary
+
+EXIT_NO_MODEL = 4
+
+
+def describe(summary: MineSummary) -> str:
+    """The run in two lines: what was read, what was found."""
+    read = (
+        f"{summary.input_rows} input rows ({summary.input_rejected} rejected, "
+        f"{summary.input_distinct} distinct)"
+    )
+    if summary.corpus_rows is not None:
+        read += (
+            f", {summary.corpus_rows} corpus rows ({summary.corpus_rejected} rejected, "
+            f"{summary.corpus_distinct} distinct)"
+        )
+    found = (
+        f"{summary.pairs} pairs ({summary.mode}) with {summary.model}"
+        + (f", re-ranked by {summary.rerank_model}" if summary.rerank_model else "")
+        + f"; {summary.index} search in {summary.pieces} piece(s), {summary.seconds:.1f}s -> {summary.output}"
+    )
+    return f"{read}\n{found}"
+
+
+def register(app: typer.Typer) -> None:
+    """Add this stage's commands to the top-level app."""
+
+    @app.command("mine")
+    def mine(
+        input: Annotated[Path, typer.Option(help="Parquet file of sentences (the queries).")],
+        output: Annotated[Path, typer.Option(help="Parquet file of pairs to write.")],
+        top_k: Annotated[int, typer.Option(min=1, help="Neighbours kept per sentence.")] = 10,
+        corpus: Annotated[
+            Path | None,
+            typer.Option(help="Search each input sentence in this corpus (default: mine within the input)."),
+        ] = None,
+        threshold: Annotated[
+            float | None, typer.Option(help="Keep pairs with a bi-encoder score >= this.")
+        ] = None,
+        model: Annotated[
+            str, typer.Option(help="Bi-encoder: name@alias, name/version or a model folder.")
+        ] = DEFAULT_MINE_MODEL,
+        rerank: Annotated[
+            str | None,
+            typer.Option(
+                help="Cross-encoder adding rerank_score to every pair (e.g. simpair-paraphrase@champion)."
+            ),
+        ] = None,
+        column: Annotated[str, typer.Option(help="Column holding the sentences.")] = "text",
+        id_column: Annotated[
+            str | None, typer.Option(help="Column identifying each row (default: row number).")
+        ] = None,
+        corpus_column: Annotated[
+            str | None, typer.Option(help="The corpus's text column (default: --column).")
+        ] = None,
+        corpus_id_column: Annotated[
+            str | None, typer.Option(help="The corpus's id column (default: --id-column).")
+        ] = None,
+        index: Annotated[
+            str, typer.Option(help=f"Search: {', '.join(METHODS)} (auto: exact for small pieces, else HNSW).")
+        ] = "auto",
+        max_memory_mb: Annotated[
+            float,
+            typer.Option(min=0.001, help="Memory for corpus vectors and index; larger corpora go in pieces."),
+        ] = DEFAULT_MEMORY_MB,
+        batch_size: Annotated[
+            int, typer.Option(min=1, help="Sentences per forward pass.")
+        ] = DEFAULT_BATCH_SIZE,
+        threads: Annotated[int | None, typer.Option(min=1, help="Torch and faiss threads.")] = None,
+        home: Annotated[
+            Path | None, typer.Option(help="Pipeline home (registry). Default: $SIMPAIR_HOME.")
+        ] = None,
+        prefect: Annotated[bool, typer.Option(help="Run as the `mine-pairs` Prefect flow.")] = False,
+        json_out: Annotated[
+            Path | None, typer.Option("--json", help="Also write the summary as JSON here.")
+        ] = None,
+    ) -> None:
+        """Find similar sentence pairs (bi-encoder + exact or HNSW search), optionally re-ranked."""
+        console = Console()
+        try:
+            options = MineOptions(
+                top_k=top_k, threshold=threshold, index=index, max_memory_mb=max_memory_mb,
+                batch_size=batch_size, threads=threads, column=column, id_column=id_column,
+                corpus_column=corpus_column, corpus_id_column=corpus_id_column,
+            )  # fmt: skip
+        except ValidationError as exc:
+            raise typer.BadParameter(str(exc)) from None
+        if index not in METHODS:
+            raise typer.BadParameter(f"--index must be one of {', '.join(METHODS)}; got {index!r}")
+        kwargs = dict(corpus=corpus, model=model, rerank_model=rerank, home=home, options=options)
+        try:
+            if prefect:
+                from simpair.cli.failures import quiet_prefect_console
+                from simpair.flows.mine import run as run_flow
+
+                quiet_prefect_console()
+                summary = run_flow(input, output, **kwargs)
+            else:
+                from simpair.mining.run import run_mine
+
+                summary = run_mine(input, output, **kwargs)
+        except LookupError as exc:  # registry: no such model/alias
+            console.print(f"[red]no model:[/] {exc}")
+            raise typer.Exit(EXIT_NO_MODEL) from None
+        console.print(describe(summary))
+        if summary.rejects:
+            console.print(f"[yellow]rejected rows[/] (with reasons) in {summary.rejects}")
+        if json_out:
+            json_out.write_text(json.dumps(summary.model_dump(), indent=2) + "\n")

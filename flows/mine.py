@@ -1,0 +1,101 @@
+"""The `mine-pairs` flow: similar sentence pairs within a file, or each sentence's neighbours in a corpus.
+
+The DAG is `simpair.mining.run.run_mine`, the same one `simpair mine` runs in process; this flow
+runs each of its stages as the Prefect task wired below:
+
+    resolve-model (bi-encoder; and the re-ranker) -> read-sentences (input; and corpus)
+    -> encode-sentences -> find-pairs (exact or HNSW, corpus pieces within the memory budget)
+    -> pairs-table -> rerank-pairs (if asked) -> write-pairs (+ the `mine-summary` artifact)
+
+Stages run one after the other: each needs the one before, and encoding, the bulk of the time,
+already uses every core torch is given.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from prefect import flow
+
+from simpair.mining.run import (
+    MineSummary,
+    build_table,
+    encode_sentences,
+    find_pairs,
+    rerank_pairs,
+    run_mine,
+    write_mined,
+)
+from simpair.mining.search import MineOptions
+from simpair.mining.sentences import read_sentences
+from simpair.model_ref import resolve_model_ref
+from simpair.tasks.mine import (
+    PrefectStages,
+    build_table_task,
+    encode_sentences_task,
+    find_pairs_task,
+    read_sentences_task,
+    rerank_pairs_task,
+    resolve_model_task,
+    write_pairs_task,
+)
+
+# stage of the mining DAG -> the Prefect task that runs it in this flow
+AS_TASKS = PrefectStages(
+    {
+        resolve_model_ref: resolve_model_task,
+        read_sentences: read_sentences_task,
+        encode_sentences: encode_sentences_task,
+        find_pairs: find_pairs_task,
+        build_table: build_table_task,
+        rerank_pairs: rerank_pairs_task,
+        write_mined: write_pairs_task,
+    }
+)
+
+
+@flow(name="mine-pairs", log_prints=True)
+def mine_pairs(
+    input: str,
+    output: str,
+    corpus: str | None = None,
+    model: str | None = None,
+    rerank: str | None = None,
+    home: str | None = None,
+    options: MineOptions | None = None,
+) -> MineSummary:
+    """Mine `input` into `output` (see docs/mining.md); `corpus` switches to semantic search."""
+    summary = run_mine(
+        input,
+        output,
+        corpus=corpus,
+        model=model,
+        rerank_model=rerank,
+        home=home,
+        options=options,
+        runner=AS_TASKS,
+    )
+    print(f"mined {summary.pairs} pairs ({summary.mode}) with {summary.model} into {summary.output}")
+    return summary
+
+
+def run(
+    input: str | Path,
+    output: str | Path,
+    *,
+    corpus: str | Path | None = None,
+    model: str | None = None,
+    rerank_model: str | None = None,
+    home: str | Path | None = None,
+    options: MineOptions | None = None,
+) -> MineSummary:
+    """Run the flow (what `simpair mine --prefect` calls)."""
+    return mine_pairs(
+        input=str(input),
+        output=str(output),
+        corpus=str(corpus) if corpus is not None else None,
+        model=model,
+        rerank=rerank_model,
+        home=str(home) if home is not None else None,
+        options=options,
+    )

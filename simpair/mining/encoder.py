@@ -1,0 +1,94 @@
+"""Load the pinned models mining needs and turn many texts into vectors with visible progress.
+
+Why here and not `Predictor.embed` alone: `embed` tokenizes its whole call at once, so a million
+sentences would hold a million token lists. Chunks of a few thousand distinct texts keep tokens
+small, show progress per chunk (a bar on a terminal, plain lines in a log) and let the caller drop
+each chunk's vectors once it has used them (corpus pieces).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+import numpy as np
+
+from simpair.model_ref import ModelRef
+from simpair.progress import progress
+
+DEFAULT_ENCODE_CHUNK = 4096
+DEFAULT_BATCH_SIZE = 64
+# STS models are the ones trained for graded similarity: the natural default for mining
+DEFAULT_MINE_MODEL = "simpair-sts@champion"
+
+
+class WrongModelKind(ValueError):
+    """A model of the wrong kind for the job (a cross-encoder asked for embeddings, or the reverse)."""
+
+
+def load_bi_encoder(model: ModelRef, threads: int | None = None, job: str = "simpair encode") -> object:
+    """The pinned bi-encoder's `Predictor`; any other kind is refused with what to do instead."""
+    if model.kind != "bi":
+        hint = (
+            " (a cross-encoder scores pairs: pass it to `simpair mine --rerank`)"
+            if model.kind == "cross"
+            else ""
+        )
+        raise WrongModelKind(
+            f"{job} needs a bi-encoder (sentence embeddings); {model.label} is a {model.kind} model{hint}"
+        )
+    return _load(model, threads)
+
+
+def load_reranker(model: ModelRef, threads: int | None = None) -> object:
+    """The pinned pair scorer for re-ranking: a cross-encoder or a stacked model, never a bi-encoder."""
+    if model.kind == "bi":
+        raise WrongModelKind(
+            f"--rerank needs a cross-encoder (or stacked model); {model.label} is a bi-encoder, "
+            "which is what --model already scores with"
+        )
+    return _load(model, threads)
+
+
+def _load(model: ModelRef, threads: int | None) -> object:
+    import torch
+
+    from simpair.predictors import load_predictor
+
+    if threads:
+        torch.set_num_threads(threads)
+    # fp32 on purpose: mined scores must equal `simpair score` with the same model
+    return load_predictor(model.local_dir, precision="fp32")
+
+
+def embedding_dims(predictor: object) -> int:
+    """Width of the model's sentence vectors (the post-processing keeps the hidden size)."""
+    return int(predictor.model.hidden_size)  # type: ignore[attr-defined]
+
+
+def embed_chunks(
+    predictor: object,
+    texts: Sequence[str],
+    *,
+    chunk: int = DEFAULT_ENCODE_CHUNK,
+    batch_size: int = DEFAULT_BATCH_SIZE,
+    desc: str = "encode",
+    show_progress: bool = True,
+) -> Iterator[tuple[int, np.ndarray]]:
+    """(offset, L2-normalised float32 vectors) for consecutive chunks of `texts`, in order."""
+    bar = progress(total=len(texts), desc=desc, unit="sentence", disable=not show_progress)
+    try:
+        for start in range(0, len(texts), chunk):
+            part = list(texts[start : start + chunk])
+            vectors = predictor.embed(part, batch_size=batch_size)  # type: ignore[attr-defined]
+            bar.update(len(part))
+            yield start, np.ascontiguousarray(vectors, dtype=np.float32)
+    finally:
+        bar.close()
+
+
+def embed_all(predictor: object, texts: Sequence[str], **kwargs: object) -> np.ndarray:
+    """Every text's vector in one (n, dims) array; for texts whose vectors must all stay (queries)."""
+    out = np.empty((len(texts), embedding_dims(predictor)), dtype=np.float32)
+    for start, vectors in embed_chunks(predictor, texts, **kwargs):  # type: ignore[arg-type]
+        out[start : start + len(vectors)] = vectors
+    return out

@@ -1,0 +1,198 @@
+"""The mining DAG, written once: `simpair mine` runs it in process, the `mine-pairs` flow as Prefect tasks.
+
+    resolve-model (bi; and the re-ranker) -> read-sentences (input; and corpus)
+    -> encode-sentences (distinct input texts) -> find-pairs (within the input, or in the corpus,
+    piece by piece) -> pairs-table -> rerank-pairs (if asked) -> write-pairs
+
+Each stage is a plain function of plain values; the runner decides how it runs (`InProcess` here,
+`simpair.tasks.scoring.PrefectStages` in `flows/mine.py`), as scoring does. Texts are mined once per
+distinct text: a text on several rows is reported with the id of its first row.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Protocol, TypeVar
+
+import numpy as np
+import pyarrow as pa
+from pydantic import BaseModel
+
+from simpair.mining.encoder import DEFAULT_MINE_MODEL, embed_all, load_bi_encoder, load_reranker
+from simpair.mining.pairs import first_ids, pairs_table, rerank, write_pairs, write_rejects
+from simpair.mining.search import Candidates, MineOptions, search_corpus, search_within
+from simpair.mining.sentences import Sentences, distinct, read_sentences
+from simpair.model_ref import ModelRef, resolve_model_ref
+from simpair.settings import home_dir
+
+T = TypeVar("T")
+
+
+class StageRunner(Protocol):
+    """How a stage runs: now, in this process, or as its Prefect task (`PrefectStages`)."""
+
+    def run(self, stage: Callable[..., T], /, **kwargs: Any) -> T: ...
+
+
+class InProcess:
+    """Runs every stage here and now, in the order the DAG asks for them."""
+
+    def run(self, stage: Callable[..., T], /, **kwargs: Any) -> T:
+        return stage(**kwargs)
+
+
+class MineSummary(BaseModel):
+    """What a mining run did (printed by the command, returned by the flow)."""
+
+    output: str
+    rejects: str | None
+    mode: str
+    model: str
+    rerank_model: str | None
+    input_rows: int
+    input_rejected: int
+    input_distinct: int
+    corpus_rows: int | None
+    corpus_rejected: int | None
+    corpus_distinct: int | None
+    pairs: int
+    pieces: int
+    index: str
+    seconds: float
+
+
+@lru_cache(maxsize=2)
+def _bi(model: ModelRef, threads: int | None) -> object:
+    return load_bi_encoder(model, threads, job="simpair mine")
+
+
+def encode_sentences(model: ModelRef, sentences: Sentences, options: MineOptions) -> np.ndarray:
+    """Vectors of the distinct input texts, in first-seen order."""
+    texts, _ = distinct(sentences.texts)
+    return embed_all(
+        _bi(model, options.threads),
+        texts,
+        chunk=options.encode_chunk,
+        batch_size=options.batch_size,
+        desc="encode input",
+        show_progress=options.show_progress,
+    )
+
+
+def find_pairs(
+    vectors: np.ndarray, model: ModelRef, corpus: Sentences | None, options: MineOptions
+) -> Candidates:
+    """Within the input (no corpus) or each input text's top k in the corpus's distinct texts."""
+    if corpus is None:
+        return search_within(vectors, options)
+    texts, _ = distinct(corpus.texts)
+    return search_corpus(vectors, _bi(model, options.threads), texts, options)
+
+
+def build_table(
+    candidates: Candidates, inputs: Sentences, corpus: Sentences | None, model: ModelRef
+) -> pa.Table:
+    """The found pairs with ids and texts of both sides (see `simpair.mining.pairs.pairs_table`)."""
+    a_texts, a_inverse = distinct(inputs.texts)
+    a_ids = first_ids(inputs.ids, a_inverse, len(a_texts))
+    if corpus is None:
+        return pairs_table(candidates, a_ids, a_texts, a_ids, a_texts, model)
+    b_texts, b_inverse = distinct(corpus.texts)
+    return pairs_table(
+        candidates, a_ids, a_texts, first_ids(corpus.ids, b_inverse, len(b_texts)), b_texts, model
+    )
+
+
+def rerank_pairs(table: pa.Table, reranker: ModelRef, options: MineOptions) -> pa.Table:
+    """Add the re-ranker's scores (see `simpair.mining.pairs.rerank`)."""
+    return rerank(table, load_reranker(reranker, options.threads), reranker, options)
+
+
+def write_mined(
+    table: pa.Table,
+    output: str,
+    inputs: Sentences,
+    corpus: Sentences | None,
+    candidates: Candidates,
+    model: ModelRef,
+    reranker: ModelRef | None,
+    options: MineOptions,
+    started: float,
+) -> MineSummary:
+    """The pairs file (with how it was mined in its metadata), the rejects file, and the summary."""
+    rejected = {"input": inputs.rejects} | ({"corpus": corpus.rejects} if corpus is not None else {})
+    rejects = write_rejects(output, rejected)
+    summary = MineSummary(
+        output=str(output),
+        rejects=str(rejects) if rejects else None,
+        mode="paraphrase" if corpus is None else "search",
+        model=model.label,
+        rerank_model=reranker.label if reranker else None,
+        input_rows=len(inputs) + len(inputs.rejects),
+        input_rejected=len(inputs.rejects),
+        input_distinct=len(set(inputs.texts)),
+        corpus_rows=None if corpus is None else len(corpus) + len(corpus.rejects),
+        corpus_rejected=None if corpus is None else len(corpus.rejects),
+        corpus_distinct=None if corpus is None else len(set(corpus.texts)),
+        pairs=table.num_rows,
+        pieces=candidates.pieces,
+        index=candidates.method,
+        seconds=round(time.monotonic() - started, 3),
+    )
+    meta = summary.model_dump(exclude={"output", "rejects", "seconds"}) | {
+        "top_k": options.top_k,
+        "threshold": options.threshold,
+        "model_version": model.version,
+        "rerank_version": reranker.version if reranker else None,
+    }
+    write_pairs(table, output, meta)
+    return summary
+
+
+def run_mine(
+    input: str | Path,
+    output: str | Path,
+    *,
+    corpus: str | Path | None = None,
+    model: str | None = None,
+    rerank_model: str | None = None,
+    home: str | Path | None = None,
+    options: MineOptions | None = None,
+    runner: StageRunner | None = None,
+) -> MineSummary:
+    """Mine `input` (within itself, or against `corpus`) into `output`; see docs/mining.md."""
+    runner = runner or InProcess()
+    options = options or MineOptions()
+    started = time.monotonic()
+    home_path = home_dir(home)
+    bi = runner.run(resolve_model_ref, spec=model or DEFAULT_MINE_MODEL, home=home_path)
+    reranker = runner.run(resolve_model_ref, spec=rerank_model, home=home_path) if rerank_model else None
+    inputs = runner.run(read_sentences, path=str(input), column=options.column, id_column=options.id_column)
+    corpus_sentences = None
+    if corpus is not None:
+        corpus_sentences = runner.run(
+            read_sentences,
+            path=str(corpus),
+            column=options.corpus_column or options.column,
+            id_column=options.corpus_id_column or options.id_column,
+        )
+    vectors = runner.run(encode_sentences, model=bi, sentences=inputs, options=options)
+    candidates = runner.run(find_pairs, vectors=vectors, model=bi, corpus=corpus_sentences, options=options)
+    table = runner.run(build_table, candidates=candidates, inputs=inputs, corpus=corpus_sentences, model=bi)
+    if reranker is not None:
+        table = runner.run(rerank_pairs, table=table, reranker=reranker, options=options)
+    return runner.run(
+        write_mined,
+        table=table,
+        output=str(output),
+        inputs=inputs,
+        corpus=corpus_sentences,
+        candidates=candidates,
+        model=bi,
+        reranker=reranker,
+        options=options,
+        started=started,
+    )

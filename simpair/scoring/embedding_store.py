@@ -1,0 +1,277 @@
+"""Sentence vectors kept for a whole scoring run (or across nights): encode each distinct sentence once.
+
+Bulk batches repeat sentences across chunks and files (Zipf-like: a few sentences in thousands of
+pairs). Deduping inside one chunk still re-encodes, in every chunk, the sentences it shares with
+the others; the encoder is ~all of the cost, the cosine is free. So vectors are looked up by
+(model identity, blake2b of the text) before the forward pass, and only distinct misses are encoded.
+
+Why it is built this way:
+
+- **Keyed by the model's identity**: name, version, a hash of the weight files' bytes, precision and
+  forward pass (torch, ONNX Runtime, bf16). Each identity gets its own SQLite file, so another model
+  (or the same one in bf16) never reads these vectors, even in a folder kept across nights.
+- **SQLite, float32 blobs, write-through**: every encoded vector is committed in one transaction per
+  lookup before its scores are written. A killed process leaves committed rows intact and an
+  uncommitted transaction invisible (WAL), so a half-written batch is never read back; blobs of the
+  wrong length are treated as misses. A resumed run reuses what the killed one stored.
+- **Bounded memory**: an LRU of vectors capped in bytes sits in front of the file; what it evicts is
+  already on disk and is read back on the next hit (a disk hit).
+- **One store per (folder, identity) per process**: chunks in threads of one process share its memory;
+  worker processes share the file (SQLite's locking serialises their writes).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import sqlite3
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import closing, contextmanager
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from simpair.model_ref import ModelRef
+
+DEFAULT_MEMORY_MB = 512.0
+_WEIGHT_SUFFIXES = {".safetensors", ".bin", ".pt", ".pth", ".onnx", ".json"}
+_SQL_VARS = 500  # keys per `IN (...)` query (SQLite's host-parameter limit is 999 on old builds)
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS vectors (key BLOB PRIMARY KEY, vec BLOB NOT NULL) WITHOUT ROWID;
+"""
+
+
+@dataclass
+class StoreCounts:
+    """What the store did: counted per distinct sentence of a lookup (a chunk), rows per pair scored."""
+
+    encoded: int = 0
+    memory_hits: int = 0
+    disk_hits: int = 0
+    rows: int = 0
+
+    def add(self, other: StoreCounts) -> None:
+        self.encoded += other.encoded
+        self.memory_hits += other.memory_hits
+        self.disk_hits += other.disk_hits
+        self.rows += other.rows
+
+
+def text_key(text: str) -> bytes:
+    """16-byte blake2b of the text: fixed-size keys whatever the sentence length."""
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+
+
+@lru_cache(maxsize=16)
+def _weights_digest(model_dir: str, stamp: tuple) -> str:
+    digest = hashlib.blake2b(digest_size=16)
+    for name, _, _ in stamp:
+        digest.update(name.encode())
+        with open(Path(model_dir) / name, "rb") as handle:
+            for block in iter(lambda: handle.read(1 << 22), b""):
+                digest.update(block)
+    return digest.hexdigest()
+
+
+def weights_digest(model_dir: str | Path) -> str:
+    """Hash of the bytes of the model's weight and config files (read once per process per model).
+
+    A registry version names a model, but a folder's version is only a hash of file sizes: the
+    bytes make sure two models that happen to share name and version never share vectors.
+    """
+    root = Path(model_dir)
+    stamp = tuple(
+        (p.relative_to(root).as_posix(), p.stat().st_size, p.stat().st_mtime_ns)
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and p.suffix in _WEIGHT_SUFFIXES
+    )
+    return _weights_digest(str(root), stamp)
+
+
+def model_identity(model: ModelRef, precision: str, forward: str) -> str:
+    """Everything a vector depends on: the model, its weights, the precision and the forward pass."""
+    return "|".join((model.name, model.version, weights_digest(model.local_dir), precision, forward))
+
+
+class EmbeddingStore:
+    """Vectors of one model identity: an LRU in memory (bounded in bytes) over a SQLite file."""
+
+    def __init__(self, folder: str | Path, identity: str, memory_mb: float = DEFAULT_MEMORY_MB) -> None:
+        self.folder = Path(folder)
+        self.identity = identity
+        self.memory_bytes = int(memory_mb * 2**20)
+        slug = re.sub(r"[^A-Za-z0-9._-]+", "-", identity.split("|")[0])[:40]
+        self.path = self.folder / f"{slug}-{hashlib.sha256(identity.encode()).hexdigest()[:16]}.sqlite"
+        self._memory: OrderedDict[bytes, np.ndarray] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+        self.dim: int | None = None
+        self.folder.mkdir(parents=True, exist_ok=True)
+        with self._connect() as conn:
+            conn.executescript(_SCHEMA)
+            conn.execute("INSERT OR IGNORE INTO meta VALUES ('identity', ?)", (identity,))
+            meta = dict(conn.execute("SELECT name, value FROM meta").fetchall())
+        if meta["identity"] != identity:  # a file-name hash collision: refuse rather than mix models
+            raise RuntimeError(f"{self.path} holds vectors of {meta['identity']!r}, not {identity!r}")
+        self.dim = int(meta["dim"]) if "dim" in meta else None
+
+    @contextmanager
+    def _connect(self) -> Iterator[sqlite3.Connection]:
+        """A short-lived connection per call: safe across threads, forks and a folder removed between runs."""
+        with closing(sqlite3.connect(self.path, timeout=60, isolation_level=None)) as conn:
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL: a killed process loses nothing
+            conn.execute("PRAGMA busy_timeout=60000")
+            yield conn
+
+    def lookup(
+        self, texts: Sequence[str], encode: Callable[[list[str]], np.ndarray]
+    ) -> tuple[np.ndarray, StoreCounts]:
+        """(len(texts), dim) float32 vectors in input order; `encode` is called once, on distinct misses."""
+        index: dict[str, int] = {}
+        inverse = np.fromiter(
+            (index.setdefault(t, len(index)) for t in texts), dtype=np.int64, count=len(texts)
+        )
+        distinct = list(index)
+        keys = [text_key(t) for t in distinct]
+        counts = StoreCounts()
+        found: dict[int, np.ndarray] = {}
+        with self._lock:
+            for i, key in enumerate(keys):
+                vec = self._memory.get(key)
+                if vec is not None:
+                    self._memory.move_to_end(key)
+                    found[i] = vec
+        counts.memory_hits = len(found)
+        if len(found) < len(keys):
+            disk = self._read([k for i, k in enumerate(keys) if i not in found])
+            for i, key in enumerate(keys):
+                if i not in found and key in disk:
+                    found[i] = disk[key]
+            counts.disk_hits = len(found) - counts.memory_hits
+            self._remember(disk)
+        missing = [i for i in range(len(keys)) if i not in found]
+        if missing:
+            fresh = np.ascontiguousarray(encode([distinct[i] for i in missing]), dtype=np.float32)
+            self._write({keys[i]: fresh[j] for j, i in enumerate(missing)}, fresh.shape[1])
+            self._remember({keys[i]: fresh[j].copy() for j, i in enumerate(missing)})  # not views of `fresh`
+            found.update({i: fresh[j] for j, i in enumerate(missing)})
+        counts.encoded = len(missing)
+        if not distinct:
+            return np.zeros((0, self.dim or 0), dtype=np.float32), counts
+        table = np.stack([found[i] for i in range(len(distinct))])
+        return table[inverse], counts
+
+    def _read(self, keys: list[bytes]) -> dict[bytes, np.ndarray]:
+        out: dict[bytes, np.ndarray] = {}
+        with self._connect() as conn:
+            if self.dim is None:  # another worker process may have stored vectors since we opened
+                row = conn.execute("SELECT value FROM meta WHERE name = 'dim'").fetchone()
+                if row is None:
+                    return out
+                self.dim = int(row[0])
+            width = 4 * self.dim
+            for start in range(0, len(keys), _SQL_VARS):
+                part = keys[start : start + _SQL_VARS]
+                rows = conn.execute(
+                    f"SELECT key, vec FROM vectors WHERE key IN ({','.join('?' * len(part))})", part
+                ).fetchall()
+                # a blob of the wrong length is not a vector of this model: treat it as a miss
+                out.update({k: np.frombuffer(v, dtype=np.float32) for k, v in rows if len(v) == width})
+        return out
+
+    def _write(self, vectors: dict[bytes, np.ndarray], dim: int) -> None:
+        """One transaction: all of these vectors are on disk, or none (a kill mid-way leaves none)."""
+        with self._connect() as conn:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                stored = conn.execute("SELECT value FROM meta WHERE name = 'dim'").fetchone()
+                if stored is not None and int(stored[0]) != dim:
+                    raise RuntimeError(f"{self.path} holds {stored[0]}-dim vectors, the model gives {dim}")
+                conn.execute("INSERT OR IGNORE INTO meta VALUES ('dim', ?)", (str(dim),))
+                conn.executemany(
+                    "INSERT OR REPLACE INTO vectors VALUES (?, ?)",
+                    ((k, np.asarray(v, dtype=np.float32).tobytes()) for k, v in vectors.items()),
+                )
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+        self.dim = dim
+
+    def _remember(self, vectors: dict[bytes, np.ndarray]) -> None:
+        with self._lock:
+            for key, vec in vectors.items():
+                if key in self._memory:
+                    self._memory.move_to_end(key)
+                    continue
+                self._memory[key] = vec
+                self._bytes += vec.nbytes
+            while self._bytes > self.memory_bytes and self._memory:
+                _, old = self._memory.popitem(last=False)  # already on disk: dropping it is safe
+                self._bytes -= old.nbytes
+
+    @property
+    def memory_entries(self) -> int:
+        return len(self._memory)
+
+
+def store_folder(out: str | Path, cache: str | Path | None) -> Path:
+    """Where a run's store lives: the folder kept across nights, else `<out>/_ledger/embeddings/`."""
+    return Path(cache).expanduser().resolve() if cache else Path(out) / "_ledger" / "embeddings"
+
+
+_OPEN: dict[tuple[str, str], EmbeddingStore] = {}
+_OPEN_LOCK = threading.Lock()
+
+
+def open_store(folder: str | Path, identity: str, memory_mb: float = DEFAULT_MEMORY_MB) -> EmbeddingStore:
+    """The process's store for this folder and model identity (its memory outlives one chunk).
+
+    Reopened when its file is gone: a long-lived worker process outlives the run whose store the
+    driver removed at the end, and the next run starts a fresh file.
+    """
+    key = (str(Path(folder).resolve()), identity)
+    with _OPEN_LOCK:
+        store = _OPEN.get(key)
+        if store is None or store.memory_bytes != int(memory_mb * 2**20) or not store.path.exists():
+            store = _OPEN[key] = EmbeddingStore(folder, identity, memory_mb)
+        return store
+
+
+def close_stores(folder: str | Path) -> None:
+    """Forget this process's stores in `folder` (their memory), e.g. when a run ends."""
+    root = str(Path(folder).resolve())
+    with _OPEN_LOCK:
+        for key in [k for k in _OPEN if k[0] == root]:
+            del _OPEN[key]
+
+
+def predict_stored(
+    predictor: Any,
+    store: EmbeddingStore,
+    text_a: list[str],
+    text_b: list[str],
+    batch_size: int,
+    counts: StoreCounts | None = None,
+) -> dict[str, np.ndarray]:
+    """A bi-encoder's `predict`, its sentence vectors from the store (`predictor.embed` on misses only).
+
+    Same arithmetic as the predictor's own bi-encoder path (normalised vectors, row-wise dot in
+    float32, then `from_raw`), so scores equal those of `predict` to float rounding.
+    """
+    vectors, done = store.lookup(
+        text_a + text_b, lambda misses: predictor.embed(misses, batch_size=batch_size)
+    )
+    n = len(text_a)
+    cosines = np.einsum("ij,ij->i", vectors[:n], vectors[n:]).astype(np.float32)
+    done.rows = n
+    if counts is not None:
+        counts.add(done)
+    return predictor.from_raw(cosines)

@@ -1,0 +1,112 @@
+"""Prefect tasks for mining: each wraps one stage of `simpair.mining.run.run_mine`, nothing more.
+
+Caching is off: a pairs file depends on the files' contents and the models' weights, not on the
+arguments' names, and every stage is cheap to redo next to encoding. Arguments are passed quoted:
+they hold whole columns of texts and arrays of vectors, which Prefect would otherwise walk element
+by element looking for futures.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, TypeVar
+
+import numpy as np
+import pyarrow as pa
+from prefect import Task, task
+from prefect.artifacts import create_markdown_artifact
+from prefect.cache_policies import NO_CACHE
+from prefect.utilities.annotations import quote
+
+from simpair.mining.run import (
+    MineSummary,
+    build_table,
+    encode_sentences,
+    find_pairs,
+    rerank_pairs,
+    write_mined,
+)
+from simpair.mining.search import Candidates, MineOptions
+from simpair.mining.sentences import Sentences, read_sentences
+from simpair.model_ref import ModelRef, resolve_model_ref
+
+T = TypeVar("T")
+
+
+class PrefectStages:
+    """Runs each stage of the mining DAG as its Prefect task (see `simpair.mining.run.StageRunner`)."""
+
+    def __init__(self, tasks: Mapping[Callable[..., Any], Task]) -> None:
+        self.tasks = dict(tasks)
+
+    def run(self, stage: Callable[..., T], /, **kwargs: Any) -> T:
+        try:
+            wrapped = self.tasks[stage]
+        except KeyError:
+            raise KeyError(f"no Prefect task wired for stage {stage.__qualname__}") from None
+        return wrapped(**{name: quote(value) for name, value in kwargs.items()})
+
+
+@task(name="resolve-model", cache_policy=NO_CACHE, retries=2, retry_delay_seconds=5)
+def resolve_model_task(spec: str | None, home: Path) -> ModelRef:
+    """Pin the alias to one version, once per run."""
+    return resolve_model_ref(spec, home)
+
+
+@task(name="read-sentences", task_run_name="read-{path}", cache_policy=NO_CACHE)
+def read_sentences_task(path: str, column: str, id_column: str | None) -> Sentences:
+    return read_sentences(path, column, id_column)
+
+
+@task(name="encode-sentences", cache_policy=NO_CACHE)
+def encode_sentences_task(model: ModelRef, sentences: Sentences, options: MineOptions) -> np.ndarray:
+    return encode_sentences(model, sentences, options)
+
+
+@task(name="find-pairs", cache_policy=NO_CACHE)
+def find_pairs_task(
+    vectors: np.ndarray, model: ModelRef, corpus: Sentences | None, options: MineOptions
+) -> Candidates:
+    """Within the input, or in the corpus piece by piece (the corpus is encoded here)."""
+    return find_pairs(vectors, model, corpus, options)
+
+
+@task(name="pairs-table", cache_policy=NO_CACHE)
+def build_table_task(
+    candidates: Candidates, inputs: Sentences, corpus: Sentences | None, model: ModelRef
+) -> pa.Table:
+    return build_table(candidates, inputs, corpus, model)
+
+
+@task(name="rerank-pairs", cache_policy=NO_CACHE)
+def rerank_pairs_task(table: pa.Table, reranker: ModelRef, options: MineOptions) -> pa.Table:
+    return rerank_pairs(table, reranker, options)
+
+
+@task(name="write-pairs", cache_policy=NO_CACHE)
+def write_pairs_task(
+    table: pa.Table,
+    output: str,
+    inputs: Sentences,
+    corpus: Sentences | None,
+    candidates: Candidates,
+    model: ModelRef,
+    reranker: ModelRef | None,
+    options: MineOptions,
+    started: float,
+) -> MineSummary:
+    """Write the pairs and rejects files and publish the run's summary as a markdown artifact."""
+    summary = write_mined(table, output, inputs, corpus, candidates, model, reranker, options, started)
+    create_markdown_artifact(
+        key="mine-summary",
+        markdown=summary_markdown(summary),
+        description=f"mined {summary.pairs} pairs with {summary.model}",
+    )
+    return summary
+
+
+def summary_markdown(summary: MineSummary) -> str:
+    """The summary as a two-column markdown table."""
+    rows = "\n".join(f"| {key} | {value} |" for key, value in summary.model_dump().items())
+    return f"# Mining run\n\n| field | value |\n|---|---|\n{rows}\n"
