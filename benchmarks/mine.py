@@ -41,7 +41,6 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "mine.json"
 SHARED = ROOT.parent / "shared" / "data"
-MAX_LENGTH = 128
 BATCH = 64
 K = 10
 LEADS = ["Reportedly, ", "In short, ", "According to officials, ", "Meanwhile, ", "Notably, ", "Still, "]
@@ -80,13 +79,11 @@ def sentence_pool(shared: Path, n: int, seed: int = 0) -> list[str]:
 
 
 def build_model(work: Path) -> Path:
-    """The bundled backbone saved as our bi-encoder (it carries the sentence-transformers files)."""
-    from simpair.models import ModelMetadata, build_model, default_backbone, save_model
-    from simpair.models.tokenizer import load_tokenizer
+    """The bundled backbone saved as our bi-encoder: the same folder the scoring benchmark builds."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from score_distinct import build_bi
 
-    backbone = default_backbone()
-    meta = ModelMetadata(kind="bi", task="sts", objective="cosent", max_length=MAX_LENGTH, backbone=backbone)
-    return save_model(build_model("bi", backbone), load_tokenizer(backbone), work / "backbone-bi", meta)
+    return build_bi(work)
 
 
 def _peak_mb() -> float:
