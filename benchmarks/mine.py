@@ -128,6 +128,8 @@ def worker_ours(model: Path, sentences: Path, out: Path, threads: int) -> dict:
         "peak_rss_mb": _peak_mb(),
         "pairs": summary.pairs,
         "index": summary.index,
+        "sentences_encoded": summary.sentences_encoded,
+        "embedding_store": summary.embedding_store is not None,
         **timings,
     }
 

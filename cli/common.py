@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Table
 
@@ -131,3 +132,14 @@ def print_transfer(console: Console, report: Any, run_id: str) -> None:
         table.add_row(r.split, r.kind, r.metric, *figures, style="red" if r.delta < 0 else None)
     console.print(table)
     console.print(f"report: {report.out_dir}/transfer.md  (MLflow run {run_id})")
+
+
+def validation_message(exc: ValidationError) -> str:
+    """A pydantic error as the sentences our validators wrote (or pydantic's, with the field), no dump."""
+
+    def reason(error: Any) -> str:
+        message = str(error["msg"]).removeprefix("Value error, ")
+        where = ".".join(str(part) for part in error.get("loc", ()))
+        return f"{where}: {message}" if where else message
+
+    return "; ".join(reason(e) for e in exc.errors())

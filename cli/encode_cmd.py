@@ -8,7 +8,8 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from simpair.mining.encoder import DEFAULT_BATCH_SIZE
+from simpair.cli.store_options import EmbeddingMemoryOption, EmbeddingStoreOption, OutputCacheOption
+from simpair.mining.encoder import DEFAULT_BATCH_SIZE, DEFAULT_STORE_MEMORY_MB
 from simpair.mining.sentences import DEFAULT_BATCH_ROWS
 
 EXIT_NO_MODEL = 4
@@ -34,6 +35,9 @@ def register(app: typer.Typer) -> None:
             int, typer.Option(min=1, help="Rows read, encoded and written at a time (bounds memory).")
         ] = DEFAULT_BATCH_ROWS,
         threads: Annotated[int | None, typer.Option(min=1, help="Torch threads (default: torch's).")] = None,
+        embedding_store: EmbeddingStoreOption = True,
+        embedding_cache: OutputCacheOption = None,
+        embedding_memory_mb: EmbeddingMemoryOption = DEFAULT_STORE_MEMORY_MB,
         home: Annotated[
             Path | None, typer.Option(help="Pipeline home (registry). Default: $SIMPAIR_HOME.")
         ] = None,
@@ -41,9 +45,12 @@ def register(app: typer.Typer) -> None:
         """Write every sentence's embedding (fixed-size float32 list) to Parquet, streamed by row batches."""
         from simpair.mining.encode import encode_file
         from simpair.model_ref import resolve_model_ref
+        from simpair.scoring.embedding_store import store_line
         from simpair.settings import home_dir
 
         console = Console()
+        if embedding_cache is not None and not embedding_store:
+            raise typer.BadParameter("--embedding-cache keeps the store: drop --no-embedding-store")
         try:
             ref = resolve_model_ref(model, home_dir(home))
         except LookupError as exc:
@@ -51,7 +58,8 @@ def register(app: typer.Typer) -> None:
             raise typer.Exit(EXIT_NO_MODEL) from None
         summary = encode_file(
             input, output, ref, column=column, id_column=id_column, batch_size=batch_size,
-            threads=threads, batch_rows=batch_rows,
+            threads=threads, batch_rows=batch_rows, embedding_store=embedding_store,
+            embedding_cache=embedding_cache, embedding_memory_mb=embedding_memory_mb,
         )  # fmt: skip
         console.print(
             f"encoded {summary.encoded} of {summary.rows} rows with {summary.model} "
@@ -59,3 +67,6 @@ def register(app: typer.Typer) -> None:
         )
         if summary.rejects:
             console.print(f"[yellow]{summary.rejected} rows rejected[/] (reasons in {summary.rejects})")
+        store = store_line(summary)
+        if store:
+            console.print(f"embedding store: {store}")

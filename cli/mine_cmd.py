@@ -14,9 +14,12 @@ import typer
 from pydantic import ValidationError
 from rich.console import Console
 
-from simpair.mining.encoder import DEFAULT_BATCH_SIZE, DEFAULT_MINE_MODEL
+from simpair.cli.common import validation_message
+from simpair.cli.store_options import EmbeddingMemoryOption, EmbeddingStoreOption, OutputCacheOption
+from simpair.mining.encoder import DEFAULT_BATCH_SIZE, DEFAULT_MINE_MODEL, DEFAULT_STORE_MEMORY_MB
 from simpair.mining.index import METHODS
 from simpair.mining.search import DEFAULT_MEMORY_MB, MineOptions
+from simpair.scoring.embedding_store import store_line
 
 if TYPE_CHECKING:
     from simpair.mining.run import MineSummary
@@ -40,7 +43,8 @@ def describe(summary: MineSummary) -> str:
         + (f", re-ranked by {summary.rerank_model}" if summary.rerank_model else "")
         + f"; {summary.index} search in {summary.pieces} piece(s), {summary.seconds:.1f}s -> {summary.output}"
     )
-    return f"{read}\n{found}"
+    store = store_line(summary)
+    return f"{read}\n{found}" + (f"\nembedding store: {store}" if store else "")
 
 
 def register(app: typer.Typer) -> None:
@@ -88,6 +92,9 @@ def register(app: typer.Typer) -> None:
             int, typer.Option(min=1, help="Sentences per forward pass.")
         ] = DEFAULT_BATCH_SIZE,
         threads: Annotated[int | None, typer.Option(min=1, help="Torch and faiss threads.")] = None,
+        embedding_store: EmbeddingStoreOption = True,
+        embedding_cache: OutputCacheOption = None,
+        embedding_memory_mb: EmbeddingMemoryOption = DEFAULT_STORE_MEMORY_MB,
         home: Annotated[
             Path | None, typer.Option(help="Pipeline home (registry). Default: $SIMPAIR_HOME.")
         ] = None,
@@ -103,9 +110,11 @@ def register(app: typer.Typer) -> None:
                 top_k=top_k, threshold=threshold, index=index, max_memory_mb=max_memory_mb,
                 batch_size=batch_size, threads=threads, column=column, id_column=id_column,
                 corpus_column=corpus_column, corpus_id_column=corpus_id_column,
+                embedding_store=embedding_store, embedding_cache=embedding_cache,
+                embedding_memory_mb=embedding_memory_mb,
             )  # fmt: skip
         except ValidationError as exc:
-            raise typer.BadParameter(str(exc)) from None
+            raise typer.BadParameter(validation_message(exc)) from None
         if index not in METHODS:
             raise typer.BadParameter(f"--index must be one of {', '.join(METHODS)}; got {index!r}")
         kwargs = dict(corpus=corpus, model=model, rerank_model=rerank, home=home, options=options)

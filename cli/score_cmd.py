@@ -17,7 +17,9 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from simpair.cli.common import validation_message
 from simpair.cli.failures import debug_enabled, quiet_prefect_console
+from simpair.cli.store_options import EmbeddingMemoryOption, EmbeddingStoreOption, ScoreCacheOption
 from simpair.scoring.embedding_store import DEFAULT_MEMORY_MB
 from simpair.scoring.options import (
     DEFAULT_BACKEND,
@@ -31,13 +33,6 @@ from simpair.scoring.summary import ScoreSummary, precision_note, store_note
 EXIT_LOCKED = 3
 EXIT_NO_MODEL = 4
 EXIT_INT8_REFUSED = 5
-
-
-def _reason(error: dict) -> str:
-    """One pydantic error as the sentence our validator wrote (or pydantic's, with the field)."""
-    message = str(error["msg"]).removeprefix("Value error, ")
-    where = ".".join(str(part) for part in error.get("loc", ()))
-    return f"{where}: {message}" if where else message
 
 
 def summary_table(summary: ScoreSummary) -> Table:
@@ -106,24 +101,9 @@ def register(app: typer.Typer) -> None:
                 "see `simpair models int8-check`; not with --backend torch)."
             ),
         ] = DEFAULT_PRECISION,
-        embedding_store: Annotated[
-            bool,
-            typer.Option(
-                help="Bi-encoders: keep sentence vectors for the whole run, so each distinct sentence "
-                "is encoded once (off: dedup within a chunk only)."
-            ),
-        ] = True,
-        embedding_cache: Annotated[
-            Path | None,
-            typer.Option(
-                metavar="DIR",
-                help="Keep the bi-encoder embedding store in DIR across runs (one file per model "
-                "version and weights). Default: <out>/_ledger/embeddings, removed when the run finishes.",
-            ),
-        ] = None,
-        embedding_memory_mb: Annotated[
-            float, typer.Option(min=0.001, help="Embedding store memory bound per worker process, MB.")
-        ] = DEFAULT_MEMORY_MB,
+        embedding_store: EmbeddingStoreOption = True,
+        embedding_cache: ScoreCacheOption = None,
+        embedding_memory_mb: EmbeddingMemoryOption = DEFAULT_MEMORY_MB,
         wait: Annotated[
             float,
             typer.Option(min=0, help="Seconds to wait if another run holds the output; 0 exits at once."),
@@ -157,7 +137,7 @@ def register(app: typer.Typer) -> None:
                 embedding_cache=embedding_cache, embedding_memory_mb=embedding_memory_mb,
             )  # fmt: skip
         except ValidationError as exc:
-            raise typer.BadParameter("; ".join(_reason(e) for e in exc.errors())) from None
+            raise typer.BadParameter(validation_message(exc)) from None
         try:
             if no_prefect:
                 from simpair.scoring import score_inbox

@@ -19,6 +19,7 @@ from prefect.artifacts import create_markdown_artifact
 from prefect.cache_policies import NO_CACHE
 from prefect.utilities.annotations import quote
 
+from simpair.mining.encoder import Encoded
 from simpair.mining.run import (
     MineSummary,
     build_table,
@@ -30,6 +31,7 @@ from simpair.mining.run import (
 from simpair.mining.search import Candidates, MineOptions
 from simpair.mining.sentences import Sentences, read_sentences
 from simpair.model_ref import ModelRef, resolve_model_ref
+from simpair.scoring.embedding_store import StoreCounts
 
 T = TypeVar("T")
 
@@ -60,16 +62,18 @@ def read_sentences_task(path: str, column: str, id_column: str | None) -> Senten
 
 
 @task(name="encode-sentences", cache_policy=NO_CACHE)
-def encode_sentences_task(model: ModelRef, sentences: Sentences, options: MineOptions) -> np.ndarray:
-    return encode_sentences(model, sentences, options)
+def encode_sentences_task(
+    model: ModelRef, sentences: Sentences, options: MineOptions, store: str | None
+) -> Encoded:
+    return encode_sentences(model, sentences, options, store)
 
 
 @task(name="find-pairs", cache_policy=NO_CACHE)
 def find_pairs_task(
-    vectors: np.ndarray, model: ModelRef, corpus: Sentences | None, options: MineOptions
+    vectors: np.ndarray, model: ModelRef, corpus: Sentences | None, options: MineOptions, store: str | None
 ) -> Candidates:
-    """Within the input, or in the corpus piece by piece (the corpus is encoded here)."""
-    return find_pairs(vectors, model, corpus, options)
+    """Within the input, or in the corpus piece by piece (the corpus is encoded here, through the store)."""
+    return find_pairs(vectors, model, corpus, options, store)
 
 
 @task(name="pairs-table", cache_policy=NO_CACHE)
@@ -95,9 +99,12 @@ def write_pairs_task(
     reranker: ModelRef | None,
     options: MineOptions,
     started: float,
+    encoding: StoreCounts,
 ) -> MineSummary:
     """Write the pairs and rejects files and publish the run's summary as a markdown artifact."""
-    summary = write_mined(table, output, inputs, corpus, candidates, model, reranker, options, started)
+    summary = write_mined(
+        table, output, inputs, corpus, candidates, model, reranker, options, started, encoding
+    )
     create_markdown_artifact(
         key="mine-summary",
         markdown=summary_markdown(summary),

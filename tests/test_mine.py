@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import importlib.util
 import itertools
+import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +20,7 @@ from simpair.mining.encode import embedding_matrix, read_encode_metadata
 from simpair.mining.index import exact_top_k, hnsw_top_k, search_pieces
 from simpair.mining.pairs import read_mine_metadata
 from simpair.models import Predictor, save_tiny_model
+from simpair.scoring.embedding_store import close_stores
 
 SUBJECTS = ["The cat", "A man", "Two children", "The old dog", "A woman in red", "The team"]
 VERBS = ["is playing with", "looks at", "runs towards", "quietly ignores"]
@@ -263,3 +266,59 @@ def test_mine_flow_runs_on_a_tiny_input(prefect_api: None, tmp_path: Path, model
     )
     assert summary.pairs == pq.read_table(tmp_path / "pairs.parquet").num_rows > 0
     assert summary.rerank_model is not None and summary.mode == "paraphrase"
+
+
+def _mine_json(tmp_path: Path, models, name: str, *args: str) -> dict:
+    out, report = tmp_path / f"{name}.parquet", tmp_path / f"{name}.json"
+    result = CliRunner().invoke(
+        app,
+        ["mine", "--model", str(models["bi"]), "--output", str(out), "--home", str(tmp_path / "home"),
+         "--json", str(report), *args],
+    )  # fmt: skip
+    assert result.exit_code == 0, (result.output, result.exception)
+    assert "embedding store:" in result.output or "--no-embedding-store" in args
+    return json.loads(report.read_text()) | {"table": pq.read_table(out)}
+
+
+def test_mining_encodes_through_the_embedding_store(tmp_path: Path, models) -> None:
+    queries = sentences(20)
+    write_input(tmp_path / "q.parquet", queries)
+    write_input(tmp_path / "c.parquet", sentences(30, offset=20) + queries)  # the queries come back
+    search = ["--input", str(tmp_path / "q.parquet"), "--corpus", str(tmp_path / "c.parquet"), "--top-k", "4"]
+
+    # one run: a text in both files is encoded once, and the run's own store is gone afterwards
+    once = _mine_json(tmp_path, models, "once", *search)
+    assert (once["sentences_encoded"], once["embedding_memory_hits"]) == (50, 20)
+    assert once["embedding_store"].endswith("once.parquet.embeddings") and not once["embedding_store_kept"]
+    assert not Path(once["embedding_store"]).exists()
+    plain = _mine_json(tmp_path, models, "plain", *search, "--no-embedding-store")
+    assert plain["sentences_encoded"] == 70 and plain["embedding_store"] is None
+    assert triples(plain["table"]) == triples(once["table"])
+
+    # a kept store: the next run encodes nothing and finds the same pairs; `encode` shares it
+    cache = tmp_path / "cache"
+    first = _mine_json(tmp_path, models, "first", *search, "--embedding-cache", str(cache))
+    again = _mine_json(tmp_path, models, "again", *search, "--embedding-cache", str(cache))
+    assert first["sentences_encoded"] == 50 and again["sentences_encoded"] == 0
+    assert again["embedding_memory_hits"] + again["embedding_disk_hits"] == 70
+    assert triples(again["table"]) == triples(once["table"]) and len(list(cache.glob("*.sqlite"))) == 1
+    encoded = CliRunner().invoke(
+        app,
+        ["encode", "--model", str(models["bi"]), "--input", str(tmp_path / "c.parquet"), "--output",
+         str(tmp_path / "emb.parquet"), "--home", str(tmp_path), "--embedding-cache", str(cache)],
+    )  # fmt: skip
+    assert encoded.exit_code == 0 and "0 distinct sentences encoded" in encoded.output, encoded.output
+
+    # what a killed run leaves in the default folder is reused by the rerun, then removed
+    leftover = tmp_path / "rerun.parquet.embeddings"
+    shutil.copytree(cache, leftover)
+    close_stores(cache)  # a fresh process: nothing in memory
+    rerun = _mine_json(tmp_path, models, "rerun", *search)
+    assert rerun["sentences_encoded"] == 0 and rerun["embedding_disk_hits"] == 50
+    assert not leftover.exists() and triples(rerun["table"]) == triples(once["table"])
+
+    refused = CliRunner().invoke(
+        app, ["mine", "--input", "x", "--output", "y", "--no-embedding-store", "--embedding-cache", "z"]
+    )
+    message = " ".join(refused.output.replace("│", " ").split())
+    assert refused.exit_code == 2 and "keeps the embedding store: it needs embedding_store on" in message

@@ -25,9 +25,8 @@ from simpair.cli.score_cmd import summary_table
 from simpair.predictors import load_predictor
 from simpair.scoring import score_inbox
 from simpair.scoring.chunk import ChunkResult
-from simpair.scoring.embedding_store import EmbeddingStore, open_store
+from simpair.scoring.embedding_store import EmbeddingStore, open_store, release_store
 from simpair.scoring.inbox import content_hash
-from simpair.scoring.run import release_store
 from simpair.scoring.summary import summary_markdown
 
 tiny_bi = support.tiny_bi

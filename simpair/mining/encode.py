@@ -6,6 +6,8 @@ so memory stays that of one batch whatever the file's size. The vectors are a fi
 list<float32> column (readers get an (n, dims) array without copying lists); the width, the model's
 name and version and that vectors are L2-normalised travel in the file's metadata. Rows with a null
 or empty text go to `<output>.rejects.parquet` with their row number and reason; the rest go on.
+Vectors go through the embedding store as in `simpair mine` (`simpair.mining.encoder.StoredEncoder`):
+a rerun after a kill, or tomorrow's file with `--embedding-cache`, encodes only what is new.
 """
 
 from __future__ import annotations
@@ -20,11 +22,19 @@ import pyarrow.parquet as pq
 from pydantic import BaseModel
 
 from simpair.atomic import atomic_path
-from simpair.mining.encoder import DEFAULT_BATCH_SIZE, embedding_dims, load_bi_encoder
+from simpair.mining.encoder import (
+    DEFAULT_BATCH_SIZE,
+    DEFAULT_STORE_MEMORY_MB,
+    embedding_dims,
+    load_bi_encoder,
+    store_folder_for,
+    stored_encoder,
+)
 from simpair.mining.pairs import write_rejects
 from simpair.mining.sentences import DEFAULT_BATCH_ROWS, Rejects, distinct, iter_sentences, open_sentences
 from simpair.model_ref import ModelRef
 from simpair.progress import progress
+from simpair.scoring.embedding_store import release_store
 
 METADATA_KEY = b"simpair.encode"
 
@@ -40,6 +50,11 @@ class EncodeSummary(BaseModel):
     encoded: int
     rejected: int
     seconds: float
+    embedding_store: str | None = None  # the store's folder; None when off
+    embedding_store_kept: bool = False
+    sentences_encoded: int = 0  # distinct texts the encoder ran on (store misses)
+    embedding_memory_hits: int = 0
+    embedding_disk_hits: int = 0
 
 
 def output_schema(dims: int, model: ModelRef) -> pa.Schema:
@@ -78,12 +93,18 @@ def encode_file(
     threads: int | None = None,
     batch_rows: int = DEFAULT_BATCH_ROWS,
     show_progress: bool = True,
+    embedding_store: bool = True,
+    embedding_cache: str | Path | None = None,
+    embedding_memory_mb: float = DEFAULT_STORE_MEMORY_MB,
 ) -> EncodeSummary:
     """Write the vectors of every usable row of `input` to `output`; see the module docstring."""
     started = time.monotonic()
     total = open_sentences(input, column, id_column).metadata.num_rows  # fails before the model loads
-    predictor = load_bi_encoder(model, threads)
-    dims = embedding_dims(predictor)
+    if embedding_cache is not None and not embedding_store:
+        raise ValueError("embedding_cache keeps the embedding store: it needs embedding_store on")
+    folder = store_folder_for(output, embedding_cache) if embedding_store else None
+    encoder = stored_encoder(load_bi_encoder(model, threads), model, folder, embedding_memory_mb)
+    dims = embedding_dims(encoder)
     schema = output_schema(dims, model)
     rejects, encoded = Rejects(), 0
     bar = progress(total=total, desc="encode", unit="row", disable=not show_progress)
@@ -92,7 +113,7 @@ def encode_file(
             rejects.extend(part.rejects)
             if part.texts:
                 texts, inverse = distinct(part.texts)
-                vectors = predictor.embed(texts, batch_size=batch_size)  # type: ignore[attr-defined]
+                vectors = encoder.embed(texts, batch_size=batch_size)
                 flat = pa.array(vectors[np.asarray(inverse)].astype(np.float32).ravel(), pa.float32())
                 table = pa.table(
                     {
@@ -108,6 +129,9 @@ def encode_file(
             bar.update(len(part.texts) + len(part.rejects))
     bar.close()
     rejects_file = write_rejects(output, {"input": rejects})
+    if folder is not None:
+        release_store(folder, keep=embedding_cache is not None)
+    counts = encoder.counts
     return EncodeSummary(
         output=str(output),
         rejects=str(rejects_file) if rejects_file else None,
@@ -117,4 +141,9 @@ def encode_file(
         encoded=encoded,
         rejected=len(rejects),
         seconds=round(time.monotonic() - started, 3),
+        embedding_store=str(folder) if folder else None,
+        embedding_store_kept=embedding_cache is not None,
+        sentences_encoded=counts.encoded,
+        embedding_memory_hits=counts.memory_hits,
+        embedding_disk_hits=counts.disk_hits,
     )

@@ -4,21 +4,32 @@ Why here and not `Predictor.embed` alone: `embed` tokenizes its whole call at on
 sentences would hold a million token lists. Chunks of a few thousand distinct texts keep tokens
 small, show progress per chunk (a bar on a terminal, plain lines in a log) and let the caller drop
 each chunk's vectors once it has used them (corpus pieces).
+
+Vectors go through the embedding store `simpair score` uses (`StoredEncoder`): a text in both the
+input and the corpus is encoded once, a killed run's rerun reuses what it stored, and with
+`--embedding-cache` tomorrow's run encodes only the new sentences (the same folder serves scoring
+too, for the same model, precision and forward pass).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
 from simpair.model_ref import ModelRef
 from simpair.progress import progress
+from simpair.scoring.embedding_store import EmbeddingStore, StoreCounts, model_identity, open_store
 
 DEFAULT_ENCODE_CHUNK = 4096
 DEFAULT_BATCH_SIZE = 64
 # STS models are the ones trained for graded similarity: the natural default for mining
 DEFAULT_MINE_MODEL = "simpair-sts@champion"
+# the store's memory comes on top of --max-memory-mb; mining looks each distinct text up once or
+# twice (input, corpus), so misses in memory are cheap disk reads, not re-encodings
+DEFAULT_STORE_MEMORY_MB = 64.0
 
 
 class WrongModelKind(ValueError):
@@ -58,6 +69,56 @@ def _load(model: ModelRef, threads: int | None) -> object:
         torch.set_num_threads(threads)
     # fp32 on purpose: mined scores must equal `simpair score` with the same model
     return load_predictor(model.local_dir, precision="fp32")
+
+
+def store_folder_for(output: str | Path, cache: str | Path | None) -> Path:
+    """`cache` when given (kept across runs), else `<output>.embeddings/` (removed when the run finishes)."""
+    return Path(cache).expanduser().resolve() if cache else Path(f"{output}.embeddings")
+
+
+class StoredEncoder:
+    """A bi-encoder whose `embed` looks texts up in an embedding store first; counts what it did.
+
+    Without a store every text it is given is encoded (and counted as encoded).
+    """
+
+    def __init__(self, predictor: object, store: EmbeddingStore | None = None) -> None:
+        self.predictor = predictor
+        self.store = store
+        self.counts = StoreCounts()
+
+    @property
+    def model(self) -> object:
+        return self.predictor.model  # type: ignore[attr-defined]
+
+    def embed(self, texts: Sequence[str], batch_size: int = DEFAULT_BATCH_SIZE) -> np.ndarray:
+        def encode(misses: list[str]) -> np.ndarray:
+            return self.predictor.embed(misses, batch_size=batch_size)  # type: ignore[attr-defined]
+
+        if self.store is None:
+            self.counts.encoded += len(texts)
+            return encode(list(texts))
+        vectors, done = self.store.lookup(list(texts), encode)
+        self.counts.add(done)
+        return vectors
+
+
+def stored_encoder(
+    predictor: object, model: ModelRef, folder: str | Path | None, memory_mb: float = DEFAULT_STORE_MEMORY_MB
+) -> StoredEncoder:
+    """`predictor` over the store in `folder` for its identity (fp32, its forward pass); None: no store."""
+    if folder is None:
+        return StoredEncoder(predictor)
+    identity = model_identity(model, "fp32", type(predictor).__name__)
+    return StoredEncoder(predictor, open_store(folder, identity, memory_mb))
+
+
+@dataclass
+class Encoded:
+    """Vectors of distinct texts in order, and what the store did to get them."""
+
+    vectors: np.ndarray
+    counts: StoreCounts = field(default_factory=StoreCounts)
 
 
 def embedding_dims(predictor: object) -> int:

@@ -2,11 +2,13 @@
 
     resolve-model (bi; and the re-ranker) -> read-sentences (input; and corpus)
     -> encode-sentences (distinct input texts) -> find-pairs (within the input, or in the corpus,
-    piece by piece) -> pairs-table -> rerank-pairs (if asked) -> write-pairs
+    piece by piece) -> pairs-table -> rerank-pairs (if asked) -> write-pairs -> release the store
 
 Each stage is a plain function of plain values; the runner decides how it runs (`InProcess` here,
 `simpair.tasks.scoring.PrefectStages` in `flows/mine.py`), as scoring does. Texts are mined once per
-distinct text: a text on several rows is reported with the id of its first row.
+distinct text: a text on several rows is reported with the id of its first row. Encoding goes
+through the embedding store (`simpair.mining.encoder.StoredEncoder`); a finished run removes its
+own store, a killed run leaves it for the rerun, a store given as `embedding_cache` is kept.
 """
 
 from __future__ import annotations
@@ -21,14 +23,28 @@ import numpy as np
 import pyarrow as pa
 from pydantic import BaseModel
 
-from simpair.mining.encoder import DEFAULT_MINE_MODEL, embed_all, load_bi_encoder, load_reranker
+from simpair.mining.encoder import (
+    DEFAULT_MINE_MODEL,
+    Encoded,
+    embed_all,
+    load_bi_encoder,
+    load_reranker,
+    store_folder_for,
+    stored_encoder,
+)
 from simpair.mining.pairs import first_ids, pairs_table, rerank, write_pairs, write_rejects
 from simpair.mining.search import Candidates, MineOptions, search_corpus, search_within
 from simpair.mining.sentences import Sentences, distinct, read_sentences
 from simpair.model_ref import ModelRef, resolve_model_ref
+from simpair.scoring.embedding_store import StoreCounts, release_store
 from simpair.settings import home_dir
 
 T = TypeVar("T")
+# summary fields about this run, not about the pairs: kept out of the pairs file's metadata
+RUN_ONLY = {
+    "output", "rejects", "seconds", "embedding_store", "embedding_store_kept", "sentences_encoded",
+    "embedding_memory_hits", "embedding_disk_hits",
+}  # fmt: skip
 
 
 class StageRunner(Protocol):
@@ -62,6 +78,11 @@ class MineSummary(BaseModel):
     pieces: int
     index: str
     seconds: float
+    embedding_store: str | None = None  # the store's folder; None when off
+    embedding_store_kept: bool = False  # kept across runs (`embedding_cache`), else removed at the end
+    sentences_encoded: int = 0  # distinct texts the encoder ran on (store misses)
+    embedding_memory_hits: int = 0
+    embedding_disk_hits: int = 0
 
 
 @lru_cache(maxsize=2)
@@ -69,27 +90,38 @@ def _bi(model: ModelRef, threads: int | None) -> object:
     return load_bi_encoder(model, threads, job="simpair mine")
 
 
-def encode_sentences(model: ModelRef, sentences: Sentences, options: MineOptions) -> np.ndarray:
-    """Vectors of the distinct input texts, in first-seen order."""
+def encode_sentences(
+    model: ModelRef, sentences: Sentences, options: MineOptions, store: str | None = None
+) -> Encoded:
+    """Vectors of the distinct input texts, in first-seen order (through the store in `store`)."""
     texts, _ = distinct(sentences.texts)
-    return embed_all(
-        _bi(model, options.threads),
+    encoder = stored_encoder(_bi(model, options.threads), model, store, options.embedding_memory_mb)
+    vectors = embed_all(
+        encoder,
         texts,
         chunk=options.encode_chunk,
         batch_size=options.batch_size,
         desc="encode input",
         show_progress=options.show_progress,
     )
+    return Encoded(vectors, encoder.counts)
 
 
 def find_pairs(
-    vectors: np.ndarray, model: ModelRef, corpus: Sentences | None, options: MineOptions
+    vectors: np.ndarray,
+    model: ModelRef,
+    corpus: Sentences | None,
+    options: MineOptions,
+    store: str | None = None,
 ) -> Candidates:
     """Within the input (no corpus) or each input text's top k in the corpus's distinct texts."""
     if corpus is None:
         return search_within(vectors, options)
     texts, _ = distinct(corpus.texts)
-    return search_corpus(vectors, _bi(model, options.threads), texts, options)
+    encoder = stored_encoder(_bi(model, options.threads), model, store, options.embedding_memory_mb)
+    candidates = search_corpus(vectors, encoder, texts, options)
+    candidates.encoding = encoder.counts
+    return candidates
 
 
 def build_table(
@@ -121,6 +153,7 @@ def write_mined(
     reranker: ModelRef | None,
     options: MineOptions,
     started: float,
+    encoding: StoreCounts | None = None,
 ) -> MineSummary:
     """The pairs file (with how it was mined in its metadata), the rejects file, and the summary."""
     rejected = {"input": inputs.rejects} | ({"corpus": corpus.rejects} if corpus is not None else {})
@@ -142,7 +175,13 @@ def write_mined(
         index=candidates.method,
         seconds=round(time.monotonic() - started, 3),
     )
-    meta = summary.model_dump(exclude={"output", "rejects", "seconds"}) | {
+    if options.embedding_store:
+        summary.embedding_store = str(store_folder_for(output, options.embedding_cache))
+        summary.embedding_store_kept = options.embedding_cache is not None
+    encoding = encoding or StoreCounts()
+    summary.sentences_encoded = encoding.encoded
+    summary.embedding_memory_hits, summary.embedding_disk_hits = encoding.memory_hits, encoding.disk_hits
+    meta = summary.model_dump(exclude=RUN_ONLY) | {
         "top_k": options.top_k,
         "threshold": options.threshold,
         "model_version": model.version,
@@ -179,12 +218,19 @@ def run_mine(
             column=options.corpus_column or options.column,
             id_column=options.corpus_id_column or options.id_column,
         )
-    vectors = runner.run(encode_sentences, model=bi, sentences=inputs, options=options)
-    candidates = runner.run(find_pairs, vectors=vectors, model=bi, corpus=corpus_sentences, options=options)
+    folder = store_folder_for(output, options.embedding_cache) if options.embedding_store else None
+    store = str(folder) if folder else None
+    encoded = runner.run(encode_sentences, model=bi, sentences=inputs, options=options, store=store)
+    candidates = runner.run(
+        find_pairs, vectors=encoded.vectors, model=bi, corpus=corpus_sentences, options=options, store=store
+    )
+    encoding = StoreCounts()
+    encoding.add(encoded.counts)
+    encoding.add(candidates.encoding)
     table = runner.run(build_table, candidates=candidates, inputs=inputs, corpus=corpus_sentences, model=bi)
     if reranker is not None:
         table = runner.run(rerank_pairs, table=table, reranker=reranker, options=options)
-    return runner.run(
+    summary = runner.run(
         write_mined,
         table=table,
         output=str(output),
@@ -195,4 +241,8 @@ def run_mine(
         reranker=reranker,
         options=options,
         started=started,
+        encoding=encoding,
     )
+    if folder is not None:
+        release_store(folder, keep=options.embedding_cache is not None)
+    return summary

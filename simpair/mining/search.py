@@ -12,13 +12,20 @@ does (a pair is found when either sentence has the other in its top k).
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
-from simpair.mining.encoder import DEFAULT_BATCH_SIZE, DEFAULT_ENCODE_CHUNK, embed_chunks
+from simpair.mining.encoder import (
+    DEFAULT_BATCH_SIZE,
+    DEFAULT_ENCODE_CHUNK,
+    DEFAULT_STORE_MEMORY_MB,
+    embed_chunks,
+)
 from simpair.mining.index import HNSW_M, choose_method, search_pieces
+from simpair.scoring.embedding_store import StoreCounts
 
 DEFAULT_MEMORY_MB = 512.0
 
@@ -38,6 +45,15 @@ class MineOptions(BaseModel):
     corpus_column: str | None = None
     corpus_id_column: str | None = None
     show_progress: bool = True
+    embedding_store: bool = True
+    embedding_cache: Path | None = None
+    embedding_memory_mb: float = Field(DEFAULT_STORE_MEMORY_MB, gt=0)
+
+    @model_validator(mode="after")
+    def _cache_needs_the_store(self) -> MineOptions:
+        if self.embedding_cache is not None and not self.embedding_store:
+            raise ValueError("embedding_cache keeps the embedding store: it needs embedding_store on")
+        return self
 
 
 @dataclass
@@ -50,6 +66,7 @@ class Candidates:
     rank: np.ndarray
     pieces: int
     method: str
+    encoding: StoreCounts = field(default_factory=StoreCounts)  # the corpus's texts (search only)
 
     def __len__(self) -> int:
         return len(self.a)
@@ -101,13 +118,13 @@ def search_within(vectors: np.ndarray, options: MineOptions) -> Candidates:
 
 
 def search_corpus(
-    queries: np.ndarray, predictor: object, corpus_texts: list[str], options: MineOptions
+    queries: np.ndarray, encoder: object, corpus_texts: list[str], options: MineOptions
 ) -> Candidates:
     """Each query's top k among the corpus texts, the corpus encoded and searched piece by piece."""
     rows = piece_rows(options.max_memory_mb, queries.shape[1])
     chunk = min(rows, options.encode_chunk)
     method = choose_method(options.index, min(rows, len(corpus_texts)))
-    pieces = _corpus_pieces(predictor, corpus_texts, rows, chunk, options)
+    pieces = _corpus_pieces(encoder, corpus_texts, rows, chunk, options)
     k = max(1, min(options.top_k, len(corpus_texts)))
     scores, idx = search_pieces(queries, pieces, k, options.index, options.threads)
     query, target, score, rank = _flatten(scores, idx)
@@ -118,11 +135,11 @@ def search_corpus(
 
 
 def _corpus_pieces(
-    predictor: object, texts: list[str], rows: int, chunk: int, options: MineOptions
+    encoder: object, texts: list[str], rows: int, chunk: int, options: MineOptions
 ) -> Iterator[tuple[int, np.ndarray]]:
     """(offset, vectors) of consecutive corpus pieces of `rows` texts, each encoded when asked for."""
     encoded = embed_chunks(
-        predictor,
+        encoder,
         texts,
         chunk=chunk,
         batch_size=options.batch_size,

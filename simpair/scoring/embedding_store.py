@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import shutil
 import sqlite3
 import threading
 from collections import OrderedDict
@@ -32,7 +33,7 @@ from contextlib import closing, contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -251,6 +252,39 @@ def close_stores(folder: str | Path) -> None:
     with _OPEN_LOCK:
         for key in [k for k in _OPEN if k[0] == root]:
             del _OPEN[key]
+
+
+def release_store(folder: str | Path, keep: bool) -> None:
+    """After a finished run: drop this process's store memory, and the run's own store from disk.
+
+    Only a finished run removes it: a killed run leaves it for the resumed run to reuse. A folder
+    given as a cache (`--embedding-cache`) is kept for the next run of the same model identity.
+    """
+    close_stores(folder)
+    if not keep:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+class StoreReport(Protocol):
+    """The store fields a run summary carries (scoring, mining and encoding summaries all do)."""
+
+    embedding_store: str | None
+    embedding_store_kept: bool
+    sentences_encoded: int
+    embedding_memory_hits: int
+    embedding_disk_hits: int
+
+
+def store_line(summary: StoreReport) -> str | None:
+    """One line on what a run's store did; None when the run used no store."""
+    if summary.embedding_store is None:
+        return None
+    where = "kept for later runs" if summary.embedding_store_kept else "removed at the end of the run"
+    memory, disk = summary.embedding_memory_hits, summary.embedding_disk_hits
+    return (
+        f"{summary.sentences_encoded} distinct sentences encoded, {memory + disk} cache hits "
+        f"({memory} memory, {disk} disk); store {summary.embedding_store} ({where})"
+    )
 
 
 def predict_stored(

@@ -27,7 +27,6 @@ finished run releases it (`release_store`), a killed one leaves it for the resum
 
 from __future__ import annotations
 
-import shutil
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -39,7 +38,7 @@ from simpair.model_ref import ModelRef, resolve_model_ref
 from simpair.scoring.chunk import ChunkResult, score_chunk
 from simpair.scoring.commit import finalize_file
 from simpair.scoring.contract import load_contract
-from simpair.scoring.embedding_store import close_stores, store_folder
+from simpair.scoring.embedding_store import release_store, store_folder
 from simpair.scoring.inbox import list_inbox
 from simpair.scoring.ledger import Ledger, run_lock
 from simpair.scoring.options import ScoringOptions
@@ -165,17 +164,6 @@ def run_scoring(
         runner.run(finish_run, out=out_dir, summary=summary)
         release_store(store, keep=options.embedding_cache is not None)
     return summary
-
-
-def release_store(folder: Path, keep: bool) -> None:
-    """After a finished run: drop this process's store memory, and the run's own store from disk.
-
-    Only a finished run removes it: a killed run leaves it for the resumed run to reuse. A folder
-    given as `embedding_cache` is kept for the next run of the same model identity.
-    """
-    close_stores(folder)
-    if not keep:
-        shutil.rmtree(folder, ignore_errors=True)
 
 
 def score_inbox(

@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, field
 from simpair.model_ref import ModelRef
 from simpair.scoring.chunk import ChunkResult
 from simpair.scoring.commit import FileResult
+from simpair.scoring.embedding_store import store_line
 from simpair.scoring.options import DEFAULT_PRECISION
 from simpair.scoring.plan import FilePlan
 
@@ -107,15 +108,7 @@ def precision_note(summary: ScoreSummary) -> str:
 
 def store_note(summary: ScoreSummary) -> str | None:
     """One line on the bi-encoder embedding store (console and artifact); None when it was not used."""
-    if summary.embedding_store is None:
-        return None
-    hits = summary.embedding_memory_hits + summary.embedding_disk_hits
-    where = "kept for later runs" if summary.embedding_store_kept else "removed at the end of the run"
-    return (
-        f"{summary.sentences_encoded} distinct sentences encoded, {hits} cache hits "
-        f"({summary.embedding_memory_hits} memory, {summary.embedding_disk_hits} disk); "
-        f"store {summary.embedding_store} ({where})"
-    )
+    return store_line(summary)
 
 
 def summary_markdown(summary: ScoreSummary) -> str:
