@@ -246,3 +246,29 @@ def test_a_worker_outliving_a_run_gets_a_fresh_store_once_the_run_removed_its_ow
     assert (counts.encoded, counts.memory_hits, counts.disk_hits) == (2, 0, 0)
     first.path.unlink()  # a long-lived worker whose store file was removed under it reopens one
     assert open_store(folder, "m|1|w|fp32|Predictor") is not again
+
+
+def test_a_stack_scores_its_bi_encoder_member_through_the_store(
+    tmp_path: Path, batches: dict[str, pa.Table]
+) -> None:
+    stack = support.write_tiny_stack(tmp_path / "stack")
+    inbox = _inbox(tmp_path, batches)
+    runs = {
+        store: score_inbox(
+            str(inbox),
+            tmp_path / f"out-{store}",
+            str(stack),
+            tmp_path / "home",
+            chunk_rows=CHUNK,
+            threads=1,
+            backend="torch",
+            embedding_store=store,
+        )  # fmt: skip
+        for store in (False, True)
+    }
+    assert_same_outputs(outputs_by_name(tmp_path / "out-False"), outputs_by_name(tmp_path / "out-True"))
+    distinct = {
+        t for table in batches.values() for t in table["text_a"].to_pylist() + table["text_b"].to_pylist()
+    }
+    assert runs[True].sentences_encoded == len(distinct) and runs[True].embedding_memory_hits > 0
+    assert runs[False].embedding_store is None and runs[False].sentences_encoded == 0

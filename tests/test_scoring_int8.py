@@ -22,7 +22,6 @@ from typer.testing import CliRunner
 
 from simpair.cli import app
 from simpair.contracts import load_contract
-from simpair.ensemble.stacked import StackSpec
 from simpair.ingest.dataset import ingest_dataset
 from simpair.model_ref import local_model_ref
 from simpair.models import save_tiny_model
@@ -91,17 +90,7 @@ def _tiny_with_dev(path: Path, dev_ids: list[str], threshold: float | None = Non
 
 @pytest.fixture
 def tiny_stack(tmp_path: Path) -> Path:
-    """A stacked model written by hand: a tiny cross- and bi-encoder under a fixed logistic combiner."""
-    root = tmp_path / "tiny-stack"
-    members = ["members/0-cross", "members/1-bi"]
-    save_tiny_model(root / members[0], task="paraphrase", kind="cross", seed=3)
-    save_tiny_model(root / members[1], task="paraphrase", kind="bi", seed=4)
-    StackSpec(
-        combiner="logistic", members=members, features=["member:0", "member:1"], mean=[0.0, 0.0],
-        scale=[1.0, 1.0], coef=[1.5, 2.0], intercept=-1.0, regularisation=1.0,
-    ).write(root)  # fmt: skip
-    ModelMetadata(kind="stacked", task="paraphrase", objective="stack", backbone="stack").write(root)
-    return root
+    return support.write_tiny_stack(tmp_path / "tiny-stack")
 
 
 @pytest.mark.parametrize("which", ["tiny_cross", "tiny_bi", "tiny_stack"])

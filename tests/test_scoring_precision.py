@@ -20,10 +20,7 @@ import pytest
 import test_scoring_support as support
 from test_scoring_support import assert_exactly_once, make_pairs, read_outputs, write_batch
 
-from simpair.ensemble.stacked import StackSpec
 from simpair.models import device as devices
-from simpair.models import save_tiny_model
-from simpair.models.metadata import ModelMetadata
 from simpair.predictors import load_predictor
 from simpair.scoring import score_inbox
 from simpair.scoring.bf16_backend import Bf16Predictor
@@ -47,27 +44,7 @@ def _texts(n: int, seed: int) -> tuple[list[str], list[str]]:
 
 @pytest.fixture(scope="module")
 def tiny_stack(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A `kind: stacked` directory written by hand (fitting one needs a training home): two tiny
-    paraphrase members, a cross- and a bi-encoder, combined by a fixed logistic model."""
-    root = tmp_path_factory.mktemp("stack") / "tiny-stack"
-    members = ["members/0-cross", "members/1-bi"]
-    save_tiny_model(root / members[0], task="paraphrase", kind="cross", seed=3)
-    save_tiny_model(root / members[1], task="paraphrase", kind="bi", seed=4)
-    StackSpec(
-        combiner="logistic",
-        members=members,
-        features=["member:0", "member:1"],
-        mean=[0.0, 0.0],
-        scale=[1.0, 1.0],
-        coef=[1.5, 2.0],
-        intercept=-1.0,
-        regularisation=1.0,
-    ).write(root)
-    meta = ModelMetadata(
-        kind="stacked", task="paraphrase", objective="stack", backbone="stack", threshold=0.5
-    )  # type: ignore[arg-type]
-    meta.write(root)
-    return root
+    return support.write_tiny_stack(tmp_path_factory.mktemp("stack") / "tiny-stack")
 
 
 def _torch_members(predictor: object) -> list[object]:

@@ -129,6 +129,27 @@ def tiny_bi(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return save_tiny_model(tmp_path_factory.mktemp("models") / "tiny-bi", task="sts", kind="bi", seed=1)
 
 
+def write_tiny_stack(root: Path) -> Path:
+    """A `kind: stacked` directory written by hand (fitting one needs a training home): a tiny
+    paraphrase cross-encoder and bi-encoder combined by a fixed logistic model."""
+    from simpair.ensemble.stacked import StackSpec
+    from simpair.models import save_tiny_model
+    from simpair.models.metadata import ModelMetadata
+
+    members = ["members/0-cross", "members/1-bi"]
+    save_tiny_model(root / members[0], task="paraphrase", kind="cross", seed=3)
+    save_tiny_model(root / members[1], task="paraphrase", kind="bi", seed=4)
+    StackSpec(
+        combiner="logistic", members=members, features=["member:0", "member:1"], mean=[0.0, 0.0],
+        scale=[1.0, 1.0], coef=[1.5, 2.0], intercept=-1.0, regularisation=1.0,
+    ).write(root)  # fmt: skip
+    meta = ModelMetadata(
+        kind="stacked", task="paraphrase", objective="stack", backbone="stack", threshold=0.5
+    )
+    meta.write(root)
+    return root
+
+
 RUN_COLUMNS = ["run_id", "scored_at"]
 
 

@@ -12,7 +12,7 @@ Layout of a stacked model directory (everything text or safetensors, nothing pic
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -24,6 +24,8 @@ from simpair.models.metadata import ModelMetadata
 from simpair.models.predictor import ModelFacts
 
 STACK_FILE = "stack.json"
+# member index -> its raw scores for (text_a, text_b), in place of the member's own `predict_raw`
+MemberRaw = Mapping[int, Callable[[list[str], list[str]], np.ndarray]]
 
 
 class StackSpec(BaseModel):
@@ -82,13 +84,26 @@ class StackedPredictor(ModelFacts):
         return self.members[0].device
 
     def features(
-        self, text_a: Sequence[str], text_b: Sequence[str], batch_size: int = 64, progress: bool = False
+        self,
+        text_a: Sequence[str],
+        text_b: Sequence[str],
+        batch_size: int = 64,
+        progress: bool = False,
+        member_raw: MemberRaw | None = None,
     ) -> np.ndarray:
-        """The (n, len(spec.features)) matrix the combiner was fitted on."""
+        """The (n, len(spec.features)) matrix the combiner was fitted on.
+
+        `member_raw` replaces member i's `predict_raw` with `member_raw[i]` (scoring gives bi-encoder
+        members their cosines from the embedding store); it must return the same raw scores.
+        """
         text_a, text_b = list(text_a), list(text_b)
         columns: dict[str, np.ndarray] = {}
+        member_raw = member_raw or {}
         for i, member in enumerate(self.members):
-            raw = member.predict_raw(text_a, text_b, batch_size=batch_size, progress=progress)
+            if i in member_raw:
+                raw = member_raw[i](text_a, text_b)
+            else:
+                raw = member.predict_raw(text_a, text_b, batch_size=batch_size, progress=progress)
             columns[f"member:{i}"] = np.asarray(raw, dtype=np.float64)
         if any(name in LEXICAL_FEATURES for name in self.spec.features):
             lexical = lexical_features(text_a, text_b)
@@ -108,13 +123,18 @@ class StackedPredictor(ModelFacts):
         return (x @ np.asarray(self.spec.coef) + self.spec.intercept).astype(np.float32)
 
     def predict_raw(
-        self, text_a: Sequence[str], text_b: Sequence[str], batch_size: int = 64, progress: bool = False
+        self,
+        text_a: Sequence[str],
+        text_b: Sequence[str],
+        batch_size: int = 64,
+        progress: bool = False,
+        member_raw: MemberRaw | None = None,
     ) -> np.ndarray:
         if len(text_a) != len(text_b):
             raise ValueError(f"text_a has {len(text_a)} texts but text_b has {len(text_b)}")
         if len(text_a) == 0:
             return np.zeros(0, dtype=np.float32)
-        return self.combine(self.features(text_a, text_b, batch_size, progress))
+        return self.combine(self.features(text_a, text_b, batch_size, progress, member_raw))
 
     def from_raw(self, raw: np.ndarray) -> dict[str, np.ndarray]:
         raw = np.asarray(raw, dtype=np.float64)
@@ -133,9 +153,15 @@ class StackedPredictor(ModelFacts):
         }
 
     def predict(
-        self, text_a: Sequence[str], text_b: Sequence[str], batch_size: int = 64, progress: bool = False
+        self,
+        text_a: Sequence[str],
+        text_b: Sequence[str],
+        batch_size: int = 64,
+        progress: bool = False,
+        member_raw: MemberRaw | None = None,
     ) -> dict[str, np.ndarray]:
-        return self.from_raw(self.predict_raw(text_a, text_b, batch_size=batch_size, progress=progress))
+        raw = self.predict_raw(text_a, text_b, batch_size, progress, member_raw)
+        return self.from_raw(raw)
 
     def truncated(self, text_a: Sequence[str], text_b: Sequence[str]) -> np.ndarray:
         """True where any member saw a truncated text."""

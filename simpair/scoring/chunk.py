@@ -16,18 +16,13 @@ import pyarrow as pa
 
 from simpair.model_ref import ModelRef
 from simpair.scoring.contract import ScoringContract
-from simpair.scoring.embedding_store import (
-    EmbeddingStore,
-    StoreCounts,
-    model_identity,
-    open_store,
-    store_folder,
-)
+from simpair.scoring.embedding_store import EmbeddingStore, StoreCounts, store_folder
 from simpair.scoring.ledger import ChunkRecord, Ledger
 from simpair.scoring.options import ScoringOptions
 from simpair.scoring.plan import FilePlan
 from simpair.scoring.reader import FileProblem, read_chunk, validate_rows
 from simpair.scoring.scorer import default_threads, load_pinned, runnable_precision, score_columns
+from simpair.scoring.stored_predict import open_stores
 from simpair.scoring.writer import REJECTS_SCHEMA, chunk_paths
 from simpair.scoring.writer import write_atomic as write_part
 
@@ -60,11 +55,11 @@ def score_chunk(
 ) -> ChunkResult:
     """Read, validate, score and write chunk `idx` of a planned file, then record it in the ledger.
 
-    `options` gives the batch size, threads, backend and embedding store (bi-encoders: vectors kept
-    across the run's chunks, `embedding_store`); `precision` is the run's resolved precision
-    (`resolve_precision`). A worker that cannot run it natively (bf16 pinned by a driver with native
-    bf16, on a worker without) fails the chunk rather than score it in another precision than the
-    rest of the run.
+    `options` gives the batch size, threads, backend and embedding store (bi-encoders and a stack's
+    bi members: vectors kept across the run's chunks, `embedding_store`); `precision` is the run's
+    resolved precision (`resolve_precision`). A worker that cannot run it natively (bf16 pinned by
+    a driver with native bf16, on a worker without) fails the chunk rather than score it in another
+    precision than the rest of the run.
     """
     assert plan.sha256 and plan.layout and plan.output_schema, "score_chunk needs a file planned to score"
     began = time.perf_counter()
@@ -80,7 +75,7 @@ def score_chunk(
             f"this run is pinned to {precision}, but this worker ({predictor.device}) has no native "
             f"{precision}; run the workers on hardware that has it, or score with --precision fp32"
         )
-    store, counts = _store(plan, model, options, precision, predictor), StoreCounts()
+    stores, counts = _stores(plan, model, options, precision, predictor), StoreCounts()
     scores = score_columns(
         predictor,
         model,
@@ -90,7 +85,7 @@ def score_chunk(
         checked.cut,
         options.batch_size,
         precision=precision,
-        store=store,
+        stores=stores,
         counts=counts,
     )
     kept = checked.kept
@@ -137,15 +132,11 @@ def score_chunk(
     return result
 
 
-def _store(
+def _stores(
     plan: FilePlan, model: ModelRef, options: ScoringOptions, precision: str, predictor: Any
-) -> EmbeddingStore | None:
-    """The run's embedding store for a bi-encoder (None for cross-encoders, stacks, or when off).
-
-    Keyed by the forward pass too (torch, ONNX Runtime, bf16): their vectors agree only to ~1e-6.
-    """
-    if not options.embedding_store or predictor.kind != "bi":
-        return None
-    identity = model_identity(model, precision, type(predictor).__name__)
+) -> dict[int, EmbeddingStore]:
+    """The run's embedding stores (a bi-encoder's, a stack's bi members'); none when off."""
+    if not options.embedding_store:
+        return {}
     folder = store_folder(plan.out, options.embedding_cache)
-    return open_store(folder, identity, options.embedding_memory_mb)
+    return open_stores(predictor, model, precision, str(folder), options.embedding_memory_mb)

@@ -33,7 +33,7 @@ from contextlib import closing, contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 import numpy as np
 
@@ -50,18 +50,16 @@ CREATE TABLE IF NOT EXISTS vectors (key BLOB PRIMARY KEY, vec BLOB NOT NULL) WIT
 
 @dataclass
 class StoreCounts:
-    """What the store did: counted per distinct sentence of a lookup (a chunk), rows per pair scored."""
+    """What the store did, counted per distinct sentence of a lookup (a chunk, a member's chunk)."""
 
     encoded: int = 0
     memory_hits: int = 0
     disk_hits: int = 0
-    rows: int = 0
 
     def add(self, other: StoreCounts) -> None:
         self.encoded += other.encoded
         self.memory_hits += other.memory_hits
         self.disk_hits += other.disk_hits
-        self.rows += other.rows
 
 
 def text_key(text: str) -> bytes:
@@ -285,27 +283,3 @@ def store_line(summary: StoreReport) -> str | None:
         f"{summary.sentences_encoded} distinct sentences encoded, {memory + disk} cache hits "
         f"({memory} memory, {disk} disk); store {summary.embedding_store} ({where})"
     )
-
-
-def predict_stored(
-    predictor: Any,
-    store: EmbeddingStore,
-    text_a: list[str],
-    text_b: list[str],
-    batch_size: int,
-    counts: StoreCounts | None = None,
-) -> dict[str, np.ndarray]:
-    """A bi-encoder's `predict`, its sentence vectors from the store (`predictor.embed` on misses only).
-
-    Same arithmetic as the predictor's own bi-encoder path (normalised vectors, row-wise dot in
-    float32, then `from_raw`), so scores equal those of `predict` to float rounding.
-    """
-    vectors, done = store.lookup(
-        text_a + text_b, lambda misses: predictor.embed(misses, batch_size=batch_size)
-    )
-    n = len(text_a)
-    cosines = np.einsum("ij,ij->i", vectors[:n], vectors[n:]).astype(np.float32)
-    done.rows = n
-    if counts is not None:
-        counts.add(done)
-    return predictor.from_raw(cosines)

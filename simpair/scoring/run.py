@@ -156,9 +156,13 @@ def run_scoring(
         chunk_results = [r for started in chunks.values() for r in runner.result(started)]
         seconds = time.perf_counter() - began
         store = store_folder(out_dir, options.embedding_cache)
+        # a bi-encoder always looks its sentences up; a stack only when it has bi members
+        looked_up = model.kind == "bi" or any(
+            c.sentences_encoded + c.memory_hits + c.disk_hits for c in chunk_results
+        )
         summary = summarize(
             run_id, model, plans, file_results, chunk_results, seconds, precision, options.precision,
-            embedding_store=str(store) if options.embedding_store and model.kind == "bi" else None,
+            embedding_store=str(store) if options.embedding_store and looked_up else None,
             embedding_store_kept=options.embedding_cache is not None,
         )  # fmt: skip
         runner.run(finish_run, out=out_dir, summary=summary)

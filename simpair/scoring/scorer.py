@@ -20,16 +20,18 @@ import logging
 import os
 import threading
 import warnings
+from collections.abc import Callable
 from datetime import UTC, datetime
-from functools import lru_cache
+from functools import lru_cache, partial
 from typing import Any, Protocol
 
 import numpy as np
 import pyarrow as pa
 
 from simpair.model_ref import ModelRef
-from simpair.scoring.embedding_store import EmbeddingStore, StoreCounts, predict_stored
+from simpair.scoring.embedding_store import EmbeddingStore, StoreCounts
 from simpair.scoring.int8_guard import require_int8
+from simpair.scoring.stored_predict import predict_stored
 
 log = logging.getLogger(__name__)
 
@@ -207,9 +209,14 @@ def _with_onnx(predictor: Any, threads: int) -> Any:
 
 
 def predict_unique(
-    predictor: PairPredictor, text_a: list[str], text_b: list[str], batch_size: int
+    predictor: PairPredictor,
+    text_a: list[str],
+    text_b: list[str],
+    batch_size: int,
+    predict: Callable[[list[str], list[str]], dict[str, np.ndarray]] | None = None,
 ) -> dict[str, np.ndarray]:
-    """`predictor.predict` on the distinct (a, b) pairs, expanded back to every row in order."""
+    """`predict` (default `predictor.predict`) on the distinct (a, b) pairs, expanded back to every row."""
+    predict = predict or partial(predictor.predict, batch_size=batch_size)
     index: dict[tuple[str, str], int] = {}
     inverse = np.fromiter(
         (index.setdefault(pair, len(index)) for pair in zip(text_a, text_b, strict=True)),
@@ -217,10 +224,10 @@ def predict_unique(
         count=len(text_a),
     )
     if len(index) == len(text_a):
-        return predictor.predict(text_a, text_b, batch_size=batch_size)
+        return predict(text_a, text_b)
     unique_a = [pair[0] for pair in index]
     unique_b = [pair[1] for pair in index]
-    out = predictor.predict(unique_a, unique_b, batch_size=batch_size)
+    out = predict(unique_a, unique_b)
     return {key: np.asarray(value)[inverse] for key, value in out.items()}
 
 
@@ -256,22 +263,21 @@ def score_columns(
     batch_size: int,
     *,
     precision: str,
-    store: EmbeddingStore | None = None,
+    stores: dict[int, EmbeddingStore] | None = None,
     counts: StoreCounts | None = None,
 ) -> pa.Table:
     """The columns scoring adds to a chunk's kept rows (schema `SCORE_SCHEMA`).
 
     `precision` is the one the predictor runs in (`fp32` or `bf16`), written on every row next to
-    the model version so a reader of a scored file knows how its scores were computed. A `store`
-    (bi-encoders) encodes only sentences it has not seen; it adds what it did to `counts`.
+    the model version so a reader of a scored file knows how its scores were computed. With `stores`
+    (`open_stores`: a bi-encoder, or a stack's bi members) only sentences not seen are encoded; what
+    the stores did is added to `counts`.
     """
     n = len(text_a)
     if n:
         with _PREDICT_LOCK:  # one forward pass at a time per process (see _PREDICT_LOCK)
-            if store is not None and predictor.kind == "bi":
-                out = predict_stored(predictor, store, text_a, text_b, batch_size, counts)
-            else:
-                out = predict_unique(predictor, text_a, text_b, batch_size)
+            stored = partial(predict_stored, predictor, stores, batch_size=batch_size, counts=counts)
+            out = predict_unique(predictor, text_a, text_b, batch_size, stored if stores else None)
             truncated = np.asarray(cut, dtype=bool) | truncation_flags(predictor, text_a, text_b)
     else:
         out, truncated = {"score": np.zeros(0, np.float32)}, np.zeros(0, dtype=bool)

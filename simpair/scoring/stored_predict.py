@@ -1,0 +1,84 @@
+"""Scoring through the embedding store: a bi-encoder, or the bi-encoder members of a stacked model.
+
+Why stacks too: a stack's bi-encoder members embed sentences like any bi-encoder, so on a batch that
+repeats sentences they cost what a lone bi-encoder costs with the store; only the cross-encoder
+members still run once per distinct pair. Scores equal those without the store to float rounding:
+the cosines are computed as the predictor computes them (normalised vectors, row-wise dot in
+float32), then go through the same `from_raw` or stack combiner.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from simpair.model_ref import ModelRef
+from simpair.scoring.embedding_store import EmbeddingStore, StoreCounts, model_identity, open_store
+
+# a bi-encoder's own store; a stack's members' stores are keyed by member index
+SELF = -1
+
+
+def open_stores(
+    predictor: Any, model: ModelRef, precision: str, folder: str, memory_mb: float
+) -> dict[int, EmbeddingStore]:
+    """The stores `predictor` scores through: {SELF: ...} for a bi-encoder, one per bi member of a stack.
+
+    Keyed by the forward pass too (torch, ONNX Runtime, bf16): their vectors agree only to ~1e-6. A
+    stack's members are keyed by the stack's identity and their index. Cross-encoders get none.
+    """
+    if predictor.kind == "bi":
+        return {
+            SELF: open_store(folder, model_identity(model, precision, type(predictor).__name__), memory_mb)
+        }
+    if predictor.kind != "stacked":
+        return {}
+    return {
+        i: open_store(
+            folder, f"{model_identity(model, precision, type(member).__name__)}|member {i}", memory_mb
+        )
+        for i, member in enumerate(predictor.members)
+        if member.kind == "bi"
+    }
+
+
+def stored_cosines(
+    predictor: Any,
+    store: EmbeddingStore,
+    text_a: list[str],
+    text_b: list[str],
+    batch_size: int,
+    counts: StoreCounts,
+) -> np.ndarray:
+    """A bi-encoder's raw scores (cosines), its vectors from the store (`embed` on misses only)."""
+    vectors, done = store.lookup(
+        text_a + text_b, lambda misses: predictor.embed(misses, batch_size=batch_size)
+    )
+    counts.add(done)
+    n = len(text_a)
+    return np.einsum("ij,ij->i", vectors[:n], vectors[n:]).astype(np.float32)
+
+
+def predict_stored(
+    predictor: Any,
+    stores: dict[int, EmbeddingStore],
+    text_a: list[str],
+    text_b: list[str],
+    batch_size: int,
+    counts: StoreCounts | None = None,
+) -> dict[str, np.ndarray]:
+    """`predictor.predict` with bi-encoder cosines from `stores` (`open_stores`), counted in `counts`."""
+    done = StoreCounts()
+    if SELF in stores:
+        out = predictor.from_raw(stored_cosines(predictor, stores[SELF], text_a, text_b, batch_size, done))
+    else:
+
+        def member(i: int) -> Any:
+            return lambda a, b: stored_cosines(predictor.members[i], stores[i], a, b, batch_size, done)
+
+        raw = {i: member(i) for i in stores}
+        out = predictor.predict(text_a, text_b, batch_size=batch_size, member_raw=raw)
+    if counts is not None:
+        counts.add(done)
+    return out
