@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import re
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -135,7 +136,8 @@ def run(
     started = time.perf_counter()
     result = train(cfg, home)
     wall = time.perf_counter() - started
-    sets = "".join(f" --set {s}" for s in set_ or [])
+    # a path given as a setting (a soup as backbone) names a folder on the measuring machine only
+    sets = "".join(f" --set {re.sub(r'=/.*/', '=MODEL_DIR/', s)}" for s in set_ or [])
     command = f"nice -n 5 .venv/bin/python benchmarks/quality.py run {name} --home HOME{sets}"
     _record(label or name, result.model_dir, home, command, wall)
 
