@@ -22,6 +22,10 @@ JobsOption = Annotated[
         "cores/jobs threads (CPU: 2 on 2 cores halves a two-member stack's wall time).",
     ),
 ]
+BackendOption = Annotated[
+    str,
+    typer.Option(help="Forward pass: auto (ONNX Runtime on CPU when installed, else torch), torch, or onnx."),
+]
 HomeOption = Annotated[
     Path | None, typer.Option(help="Pipeline home. Default: $SIMPAIR_HOME, else .simpair/ in the checkout.")
 ]

@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from simpair.cli.common import BackendOption
 from simpair.cli.store_options import EmbeddingMemoryOption, EmbeddingStoreOption, OutputCacheOption
 from simpair.mining.encoder import DEFAULT_BATCH_SIZE, DEFAULT_STORE_MEMORY_MB
 from simpair.mining.sentences import DEFAULT_BATCH_ROWS
@@ -34,7 +35,8 @@ def register(app: typer.Typer) -> None:
         batch_rows: Annotated[
             int, typer.Option(min=1, help="Rows read, encoded and written at a time (bounds memory).")
         ] = DEFAULT_BATCH_ROWS,
-        threads: Annotated[int | None, typer.Option(min=1, help="Torch threads (default: torch's).")] = None,
+        threads: Annotated[int | None, typer.Option(min=1, help="Torch threads (default: the CPUs).")] = None,
+        backend: BackendOption = "auto",
         embedding_store: EmbeddingStoreOption = True,
         embedding_cache: OutputCacheOption = None,
         embedding_memory_mb: EmbeddingMemoryOption = DEFAULT_STORE_MEMORY_MB,
@@ -49,6 +51,8 @@ def register(app: typer.Typer) -> None:
         from simpair.settings import home_dir
 
         console = Console()
+        if backend not in ("auto", "torch", "onnx"):
+            raise typer.BadParameter(f"--backend must be auto, torch or onnx; got {backend!r}")
         if embedding_cache is not None and not embedding_store:
             raise typer.BadParameter("--embedding-cache keeps the store: drop --no-embedding-store")
         try:
@@ -59,7 +63,7 @@ def register(app: typer.Typer) -> None:
         summary = encode_file(
             input, output, ref, column=column, id_column=id_column, batch_size=batch_size,
             threads=threads, batch_rows=batch_rows, embedding_store=embedding_store,
-            embedding_cache=embedding_cache, embedding_memory_mb=embedding_memory_mb,
+            embedding_cache=embedding_cache, embedding_memory_mb=embedding_memory_mb, backend=backend,
         )  # fmt: skip
         console.print(
             f"encoded {summary.encoded} of {summary.rows} rows with {summary.model} "

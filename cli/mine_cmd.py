@@ -14,7 +14,7 @@ import typer
 from pydantic import ValidationError
 from rich.console import Console
 
-from simpair.cli.common import validation_message
+from simpair.cli.common import BackendOption, validation_message
 from simpair.cli.store_options import EmbeddingMemoryOption, EmbeddingStoreOption, OutputCacheOption
 from simpair.mining.encoder import DEFAULT_BATCH_SIZE, DEFAULT_MINE_MODEL, DEFAULT_STORE_MEMORY_MB
 from simpair.mining.index import METHODS
@@ -92,6 +92,7 @@ def register(app: typer.Typer) -> None:
             int, typer.Option(min=1, help="Sentences per forward pass.")
         ] = DEFAULT_BATCH_SIZE,
         threads: Annotated[int | None, typer.Option(min=1, help="Torch and faiss threads.")] = None,
+        backend: BackendOption = "auto",
         embedding_store: EmbeddingStoreOption = True,
         embedding_cache: OutputCacheOption = None,
         embedding_memory_mb: EmbeddingMemoryOption = DEFAULT_STORE_MEMORY_MB,
@@ -111,7 +112,7 @@ def register(app: typer.Typer) -> None:
                 batch_size=batch_size, threads=threads, column=column, id_column=id_column,
                 corpus_column=corpus_column, corpus_id_column=corpus_id_column,
                 embedding_store=embedding_store, embedding_cache=embedding_cache,
-                embedding_memory_mb=embedding_memory_mb,
+                embedding_memory_mb=embedding_memory_mb, backend=backend,
             )  # fmt: skip
         except ValidationError as exc:
             raise typer.BadParameter(validation_message(exc)) from None

@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from simpair.cli.common import validation_message
+from simpair.cli.common import BackendOption, validation_message
 from simpair.cli.failures import debug_enabled, quiet_prefect_console
 from simpair.cli.store_options import EmbeddingMemoryOption, EmbeddingStoreOption, ScoreCacheOption
 from simpair.scoring.embedding_store import DEFAULT_MEMORY_MB
@@ -85,12 +85,7 @@ def register(app: typer.Typer) -> None:
         threads: Annotated[
             int | None, typer.Option(min=1, help="Torch threads per worker. Default: CPUs/workers.")
         ] = (None),
-        backend: Annotated[
-            str,
-            typer.Option(
-                help="Forward pass: auto (ONNX Runtime on CPU when installed, else torch), torch, or onnx."
-            ),
-        ] = DEFAULT_BACKEND,
+        backend: BackendOption = DEFAULT_BACKEND,
         precision: Annotated[
             str,
             typer.Option(

@@ -317,6 +317,26 @@ def test_mining_encodes_through_the_embedding_store(tmp_path: Path, models) -> N
     assert rerun["sentences_encoded"] == 0 and rerun["embedding_disk_hits"] == 50
     assert not leftover.exists() and triples(rerun["table"]) == triples(once["table"])
 
+    # `simpair score` (default backend) and `simpair mine` (the same default) share one cache
+    shared = tmp_path / "shared-cache"
+    inbox = tmp_path / "inbox"
+    inbox.mkdir()
+    pq.write_table(
+        pa.table({"pair_id": [f"p{i}" for i in range(20)], "text_a": queries, "text_b": queries[::-1]}),
+        inbox / "batch.parquet",
+    )
+    scored = CliRunner().invoke(
+        app,
+        ["score", "--inbox", str(inbox), "--out", str(tmp_path / "scored"), "--model", str(models["bi"]),
+         "--home", str(tmp_path / "home"), "--no-prefect", "--embedding-cache", str(shared)],
+    )  # fmt: skip
+    assert scored.exit_code == 0, scored.output
+    after_score = _mine_json(tmp_path, models, "after-score", *search, "--embedding-cache", str(shared))
+    assert (
+        after_score["embedding_disk_hits"] + after_score["embedding_memory_hits"] == 40
+    )  # 20 in, 20 in corpus
+    assert after_score["sentences_encoded"] == 30 and triples(after_score["table"]) == triples(once["table"])
+
     refused = CliRunner().invoke(
         app, ["mine", "--input", "x", "--output", "y", "--no-embedding-store", "--embedding-cache", "z"]
     )

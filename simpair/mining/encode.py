@@ -96,6 +96,7 @@ def encode_file(
     embedding_store: bool = True,
     embedding_cache: str | Path | None = None,
     embedding_memory_mb: float = DEFAULT_STORE_MEMORY_MB,
+    backend: str = "auto",
 ) -> EncodeSummary:
     """Write the vectors of every usable row of `input` to `output`; see the module docstring."""
     started = time.monotonic()
@@ -103,7 +104,8 @@ def encode_file(
     if embedding_cache is not None and not embedding_store:
         raise ValueError("embedding_cache keeps the embedding store: it needs embedding_store on")
     folder = store_folder_for(output, embedding_cache) if embedding_store else None
-    encoder = stored_encoder(load_bi_encoder(model, threads), model, folder, embedding_memory_mb)
+    predictor = load_bi_encoder(model, threads, backend=backend)
+    encoder = stored_encoder(predictor, model, folder, embedding_memory_mb)
     dims = embedding_dims(encoder)
     schema = output_schema(dims, model)
     rejects, encoded = Rejects(), 0

@@ -36,7 +36,9 @@ class WrongModelKind(ValueError):
     """A model of the wrong kind for the job (a cross-encoder asked for embeddings, or the reverse)."""
 
 
-def load_bi_encoder(model: ModelRef, threads: int | None = None, job: str = "simpair encode") -> object:
+def load_bi_encoder(
+    model: ModelRef, threads: int | None = None, job: str = "simpair encode", backend: str = "auto"
+) -> object:
     """The pinned bi-encoder's `Predictor`; any other kind is refused with what to do instead."""
     if model.kind != "bi":
         hint = (
@@ -47,28 +49,25 @@ def load_bi_encoder(model: ModelRef, threads: int | None = None, job: str = "sim
         raise WrongModelKind(
             f"{job} needs a bi-encoder (sentence embeddings); {model.label} is a {model.kind} model{hint}"
         )
-    return _load(model, threads)
+    return _load(model, threads, backend)
 
 
-def load_reranker(model: ModelRef, threads: int | None = None) -> object:
+def load_reranker(model: ModelRef, threads: int | None = None, backend: str = "auto") -> object:
     """The pinned pair scorer for re-ranking: a cross-encoder or a stacked model, never a bi-encoder."""
     if model.kind == "bi":
         raise WrongModelKind(
             f"--rerank needs a cross-encoder (or stacked model); {model.label} is a bi-encoder, "
             "which is what --model already scores with"
         )
-    return _load(model, threads)
+    return _load(model, threads, backend)
 
 
-def _load(model: ModelRef, threads: int | None) -> object:
-    import torch
+def _load(model: ModelRef, threads: int | None, backend: str) -> object:
+    """The model as `simpair score` loads it: same backend choice (`auto`: ONNX Runtime on CPU when
+    installed), fp32 on purpose, so mined scores equal scored ones and the two share stored vectors."""
+    from simpair.scoring.scorer import default_threads, load_pinned
 
-    from simpair.predictors import load_predictor
-
-    if threads:
-        torch.set_num_threads(threads)
-    # fp32 on purpose: mined scores must equal `simpair score` with the same model
-    return load_predictor(model.local_dir, precision="fp32")
+    return load_pinned(model.local_dir, threads or default_threads(), backend, "fp32")
 
 
 def store_folder_for(output: str | Path, cache: str | Path | None) -> Path:
@@ -86,10 +85,6 @@ class StoredEncoder:
         self.predictor = predictor
         self.store = store
         self.counts = StoreCounts()
-
-    @property
-    def model(self) -> object:
-        return self.predictor.model  # type: ignore[attr-defined]
 
     def embed(self, texts: Sequence[str], batch_size: int = DEFAULT_BATCH_SIZE) -> np.ndarray:
         def encode(misses: list[str]) -> np.ndarray:
@@ -122,8 +117,10 @@ class Encoded:
 
 
 def embedding_dims(predictor: object) -> int:
-    """Width of the model's sentence vectors (the post-processing keeps the hidden size)."""
-    return int(predictor.model.hidden_size)  # type: ignore[attr-defined]
+    """Width of the model's sentence vectors, asked of the forward pass itself (any backend; never
+    through a store, which would count and keep the probe)."""
+    inner = predictor.predictor if isinstance(predictor, StoredEncoder) else predictor
+    return int(inner.embed(["."], batch_size=1).shape[1])  # type: ignore[attr-defined]
 
 
 def embed_chunks(

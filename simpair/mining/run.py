@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from functools import lru_cache
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
@@ -85,9 +84,8 @@ class MineSummary(BaseModel):
     embedding_disk_hits: int = 0
 
 
-@lru_cache(maxsize=2)
-def _bi(model: ModelRef, threads: int | None) -> object:
-    return load_bi_encoder(model, threads, job="simpair mine")
+def _bi(model: ModelRef, options: MineOptions) -> object:
+    return load_bi_encoder(model, options.threads, job="simpair mine", backend=options.backend)
 
 
 def encode_sentences(
@@ -95,7 +93,7 @@ def encode_sentences(
 ) -> Encoded:
     """Vectors of the distinct input texts, in first-seen order (through the store in `store`)."""
     texts, _ = distinct(sentences.texts)
-    encoder = stored_encoder(_bi(model, options.threads), model, store, options.embedding_memory_mb)
+    encoder = stored_encoder(_bi(model, options), model, store, options.embedding_memory_mb)
     vectors = embed_all(
         encoder,
         texts,
@@ -118,7 +116,7 @@ def find_pairs(
     if corpus is None:
         return search_within(vectors, options)
     texts, _ = distinct(corpus.texts)
-    encoder = stored_encoder(_bi(model, options.threads), model, store, options.embedding_memory_mb)
+    encoder = stored_encoder(_bi(model, options), model, store, options.embedding_memory_mb)
     candidates = search_corpus(vectors, encoder, texts, options)
     candidates.encoding = encoder.counts
     return candidates
@@ -140,7 +138,7 @@ def build_table(
 
 def rerank_pairs(table: pa.Table, reranker: ModelRef, options: MineOptions) -> pa.Table:
     """Add the re-ranker's scores (see `simpair.mining.pairs.rerank`)."""
-    return rerank(table, load_reranker(reranker, options.threads), reranker, options)
+    return rerank(table, load_reranker(reranker, options.threads, options.backend), reranker, options)
 
 
 def write_mined(

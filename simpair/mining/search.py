@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 from pydantic import BaseModel, Field, model_validator
@@ -48,6 +49,7 @@ class MineOptions(BaseModel):
     embedding_store: bool = True
     embedding_cache: Path | None = None
     embedding_memory_mb: float = Field(DEFAULT_STORE_MEMORY_MB, gt=0)
+    backend: Literal["auto", "torch", "onnx"] = "auto"
 
     @model_validator(mode="after")
     def _cache_needs_the_store(self) -> MineOptions:
