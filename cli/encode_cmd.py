@@ -48,11 +48,12 @@ def register(app: typer.Typer) -> None:
         from simpair.mining.encode import encode_file
         from simpair.model_ref import resolve_model_ref
         from simpair.scoring.embedding_store import store_line
+        from simpair.scoring.scorer import BACKENDS
         from simpair.settings import home_dir
 
         console = Console()
-        if backend not in ("auto", "torch", "onnx"):
-            raise typer.BadParameter(f"--backend must be auto, torch or onnx; got {backend!r}")
+        if backend not in BACKENDS:
+            raise typer.BadParameter(f"--backend must be one of {', '.join(BACKENDS)}; got {backend!r}")
         if embedding_cache is not None and not embedding_store:
             raise typer.BadParameter("--embedding-cache keeps the store: drop --no-embedding-store")
         try:
