@@ -6,7 +6,7 @@ Both pages are hand-written prose with generated blocks between marker comments:
     ...
     <!-- END generated: NAME -->
 
-`write()` rebuilds every block from benchmarks/results/{ingest,quality,score}.json and leaves the
+`write()` rebuilds every block from benchmarks/results/{ingest,quality,scale,score}.json and leaves the
 prose outside the markers alone. `benchmarks/quality.py table` calls it, and so do ingest.py and
 score.py after they record a run. The user page's quality table shows only the shipped default and
 documented configs (`DEFAULT_ROWS`: which recorded row measures each); the experiment record lists
@@ -186,6 +186,110 @@ def memory_block(result: dict[str, Any]) -> list[str]:
     return lines
 
 
+SCALE_STEPS = {
+    "ingest": "`simpair ingest --no-prefect`",
+    "rerun": "the same, unchanged re-run",
+    "pretokenize": "`simpair pretokenize` (train split, bi-encoder, MiniLM tokenizer)",
+    "train": "`simpair train`: load the tokens + {steps} steps, tiny encoder",
+    "evaluate": "`simpair evaluate` (test split, tiny encoder)",
+    "polars": "anchor: polars `scan_csv` + `sink_parquet`, streaming",
+}
+
+
+def _size(seconds: float, mb: float) -> str:
+    time = f"{seconds:,.1f} s" if seconds < 600 else f"{seconds / 60:,.0f} min"
+    return f"{time}, {mb:,.0f} MB" if mb < 10_000 else f"{time}, {mb / 1024:,.1f} GB"
+
+
+def _scale_cell(m: dict[str, Any] | None) -> str:
+    if not m:
+        return "-"
+    if m.get("skipped"):
+        return "not run"
+    if m.get("rc") != 0:
+        return "failed"
+    return f"{_size(m['wall_s'], m['peak_rss_mb'])} (CPU {m['cpu_s']:,.1f} s)"
+
+
+def scale_block(r: dict[str, Any]) -> list[str]:
+    """The growth table of benchmarks/scale.py: each step at each size, its per-row cost, 100M rows."""
+    if not r.get("sizes"):
+        return ["(no scale run recorded)"]
+    m, sizes = r["machine"], r["sizes"]
+    labels = list(sizes)
+    lines = [
+        f"Command: `{r['command']}`. Measured {r['measured_at'][:10]} on {m['cores']} cores "
+        f"({m['cpu'] or NO_CPU}, {m['ram_gb']:.0f} GB RAM), no GPU; python {m['python']}, "
+        f"polars {m['versions'].get('polars')}, torch {m['versions'].get('torch')}, commit {m['commit']}"
+        + (
+            f", load average {m['load_at_start']:.1f} at the start"
+            if m.get("load_at_start") is not None
+            else ""
+        )
+        + ". Cells: wall time, peak RSS (CPU time, user + sys).",
+        "",
+        "| step | "
+        + " | ".join(f"{label} rows ({sizes[label]['raw_bytes'] / 1e6:,.0f} MB)" for label in labels)
+        + " | per row (fit) | 100M rows (fit) |",
+        "|---|" + "---:|" * (len(labels) + 2),
+    ]
+    for name, what in SCALE_STEPS.items():
+        if not any(name in s["steps"] for s in sizes.values()):
+            continue
+        f = r.get("fits", {}).get(name)
+        per_row = at = "-"
+        if f:  # a slope below zero is noise around no growth: shown as flat, not extrapolated
+            t, mb = f["wall_s"], f["peak_rss_mb"]
+            per_row = f"{t['per_row'] * 1e6:,.1f} µs" if t["per_row"] > 0 else "flat"
+            per_row += f", {mb['per_row']:,.0f} B" if mb["per_row"] > 0 else ", flat"
+            at = _size(max(t["at_100M"], t["intercept"]), max(mb["at_100M"], mb["intercept"]))
+        cells = " | ".join(_scale_cell(s["steps"].get(name)) for s in sizes.values())
+        lines.append(f"| {what.format(steps=r.get('train_steps', 50))} | {cells} | {per_row} | {at} |")
+        if any(name in s.get("baseline", {}) for s in sizes.values()):
+            cells = " | ".join(_scale_cell(s.get("baseline", {}).get(name)) for s in sizes.values())
+            commit = f" (commit {r['baseline_commit']})" if r.get("baseline_commit") else ""
+            lines.append(f"| the same, code before streaming{commit} | {cells} | | |")
+    lines += ["", *_scale_notes(r)]
+    return lines
+
+
+def _scale_notes(r: dict[str, Any]) -> list[str]:
+    """Pairs/s, the training data's memory, ingest against polars and the accounting, one line each."""
+    sizes, fits, notes = r["sizes"], r.get("fits", {}), []
+    rates = [f"{k} {s['steps']['pretokenize']['pairs_per_s']:,.0f}" for k, s in sizes.items()
+             if s["steps"].get("pretokenize", {}).get("pairs_per_s")]  # fmt: skip
+    if rates:
+        slope = fits.get("pretokenize", {}).get("wall_s", {}).get("per_row", 0)
+        marginal = f"; from the fit, after start-up: {0.8 / slope:,.0f}" if slope > 0 else ""
+        notes.append(f"- Pretokenize, train pairs per second of wall time: {', '.join(rates)}{marginal}.")
+    train = fits.get("train", {}).get("peak_rss_mb", {})
+    if train:
+        per_pair = max(train["per_row"] / 0.8, 0)
+        notes.append(
+            f"- Training data in memory: {per_pair:,.0f} B of peak RSS per train pair on top of "
+            f"{train['intercept']:,.0f} MB (fit of the train step's peak RSS)."
+        )
+    ratios = [f"{k} {s['steps']['ingest']['wall_s'] / s['steps']['polars']['wall_s']:.1f}x"
+              for k, s in sizes.items() if s["steps"].get("ingest", {}).get("rc") == 0
+              and s["steps"].get("polars", {}).get("rc") == 0]  # fmt: skip
+    if ratios:
+        notes.append(f"- Ingest wall time / polars' on the same files: {', '.join(ratios)}.")
+    checks = [
+        f"{k} {a['clean']:,} + {a['quarantined']:,} = {a['raw_lines']:,}" + ("" if a["ok"] else " (MISMATCH)")
+        for k, s in sizes.items()
+        if (a := s.get("accounting"))
+    ]
+    reruns = {k: s["rerun_status"] for k, s in sizes.items() if s.get("rerun_status")}
+    if reruns:
+        said = ", ".join(f"{k} {v}" for k, v in reruns.items())
+        notes.append(f"- What the re-run reported for the dataset: {said}.")
+    if checks:
+        ok = all(s["accounting"]["ok"] for s in sizes.values() if s.get("accounting"))
+        verdict = "at every size" if ok else "NOT at every size"
+        notes.append(f"- Clean + quarantined = raw lines {verdict}: {'; '.join(checks)}.")
+    return notes
+
+
 # ---------------------------------------------------------- experiment record (docs/experiments.md)
 
 
@@ -314,6 +418,7 @@ def blocks() -> dict[Path, dict[str, list[str]]]:
     return {
         USER_PAGE: {
             "ingest": ingest_block(ingest),
+            "scale": scale_block(_load("scale")),
             "quality": quality_block(quality),
             "scoring": scoring_block(score_result),
             "memory": memory_block(score_result),

@@ -44,21 +44,53 @@ def _parse(values: pl.Series, kind: str) -> pl.Series:
 
 
 def _auto(values: pl.Series) -> str:
-    present = values.str.strip_chars().drop_nulls()
-    for kind in ("int", "float"):
-        if present.len() and _parse(present, kind).null_count() == 0:
-            return kind
-    lower = present.str.to_lowercase()
-    if present.len() and lower.is_in(["true", "false"]).all():
-        return "bool"
-    return "string"
+    typing = AutoType()
+    typing.update(values)
+    return typing.kind()
 
 
-def type_extra(spec: ExtraColumn, values: pl.Series) -> tuple[pl.Series, list[int], str]:
-    """(typed column, row indexes whose value does not parse, the type chosen)."""
+class AutoType:
+    """The narrowest type that fits every value seen, updated batch by batch (blank values are null)."""
+
+    def __init__(self) -> None:
+        self.present = 0
+        self.fits = {"int": True, "float": True, "bool": True}
+
+    def update(self, values: pl.Series) -> None:
+        present = _blank_to_null(values).str.strip_chars().drop_nulls()
+        if not present.len():
+            return
+        self.present += present.len()
+        for kind in ("int", "float"):
+            if self.fits[kind] and _parse(present, kind).null_count():
+                self.fits[kind] = False
+        if self.fits["bool"] and not present.str.to_lowercase().is_in(["true", "false"]).all():
+            self.fits["bool"] = False
+
+    def kind(self) -> str:
+        if self.present:
+            for kind in ("int", "float", "bool"):
+                if self.fits[kind]:
+                    return kind
+        return "string"
+
+
+def _blank_to_null(values: pl.Series) -> pl.Series:
     blank = values.str.strip_chars().fill_null("") == ""
-    values = pl.select(pl.when(blank).then(None).otherwise(values).alias(spec.name)).to_series()
-    kind = _auto(values) if spec.type == "auto" else spec.type
+    return pl.select(pl.when(blank).then(None).otherwise(values).alias(values.name)).to_series()
+
+
+def type_extra(
+    spec: ExtraColumn, values: pl.Series, kind: str | None = None
+) -> tuple[pl.Series, pl.Series, str]:
+    """(typed column, mask of the rows whose value does not parse, the type chosen).
+
+    `kind` is the type already chosen over every split (see `AutoType`); without it, `auto` is
+    decided over `values` alone.
+    """
+    values = _blank_to_null(values).alias(spec.name)
+    if kind is None:
+        kind = _auto(values) if spec.type == "auto" else spec.type
     typed = _parse(values, kind).alias(spec.name)
-    bad = (typed.is_null() & values.is_not_null()).arg_true().to_list()
+    bad = typed.is_null() & values.is_not_null()
     return typed.cast(DTYPES[kind]), bad, kind

@@ -5,13 +5,19 @@ train- and dev-role splits are both checked as training data: a test pair that s
 reported, and dropped from training when a config trains on that dev split.
 
 Identity is `simpair.pairs.pair_key` on cleaned texts, so a pair with its sentences swapped, or
-differing only in whitespace or mojibake, still counts. The report is recomputed only when the set
-of current dataset versions changes, and written atomically.
+differing only in whitespace or mojibake, still counts. The splits are read in batches and compared
+out of core (`simpair.ingest.spill`): a hash pass finds the few pairs that occur in more than one
+place, and only those are joined on their exact texts; sha1 `pair_key`s are computed for the
+reported rows alone. The report is recomputed only when the set of current dataset versions
+changes, and written atomically with its counts in the file's metadata, so reusing it reads none of
+its rows.
 """
 
 from __future__ import annotations
 
 import json
+import shutil
+import tempfile
 from pathlib import Path
 
 import polars as pl
@@ -19,56 +25,101 @@ import pyarrow.parquet as pq
 from filelock import FileLock
 
 from simpair.catalog import LEAKAGE_COLUMNS, Catalog, leakage_path
+from simpair.ingest import spill
 from simpair.ingest.report import LeakageCount, LeakageReport
-from simpair.ingest.writer import atomic_write_parquet, remove_leftovers
-from simpair.pairs import pair_key
+from simpair.ingest.writer import TMP_PREFIX, atomic_write_parquet, remove_leftovers
+from simpair.pairs import pair_keys, sorted_texts
 
 _INPUTS_KEY = b"simpair.leakage_inputs"
+_COUNTS_KEY = b"simpair.leakage_counts"
 # Bumped when the leakage rows computed from the same datasets change, so an old report is not reused.
 LEAKAGE_CODE_VERSION = "3"
+_SORT = ["dataset", "split", "train_dataset", "train_split", "pair_id", "train_pair_id"]
+_SPLIT = 1 << 40  # pos = split number * 2**40 + row number inside the split
 
 
-def _keyed(catalog: Catalog, dataset: str, split: str) -> pl.DataFrame:
-    frame = catalog.read_split(dataset, split).select("pair_id", "text_a", "text_b")
-    keys = [pair_key(a, b) for a, b in zip(frame["text_a"], frame["text_b"], strict=True)]
-    return pl.DataFrame({"pair_id": frame["pair_id"], "pair_key": keys})
-
-
-def compute_leakage(catalog: Catalog) -> pl.DataFrame:
-    """One row per (evaluation pair, training pair) sharing a pair_key, across all current datasets."""
-    train, evals = [], []
+def _splits(catalog: Catalog) -> pl.LazyFrame | None:
+    """Every split of every current dataset as one lazy scan, with its role and a global row pos."""
+    scans = []
     for dataset in catalog.datasets():
         for split, role in catalog.splits(dataset).items():
-            keyed = _keyed(catalog, dataset, split).with_columns(
-                pl.lit(dataset).alias("dataset"), pl.lit(split).alias("split")
+            scan = pl.scan_parquet(catalog.split_path(dataset, split)).with_row_index("row")
+            scans.append(
+                scan.select(
+                    (pl.col("row").cast(pl.Int64) + len(scans) * _SPLIT).alias("pos"),
+                    pl.lit(dataset).alias("dataset"),
+                    pl.lit(split).alias("split"),
+                    pl.lit(role in ("train", "dev")).alias("trains"),
+                    pl.lit(role != "train").alias("evaluates"),
+                    "pair_id",
+                    "text_a",
+                    "text_b",
+                )
             )
-            if role in ("train", "dev"):
-                train.append(keyed)
-            if role != "train":
-                evals.append(keyed)
-    empty = pl.DataFrame(schema=dict.fromkeys(LEAKAGE_COLUMNS, pl.Utf8))
-    if not train or not evals:
-        return empty
-    train_all = pl.concat(train).rename(
-        {"dataset": "train_dataset", "split": "train_split", "pair_id": "train_pair_id"}
+    return pl.concat(scans) if scans else None
+
+
+def _leaks(rows: pl.DataFrame) -> pl.DataFrame:
+    """Evaluation rows joined to training rows of another split with the same exact (lo, hi)."""
+    train = rows.filter("trains").select(
+        "lo",
+        "hi",
+        pl.col("dataset").alias("train_dataset"),
+        pl.col("split").alias("train_split"),
+        pl.col("pair_id").alias("train_pair_id"),
     )
-    joined = pl.concat(evals).join(train_all, on="pair_key", how="inner")
-    # a split is not its own training data
-    joined = joined.filter(
+    joined = rows.filter("evaluates").join(train, on=["lo", "hi"], how="inner")
+    joined = joined.filter(  # a split is not its own training data
         (pl.col("dataset") != pl.col("train_dataset")) | (pl.col("split") != pl.col("train_split"))
     )
-    return joined.select(LEAKAGE_COLUMNS).sort(
-        ["dataset", "split", "train_dataset", "train_split", "pair_id"]
-    )
+    return joined.with_columns(pair_keys(joined["lo"], joined["hi"])).select(LEAKAGE_COLUMNS)
 
 
-def _counts(frame: pl.DataFrame) -> list[LeakageCount]:
+def compute_leakage(catalog: Catalog, bucket_rows: int = spill.BUCKET_ROWS) -> pl.DataFrame:
+    """One row per (evaluation pair, training pair) sharing a pair_key, across all current datasets."""
+    empty = pl.DataFrame(schema=dict.fromkeys(LEAKAGE_COLUMNS, pl.Utf8))
+    scan = _splits(catalog)
+    if scan is None:
+        return empty
+    rows = spill.row_count([catalog.split_path(d, s) for d in catalog.datasets() for s in catalog.splits(d)])
+    parent = leakage_path(catalog.home).parent
+    parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=f"{TMP_PREFIX}leakage-", dir=parent))
+    try:
+        texts = scan.select("pos", *sorted_texts("text_a", "text_b"))
+        k = spill.bucket_count(rows, bucket_rows * 8)
+        cand = spill.repeated(texts.select("pos", pl.struct("lo", "hi").hash(17).alias("h")), k, work / "h")
+        found = scan.filter(pl.col("pos").is_in(cand["pos"].implode())).select(
+            "dataset", "split", "trains", "evaluates", "pair_id", *sorted_texts("text_a", "text_b")
+        )
+        k = spill.bucket_count(cand.height, bucket_rows)
+        parts = [_leaks(bucket) for _, bucket in spill.buckets(found, ["lo", "hi"], k, work / "t")]
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return pl.concat([empty, *parts]).sort(_SORT) if parts else empty
+
+
+def _counts(frame: pl.LazyFrame) -> list[LeakageCount]:
     grouped = (
         frame.group_by(["dataset", "split", "train_dataset", "train_split"])
         .agg(pl.col("pair_id").n_unique().alias("pairs"))
         .sort(["dataset", "split", "train_dataset", "train_split"])
+        .collect(engine="streaming")
     )
     return [LeakageCount(**row) for row in grouped.iter_rows(named=True)]
+
+
+def _reused(path: Path, inputs: dict[str, str]) -> LeakageReport | None:
+    """The report on disk if it was computed from these inputs, read from its metadata alone."""
+    meta = pq.read_schema(path).metadata or {}
+    if json.loads(meta.get(_INPUTS_KEY, b"{}")) != inputs:
+        return None
+    if _COUNTS_KEY in meta:
+        counts = [LeakageCount(**c) for c in json.loads(meta[_COUNTS_KEY])]
+    else:  # a report written before counts were stored: count it streaming
+        counts = _counts(pl.scan_parquet(path))
+    rows = pq.ParquetFile(path).metadata.num_rows
+    return LeakageReport(status="unchanged", path=str(path), inputs=inputs, rows=rows, counts=counts)
 
 
 def update_leakage(home: Path) -> LeakageReport:
@@ -80,21 +131,15 @@ def update_leakage(home: Path) -> LeakageReport:
     inputs["_leakage_code"] = LEAKAGE_CODE_VERSION
     with FileLock(str(path.parent / ".lock")):
         remove_leftovers(path.parent)
-        if path.is_file():
-            meta = pq.read_schema(path).metadata or {}
-            if json.loads(meta.get(_INPUTS_KEY, b"{}")) == inputs:
-                frame = pl.read_parquet(path)
-                return LeakageReport(
-                    status="unchanged",
-                    path=str(path),
-                    inputs=inputs,
-                    rows=frame.height,
-                    counts=_counts(frame),
-                )
+        if path.is_file() and (report := _reused(path, inputs)) is not None:
+            return report
         frame = compute_leakage(catalog)
-        table = frame.to_arrow()
-        table = table.replace_schema_metadata({_INPUTS_KEY: json.dumps(inputs, sort_keys=True).encode()})
-        atomic_write_parquet(table, path)
+        counts = _counts(frame.lazy())
+        meta = {
+            _INPUTS_KEY: json.dumps(inputs, sort_keys=True).encode(),
+            _COUNTS_KEY: json.dumps([c.model_dump() for c in counts]).encode(),
+        }
+        atomic_write_parquet(frame.to_arrow().replace_schema_metadata(meta), path)
         return LeakageReport(
-            status="computed", path=str(path), inputs=inputs, rows=frame.height, counts=_counts(frame)
+            status="computed", path=str(path), inputs=inputs, rows=frame.height, counts=counts
         )

@@ -17,7 +17,7 @@ import codecs
 import csv
 import json
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -53,14 +53,30 @@ def _describe_delimiter(delimiter: str) -> str:
 
 def _decode_lines(path: Path, data: bytes, fmt: FileFormat, stats: Counter[str]) -> list[tuple[str, bool]]:
     """Physical lines as (text, decoded_ok); a line that is not valid in the encoding is kept escaped."""
-    if data.startswith(codecs.BOM_UTF8) and fmt.encoding.lower().replace("_", "-") in ("utf-8", "utf8"):
+    if data.startswith(codecs.BOM_UTF8) and is_utf8(fmt):
         if fmt.bom == "forbid":
             raise SourceFileError(f"{path}: starts with a UTF-8 byte-order mark, which the contract forbids")
         data = data[len(codecs.BOM_UTF8) :]
         stats["bom"] += 1
+    lines = decode_pieces(split_lines(data), fmt, stats)
+    stats["physical_lines"] = len(lines)
+    return lines
+
+
+def is_utf8(fmt: FileFormat) -> bool:
+    return fmt.encoding.lower().replace("_", "-") in ("utf-8", "utf8")
+
+
+def split_lines(data: bytes) -> list[bytes]:
+    """Physical lines of newline-terminated text; the last terminator does not start another line."""
     pieces = data.split(b"\n")
     if pieces and pieces[-1] == b"":
-        pieces.pop()  # the terminator of the last line does not start another line
+        pieces.pop()
+    return pieces
+
+
+def decode_pieces(pieces: list[bytes], fmt: FileFormat, stats: Counter[str]) -> list[tuple[str, bool]]:
+    """Lines (without their \\n) as (text, decoded_ok), CRLF terminators removed and counted."""
     lines: list[tuple[str, bool]] = []
     for piece in pieces:
         if piece.endswith(b"\r"):
@@ -71,7 +87,6 @@ def _decode_lines(path: Path, data: bytes, fmt: FileFormat, stats: Counter[str])
         except UnicodeDecodeError:
             lines.append((piece.decode(fmt.encoding, errors="backslashreplace"), False))
             stats["undecodable_lines"] += 1
-    stats["physical_lines"] = len(lines)
     return lines
 
 
@@ -84,14 +99,18 @@ def _plain_records(lines: list[tuple[str, bool]], fmt: FileFormat, start: int) -
             yield RawRecord(number, text, text.split(fmt.delimiter))
 
 
-def _csv_records(lines: list[tuple[str, bool]], fmt: FileFormat) -> Iterator[RawRecord]:
-    """Records of a CSV-quoted file with the physical line each starts on and its raw text."""
-    consumed: list[str] = []
+def _csv_records(lines: Iterable[tuple[str, bool]], fmt: FileFormat) -> Iterator[RawRecord]:
+    """Records of a CSV-quoted file with the physical line each starts on and its raw text.
+
+    Lines are consumed as the CSV grammar asks for them and forgotten once their record is out, so a
+    stream of lines of any length is read with the memory of one record.
+    """
+    pending: list[str] = []  # the lines of the record being read, from `start` on
     bad_lines: set[int] = set()
 
     def feed() -> Iterator[str]:
         for number, (text, ok) in enumerate(lines, start=1):
-            consumed.append(text)
+            pending.append(text)
             if not ok:
                 bad_lines.add(number)
             yield text + "\n"
@@ -104,17 +123,21 @@ def _csv_records(lines: list[tuple[str, bool]], fmt: FileFormat) -> Iterator[Raw
         except StopIteration:
             break
         except csv.Error as exc:  # e.g. a NUL byte; the lines read so far form one broken record
-            raw = "\n".join(consumed[start - 1 : reader.line_num])
-            yield RawRecord(start, raw, None, ("csv_parse", str(exc)))
-            start = reader.line_num + 1
-            continue
-        end = reader.line_num
-        raw = "\n".join(consumed[start - 1 : end])
-        if any(n in bad_lines for n in range(start, end + 1)):
-            yield RawRecord(start, raw, None, ("encoding", f"not valid {fmt.encoding}"))
+            end = reader.line_num
+            yield RawRecord(start, "\n".join(pending[: end - start + 1]), None, ("csv_parse", str(exc)))
         else:
-            yield RawRecord(start, raw, fields)
+            end = reader.line_num
+            raw = "\n".join(pending[: end - start + 1])
+            if bad_lines and any(n in bad_lines for n in range(start, end + 1)):
+                yield RawRecord(start, raw, None, ("encoding", f"not valid {fmt.encoding}"))
+            else:
+                yield RawRecord(start, raw, fields)
+        del pending[: end - start + 1]
+        bad_lines.difference_update(range(start, end + 1))
         start = end + 1
+
+
+JsonLine = tuple[int, str, "dict[str, object] | None", "tuple[str, str] | None"]
 
 
 class EmptySourceFileError(SourceFileError):
@@ -167,42 +190,85 @@ def read_source(data: bytes, name: str, fmt: FileFormat) -> ReadResult:
 def _check_layout(
     records: list[RawRecord], lines: list[tuple[str, bool]], name: str, fmt: FileFormat
 ) -> None:
-    """Fail the file when most records do not have an allowed field count: wrong delimiter, wrong file."""
-    assert fmt.field_counts is not None and fmt.delimiter is not None
     counted = Counter(len(r.fields) for r in records if r.fields is not None)
+    undecodable = sum(1 for r in records if r.fields is None)
+    check_layout(counted, undecodable, len(records), name, fmt, lambda: iter(lines))
+
+
+def check_layout(
+    counted: Counter[int],
+    unreadable: int,
+    records: int,
+    name: str,
+    fmt: FileFormat,
+    lines: Callable[[], Iterator[tuple[str, bool]]],
+) -> None:
+    """Fail the file when most records do not have an allowed field count: wrong delimiter, wrong file.
+
+    Decided from counts gathered while streaming; `lines` re-reads the file only to word the error.
+    """
+    assert fmt.field_counts is not None and fmt.delimiter is not None
     valid = sum(counted[n] for n in fmt.field_counts)
-    if valid >= fmt.min_valid_fraction * len(records):
+    if valid >= fmt.min_valid_fraction * records:
         return
     usual, _ = counted.most_common(1)[0] if counted else (0, 0)
-    undecodable = sum(1 for r in records if r.fields is None)
-    if undecodable > len(records) // 2:
+    if unreadable > records // 2:
         raise SourceFileError(
-            f"{name}: {undecodable} of {len(records)} records are not valid {fmt.encoding}; "
+            f"{name}: {unreadable} of {records} records are not valid {fmt.encoding}; "
             f"expected {fmt.encoding} text (wrong encoding or a binary file?)"
         )
     message = (
         f"{name}: expected {' or '.join(map(str, fmt.field_counts))} "
         f"{_describe_delimiter(fmt.delimiter)}-separated fields per record, but only {valid} of "
-        f"{len(records)} records have that (most have {usual})"
+        f"{records} records have that (most have {usual})"
     )
     raise SourceFileError(message + (_csv_hint(lines, fmt) or "; wrong delimiter or wrong file?"))
 
 
-def _csv_hint(lines: list[tuple[str, bool]], fmt: FileFormat) -> str | None:
+def _csv_hint(lines: Callable[[], Iterator[tuple[str, bool]]], fmt: FileFormat) -> str | None:
     """Suggest `quoting: csv` when reading the same lines with CSV quoting fits the contract."""
-    if fmt.quoting != "none" or not any(fmt.quotechar in text for text, _ in lines):
+    if fmt.quoting != "none" or not any(fmt.quotechar in text for text, _ in lines()):
         return None
     assert fmt.field_counts is not None
-    as_csv = list(_csv_records(lines, fmt.model_copy(update={"quoting": "csv"})))
-    if fmt.header:
-        as_csv = as_csv[1:]
-    fits = sum(1 for r in as_csv if r.fields is not None and len(r.fields) in fmt.field_counts)
-    spanning = sum(1 for r in as_csv if "\n" in r.raw)
-    if not as_csv or fits < fmt.min_valid_fraction * len(as_csv):
+    total = fits = spanning = 0
+    for i, r in enumerate(_csv_records(lines(), fmt.model_copy(update={"quoting": "csv"}))):
+        if fmt.header and i == 0:
+            continue
+        total += 1
+        fits += r.fields is not None and len(r.fields) in fmt.field_counts
+        spanning += "\n" in r.raw
+    if not total or fits < fmt.min_valid_fraction * total:
         return None
     return (
-        f"; read with CSV quoting, {fits} of {len(as_csv)} records fit and {spanning} quoted fields span "
+        f"; read with CSV quoting, {fits} of {total} records fit and {spanning} quoted fields span "
         "lines: set format.quoting: csv"
+    )
+
+
+def jsonl_line(number: int, text: str, ok: bool, fmt: FileFormat) -> JsonLine:
+    """One JSON Lines line: (line, raw, object or None, error or None); a blank line is an empty object."""
+    if not ok:
+        return number, text, None, ("encoding", f"not valid {fmt.encoding}")
+    if not text.strip():
+        return number, text, {}, None
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        return number, text, None, ("json_parse", f"not JSON: {exc.msg} at column {exc.colno}")
+    if not isinstance(value, dict):
+        return number, text, None, ("json_parse", f"expected a JSON object, got {type(value).__name__}")
+    return number, text, value, None
+
+
+def check_jsonl(broken: int, lines: int, name: str) -> None:
+    if broken > lines // 2:
+        raise SourceFileError(f"{name}: {broken} of {lines} lines are not JSON objects; expected JSON Lines")
+
+
+def jsonl_record(line: JsonLine, header: list[str]) -> RawRecord:
+    number, text, obj, error = line
+    return RawRecord(
+        number, text, None if obj is None else ([] if not obj else [obj.get(k) for k in header]), error
     )
 
 
@@ -210,55 +276,47 @@ def _jsonl_records(
     lines: list[tuple[str, bool]], name: str, fmt: FileFormat, stats: Counter[str]
 ) -> ReadResult:
     """One record per physical line; the header is every key seen, in first-seen order."""
-    parsed: list[tuple[int, str, dict[str, object] | None, tuple[str, str] | None]] = []
+    parsed = [jsonl_line(number, text, ok, fmt) for number, (text, ok) in enumerate(lines, start=1)]
     keys: dict[str, None] = {}
-    for number, (text, ok) in enumerate(lines, start=1):
-        if not ok:
-            parsed.append((number, text, None, ("encoding", f"not valid {fmt.encoding}")))
-            continue
-        if not text.strip():
-            parsed.append((number, text, {}, None))
-            continue
-        try:
-            value = json.loads(text)
-        except json.JSONDecodeError as exc:
-            parsed.append((number, text, None, ("json_parse", f"not JSON: {exc.msg} at column {exc.colno}")))
-            continue
-        if not isinstance(value, dict):
-            parsed.append(
-                (number, text, None, ("json_parse", f"expected a JSON object, got {type(value).__name__}"))
-            )
-            continue
-        keys.update(dict.fromkeys(value))
-        parsed.append((number, text, value, None))
-    broken = sum(1 for *_, error in parsed if error is not None)
-    if broken > len(parsed) // 2:
-        raise SourceFileError(
-            f"{name}: {broken} of {len(parsed)} lines are not JSON objects; expected JSON Lines"
-        )
+    for _, _, obj, _ in parsed:
+        if obj:
+            keys.update(dict.fromkeys(obj))
+    check_jsonl(sum(1 for *_, error in parsed if error is not None), len(parsed), name)
     header = list(keys)
-    records = [
-        RawRecord(
-            number, text, None if obj is None else ([] if not obj else [obj.get(k) for k in header]), error
-        )
-        for number, text, obj, error in parsed
-    ]
+    records = [jsonl_record(line, header) for line in parsed]
     stats["data_records"] = len(records)
     return ReadResult(records=records, header=header, stats=stats)
 
 
 def _parquet_records(data: bytes, name: str) -> ReadResult:
     """One record per row; `line` is the 1-based row number and `raw` the row as JSON."""
-    try:
-        table = pq.read_table(pa.BufferReader(data))
-    except (pa.ArrowException, OSError) as exc:
-        raise SourceFileError(f"{name}: not a readable Parquet file: {exc}") from exc
-    if table.num_rows == 0:
-        raise EmptySourceFileError(f"{name}: Parquet file has no rows")
-    header = list(table.column_names)
-    records = []
-    for number, row in enumerate(table.to_pylist(), start=1):
-        raw = json.dumps(row, ensure_ascii=False, default=str)
-        records.append(RawRecord(number, raw, [row[k] for k in header]))
+    header, batches = parquet_batches(pa.BufferReader(data), name)
+    records = [r for batch in batches for r in batch]
     stats: Counter[str] = Counter({"data_records": len(records)})
     return ReadResult(records=records, header=header, stats=stats)
+
+
+def parquet_batches(source: Any, name: str, rows: int = 65536) -> tuple[list[str], Iterator[list[RawRecord]]]:
+    """(column names, records in batches of `rows`): a Parquet file is read one record batch at a time."""
+    try:
+        parquet = pq.ParquetFile(source)
+    except (pa.ArrowException, OSError) as exc:
+        raise SourceFileError(f"{name}: not a readable Parquet file: {exc}") from exc
+    if parquet.metadata.num_rows == 0:
+        raise EmptySourceFileError(f"{name}: Parquet file has no rows")
+    header = list(parquet.schema_arrow.names)
+
+    def batches() -> Iterator[list[RawRecord]]:
+        number = 0
+        try:
+            for batch in parquet.iter_batches(batch_size=rows):
+                out = []
+                for row in batch.to_pylist():
+                    number += 1
+                    raw = json.dumps(row, ensure_ascii=False, default=str)
+                    out.append(RawRecord(number, raw, [row[k] for k in header]))
+                yield out
+        except (pa.ArrowException, OSError) as exc:
+            raise SourceFileError(f"{name}: not a readable Parquet file: {exc}") from exc
+
+    return header, batches()

@@ -1,15 +1,22 @@
 """Where raw files live: a local folder or any fsspec URL (`s3://bucket/raw`, `gs://…`, `file://…`).
 
 Ingest lists a split's files by glob, hashes their stored bytes (the dataset version is a function of
-them) and reads them decompressed. Compression is by file name, as users name their exports:
-`.gz` is gzip and `.zst`/`.zstd` is zstd, both decoded by pyarrow so no extra package is needed.
+them) and reads them decompressed. Both are streams read in blocks of `HASH_BLOCK`, so hashing and
+parsing a file of any size hold one block at a time, never the file. Compression is by file name,
+as users name their exports: `.gz` is gzip and `.zst`/`.zstd` is zstd, both decoded by pyarrow so no
+extra package is needed.
 Object stores need their fsspec driver: `pip install 'simpair[s3]'` for `s3://`.
 """
 
 from __future__ import annotations
 
+import hashlib
+import io
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from typing import BinaryIO
 
 import fsspec
 import pyarrow as pa
@@ -83,6 +90,30 @@ class SourceRoot:
         names = [str(p)[len(root) + 1 :] for p, info in found.items() if info.get("type") != "directory"]
         return sorted(names)
 
+    @contextmanager
+    def open_stored(self, relative: str) -> Iterator[BinaryIO]:
+        """The stored bytes (compressed if the file is) as a stream; errors name the file."""
+        try:
+            if not self.is_remote:
+                handle: BinaryIO = (Path(self.url.removeprefix("file://")) / relative).open("rb")
+            else:
+                fs, root = self._fs()
+                handle = fs.open(f"{root}/{relative}", "rb", block_size=HASH_BLOCK)
+        except SourceAccessError:
+            raise
+        except OSError as exc:
+            raise SourceAccessError(f"{self.display(relative)}: cannot read: {exc.strerror or exc}") from exc
+        with handle:
+            yield handle
+
+    def sha256(self, relative: str) -> str:
+        """sha256 of the stored bytes, read in blocks: memory stays flat whatever the file's size."""
+        digest = hashlib.sha256()
+        with self.open_stored(relative) as handle:
+            while block := _read_block(handle, self.display(relative)):
+                digest.update(block)
+        return digest.hexdigest()
+
     def read_bytes(self, relative: str) -> bytes:
         """The stored bytes (compressed if the file is)."""
         if not self.is_remote:
@@ -103,3 +134,68 @@ def decompress(data: bytes, codec: str | None, name: str) -> bytes:
             return stream.read()
     except (OSError, pa.ArrowException) as exc:
         raise SourceAccessError(f"{name}: cannot decompress as {codec}: {exc}") from exc
+
+
+def _read_block(handle: BinaryIO, name: str, size: int = HASH_BLOCK) -> bytes:
+    try:
+        return handle.read(size)
+    except OSError as exc:
+        raise SourceAccessError(f"{name}: cannot read: {exc.strerror or exc}") from exc
+
+
+class HashingReader(io.RawIOBase):
+    """Passes a stored stream through while hashing it, so a parse can prove it read the hashed bytes."""
+
+    def __init__(self, handle: BinaryIO, name: str) -> None:
+        self._handle = handle
+        self._name = name
+        self.digest = hashlib.sha256()
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: memoryview) -> int:  # type: ignore[override]
+        block = _read_block(self._handle, self._name, len(buffer))
+        self.digest.update(block)
+        buffer[: len(block)] = block
+        return len(block)
+
+    def read(self, size: int = -1) -> bytes:
+        block = _read_block(self._handle, self._name, HASH_BLOCK if size < 0 else size)
+        self.digest.update(block)
+        return block
+
+    def drain(self) -> str:
+        """Hash whatever is left (a decoder may stop before the stored end) and return the hex digest."""
+        while self.read(HASH_BLOCK):
+            pass
+        return self.digest.hexdigest()
+
+
+class ContentStream:
+    """A file's decompressed content read block by block; a damaged archive fails with the file named."""
+
+    def __init__(self, stored: BinaryIO, codec: str | None, name: str) -> None:
+        self.name = name
+        self.codec = codec
+        self.hashing = HashingReader(stored, name)
+        self._stream: object = (
+            self.hashing
+            if codec is None
+            else pa.CompressedInputStream(pa.PythonFile(self.hashing, "r"), codec)
+        )
+
+    def read(self, size: int) -> bytes:
+        try:
+            data = self._stream.read(size)  # type: ignore[attr-defined]
+        except SourceAccessError:
+            raise
+        except (OSError, pa.ArrowException) as exc:
+            if self.codec is None:
+                raise SourceAccessError(f"{self.name}: cannot read: {exc}") from exc
+            raise SourceAccessError(f"{self.name}: cannot decompress as {self.codec}: {exc}") from exc
+        return bytes(data)
+
+    def sha256(self) -> str:
+        """The stored bytes' hash, once the content has been read to its end."""
+        return self.hashing.drain()

@@ -8,6 +8,7 @@ any point leaves either a stray `.tmp-*` folder (removed by the next run) or a c
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 from typing import Any
@@ -31,14 +32,14 @@ def atomic_write_parquet(table: pa.Table, path: Path) -> None:
         pq.write_table(table, tmp, compression="zstd")
 
 
-def write_version(
-    dataset_dir: Path, version: str, tables: dict[str, pa.Table], manifest: dict[str, Any]
-) -> Path:
-    """Write all files of one version, then move the folder into place; manifest.json goes last."""
+def write_version(dataset_dir: Path, version: str, files: dict[str, Path], manifest: dict[str, Any]) -> Path:
+    """Move the files of one version (written on the same disk) into a folder, then the folder into
+    place; manifest.json goes last."""
     final = dataset_dir / version
     with atomic_path(final, directory=True, durable=True, prefix=TMP_PREFIX) as tmp:
-        for name, table in tables.items():
-            write_parquet(table, tmp / name)
+        for name, path in files.items():
+            os.replace(path, tmp / name)
+            fsync_path(tmp / name)
         (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
     return final
 

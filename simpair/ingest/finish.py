@@ -1,0 +1,188 @@
+"""After every file of a source is parsed: duplicates, extra-column types, and the version's files.
+
+Reads the candidate parts the parse wrote, never all at once: duplicates come from `dedupe`
+(out of core), extra columns are typed in two streaming passes (infer over every value of every
+split, then cast), and each split's clean rows are written as row groups to `<split>.parquet`.
+The quarantine (every rejected record, with its raw text) is written sorted into the order the
+whole-file code wrote it in. Counts for the report come from these same passes.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from simpair.contracts import Contract
+from simpair.ingest import dedupe, extras
+from simpair.ingest.batches import QUARANTINE_ORDER, QUARANTINE_PART_SCHEMA, split_index
+from simpair.ingest.parse import FileResult
+from simpair.schema import PAIR_SCHEMA, QUARANTINE_SCHEMA
+
+# zstd as always; dictionaries only where a column repeats one value (texts gain nothing from them).
+_WRITE = {
+    "compression": "zstd",
+    "compression_level": 1,
+    "use_dictionary": ["split", "dataset", "dataset_version", "source_file", "source_sha256"],
+}
+
+
+@dataclass
+class Outputs:
+    """The files of a new version (under the work folder) and what the report needs from them."""
+
+    files: dict[str, Path]
+    clean: dict[str, int]
+    quarantine: pl.DataFrame  # source_file, source_line, reason, detail, split (no raw text)
+    extra_types: dict[str, str] = field(default_factory=dict)
+
+
+def _by_file(frames: pl.DataFrame) -> dict[int, pl.DataFrame]:
+    return {int(k[0]): g.drop("file_index") for k, g in frames.group_by("file_index")}  # type: ignore[index]
+
+
+def _clean_select(contract: Contract, frame: pl.DataFrame, version: str) -> pl.DataFrame:
+    clean = frame.select(
+        "pair_id",
+        "text_a",
+        "text_b",
+        "label",
+        pl.col("score").cast(pl.Float32),
+        "score_raw",
+        "split",
+        pl.lit(contract.dataset).alias("dataset"),
+        pl.lit(version).alias("dataset_version"),
+        "source_file",
+        "source_sha256",
+        pl.col("line").alias("source_line"),
+        *(e.name for e in contract.columns.extra),
+    )
+    if contract.label.kind == "graded":
+        clean = clean.with_columns(pl.lit(None, dtype=pl.Int8).alias("label"))
+    return clean
+
+
+def _infer_extras(contract: Contract, parts: list[Path], dups: dict[int, pl.DataFrame]) -> dict[str, str]:
+    """Pass one: the type of each `auto` extra column over the kept rows of every split."""
+    auto = [e for e in contract.columns.extra if e.type == "auto"]
+    state = {e.name: extras.AutoType() for e in auto}
+    for part in parts if auto else []:
+        frame = _kept(pl.read_parquet(part, columns=["file_index", "line", *state]), dups)
+        for name, typing in state.items():
+            typing.update(frame[name])
+    return {e.name: state[e.name].kind() if e.type == "auto" else e.type for e in contract.columns.extra}
+
+
+def _kept(frame: pl.DataFrame, dups: dict[int, pl.DataFrame]) -> pl.DataFrame:
+    if frame.height == 0:
+        return frame
+    mine = dups.get(int(frame["file_index"][0]))
+    return frame if mine is None else frame.join(mine.select("line"), on="line", how="anti")
+
+
+def write_outputs(
+    contract: Contract, results: list[FileResult], version: str, work: Path, meta: dict[str, str]
+) -> Outputs:
+    """Dedupe, type extras, write every split's clean file and the quarantine under `work/out`."""
+    results = sorted(results, key=lambda r: r.file_index)
+    parts = [p for r in results for p in r.parts]
+    dup_files = dedupe.duplicate_rejects(parts, contract, work / "dedupe")
+    dup_frame = pl.concat([pl.read_parquet(p) for p in dup_files]) if dup_files else pl.DataFrame()
+    dups = _by_file(dup_frame) if dup_frame.height else {}
+    types = _infer_extras(contract, parts, dups)
+    out = work / "out"
+    out.mkdir(parents=True, exist_ok=True)
+    typed_schema = (
+        pl.DataFrame(schema={name: extras.DTYPES[kind] for name, kind in types.items()}).to_arrow().schema
+    )
+    schema = pa.schema([*PAIR_SCHEMA, *typed_schema]).with_metadata(meta)
+    writers = {spec.split: pq.ParquetWriter(out / f"{spec.split}.parquet", schema, **_WRITE)
+               for spec in contract.files}  # fmt: skip
+    clean: Counter[str] = Counter()
+    quarantine_parts = [p for r in results for p in r.quarantine_parts]
+    order = split_index(contract)
+    try:
+        for number, part in enumerate(parts):
+            frame = pl.read_parquet(part)
+            mine = dups.get(int(frame["file_index"][0])) if frame.height else None
+            rejects: list[pl.DataFrame] = []
+            if mine is not None:
+                hit = frame.join(mine, on="line", how="inner")
+                rejects.append(_quarantine_rows(hit, pl.col("reason"), pl.col("detail"), 1, 0, order))
+                frame = frame.join(mine.select("line"), on="line", how="anti")
+            bad = pl.Series([False] * frame.height)
+            typed = []
+            for position, spec in enumerate(contract.columns.extra):
+                values, failed, kind = extras.type_extra(spec, frame[spec.name], types[spec.name])
+                typed.append(values)
+                new = failed & ~bad
+                if new.any():  # rare: the detail quotes the value as Python's repr() does
+                    hits = frame.filter(new)
+                    said = [f"{spec.name} {v!r} is not {kind}" for v in hits[spec.name].to_list()]
+                    hits = hits.with_columns(pl.Series("_detail", said, dtype=pl.Utf8))
+                    rejects.append(
+                        _quarantine_rows(hits, pl.lit("bad_extra"), pl.col("_detail"), 2, position, order)
+                    )
+                bad = bad | failed
+            if typed:
+                frame = frame.with_columns(typed).filter(~bad)
+            if rejects:
+                path = work / f"quarantine-finish-{number:06d}.parquet"
+                pl.concat(rejects).write_parquet(path)
+                quarantine_parts.append(path)
+            table = _clean_select(contract, frame, meta["simpair.dataset_version"])
+            for (split,), rows in table.group_by("split"):
+                writers[str(split)].write_table(rows.to_arrow().cast(schema))
+                clean[str(split)] += rows.height
+    finally:
+        for writer in writers.values():
+            writer.close()
+    quarantine = _write_quarantine(contract, quarantine_parts, out / "quarantine.parquet", meta)
+    files = {f"{spec.split}.parquet": out / f"{spec.split}.parquet" for spec in contract.files}
+    files["quarantine.parquet"] = out / "quarantine.parquet"
+    return Outputs(files, {spec.split: clean[spec.split] for spec in contract.files}, quarantine, types)
+
+
+def _quarantine_rows(
+    frame: pl.DataFrame, reason: pl.Expr, detail: pl.Expr, phase: int, extra: int, order: dict[str, int]
+) -> pl.DataFrame:
+    where = pl.format("{}:{}: ", pl.col("source_file"), pl.col("line"))
+    return frame.select(
+        "source_file",
+        pl.col("line").alias("source_line"),
+        pl.col("raw").alias("raw_line"),
+        reason.alias("reason"),
+        pl.concat_str([where, detail]).alias("detail"),
+        "split",
+        pl.lit(phase, dtype=pl.Int8).alias("_phase"),
+        pl.lit(extra, dtype=pl.Int32).alias("_extra"),
+        pl.col("split").replace_strict(order, default=-1, return_dtype=pl.Int32).alias("_split"),
+        pl.col("file_index").cast(pl.Int32),
+    ).cast(QUARANTINE_PART_SCHEMA)  # type: ignore[arg-type]
+
+
+def _write_quarantine(
+    contract: Contract, parts: list[Path], path: Path, meta: dict[str, str]
+) -> pl.DataFrame:
+    """The quarantine file in today's row order; returns its rows without the raw text, for the report."""
+    frame = (
+        pl.scan_parquet(parts).sort(QUARANTINE_ORDER).collect(engine="streaming")
+        if parts
+        else pl.DataFrame(schema=QUARANTINE_PART_SCHEMA)
+    )
+    table = frame.select(
+        "source_file",
+        "source_line",
+        "raw_line",
+        "reason",
+        "detail",
+        "split",
+        pl.lit(contract.dataset).alias("dataset"),
+        pl.lit(meta["simpair.dataset_version"]).alias("dataset_version"),
+    ).to_arrow()
+    pq.write_table(table.cast(QUARANTINE_SCHEMA).replace_schema_metadata(meta), path, compression="zstd")
+    return frame.select("source_file", "source_line", "reason", "detail", "split")
