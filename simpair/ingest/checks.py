@@ -1,4 +1,4 @@
-"""The contract's row checks, run with pandera's polars backend, plus exact-duplicate removal.
+"""The contract's row checks, run with pandera's polars backend (duplicates: `simpair.ingest.dedupe`).
 
 pandera reports every failing row (lazy validation) instead of stopping at the first, which is what
 a quarantine needs. Each failure becomes a quarantine reason; a row failing several checks is
@@ -12,7 +12,6 @@ import polars as pl
 from pandera.errors import SchemaErrors
 
 from simpair.contracts import Contract
-from simpair.pairs import ordered_pair_key, pair_key
 
 # Each column carries one contract check, so the failing column names the quarantine reason
 # (pandera reports a check by its expression, e.g. "str_length(1, None)", not by a name we choose).
@@ -61,38 +60,3 @@ def failing_rows(frame: pl.DataFrame, contract: Contract) -> dict[int, list[str]
             failures.setdefault(int(index), []).append(f"{reason}:{row['column']}")
         return failures
     return {}
-
-
-def duplicate_rows(frame: pl.DataFrame, contract: Contract, skip: set[int]) -> dict[int, tuple[str, str]]:
-    """Row index -> (reason, detail) for extra copies of a pair or of a pair id (first one kept).
-
-    For symmetric tasks (`checks.symmetric_pairs`, the default) (a, b) and (b, a) are one pair.
-    """
-    out: dict[int, tuple[str, str]] = {}
-    seen_pairs: dict[str, int] = {}
-    seen_ids: dict[str, int] = {}
-    lines = frame["line"].to_list()
-    files = frame["source_file"].to_list()
-
-    def where(row: int, of: int) -> str:  # "line 64", or "file:line" when the first copy is in another file
-        return f"line {lines[of]}" if files[of] == files[row] else f"{files[of]}:{lines[of]}"
-
-    texts_a = frame["text_a"].to_list()
-    key_of = pair_key if contract.checks.symmetric_pairs else ordered_pair_key
-    for i, (pid, a, b) in enumerate(zip(frame["pair_id"], texts_a, frame["text_b"], strict=True)):
-        if i in skip:
-            continue
-        if contract.checks.drop_exact_duplicates:
-            key = key_of(a, b)
-            if key in seen_pairs:
-                first = seen_pairs[key]
-                how = "same text_a/text_b" if texts_a[first] == a else "same texts, swapped,"
-                out[i] = ("duplicate", f"{how} as {where(i, first)}")
-                continue
-            seen_pairs[key] = i
-        if contract.checks.unique_pair_ids:
-            if pid in seen_ids:
-                out[i] = ("duplicate_pair_id", f"pair_id {pid!r} already on {where(i, seen_ids[pid])}")
-                continue
-            seen_ids[pid] = i
-    return out
