@@ -7,7 +7,9 @@ stack), so it sits above the loader; the metrics, plots and leakage filter it us
 The model's own decision threshold (chosen on dev at training time) is applied unchanged; nothing is
 tuned on the evaluated data. Pairs the ingest leakage report finds among the pairs this model was
 trained on (parents included) are excluded and counted, so a score never rests on memorised pairs.
-Tokens come from the cache (`simpair.tokens`), the same ids training used.
+Tokens come from the cache (`simpair.tokens`), the same ids training used, read through its
+memory-mapped columns a batch at a time (`simpair.pair_tokens`): only the split's ids, labels and
+scores are held whole, never its token ids.
 """
 
 from __future__ import annotations
@@ -29,9 +31,12 @@ from simpair.evaluation.groups import compile_group_pattern, metrics_by_group, p
 from simpair.evaluation.leaked_pairs import leaked_pair_ids, trained_pairs
 from simpair.evaluation.plots import confusion_matrix_png, histogram_png, scatter_png
 from simpair.models.inference import raw_outputs
-from simpair.pair_tokens import tokens_to_pairs
+from simpair.pair_tokens import PairTokens, open_pairs
 from simpair.predictors import load_predictor
-from simpair.tokens import pretokenize, read_tokens
+from simpair.tokens import pretokenize
+
+# what evaluation reads whole from a token-cache file (the ids are read a batch at a time)
+SCALAR_COLUMNS = ["pair_id", "label", "score", "truncated"]
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +64,7 @@ def default_eval_splits(home: Path, metadata: Any) -> list[tuple[str, str]]:
 
 
 def _raw_and_truncated(
-    predictor: Any, frame: pl.DataFrame, dataset: str, split: str, batch_size: int
+    predictor: Any, frame: pl.DataFrame, pairs: PairTokens | None, batch_size: int
 ) -> tuple[np.ndarray, int]:
     """Raw outputs in frame order and the number of truncated pairs.
 
@@ -70,7 +75,7 @@ def _raw_and_truncated(
     if meta.kind == "stacked":
         a, b = frame["text_a"].to_list(), frame["text_b"].to_list()
         return predictor.predict_raw(a, b, batch_size=batch_size), int(predictor.truncated(a, b).sum())
-    pairs = tokens_to_pairs(frame, meta.kind, meta.task, dataset, split)
+    assert pairs is not None
     pad_id = predictor.tokenizer.pad_token_id or 0
     raw = raw_outputs(
         predictor.model, pairs, pad_id, predictor.device, predictor._dtype, meta.symmetric, batch_size
@@ -112,11 +117,13 @@ def evaluate_model(
     pred_paths: list[Path] = []
     for dataset, split in datasets:
         label = f"{dataset}/{split}"
+        pairs = None
         if meta.kind == "stacked":  # members tokenize for themselves: score from texts
             frame = catalog.read_split(dataset, split)
         else:
             tokens = pretokenize(home, dataset, split, predictor.tokenizer, meta.max_length, meta.kind)
-            frame = read_tokens(tokens)
+            frame = pl.read_parquet(tokens.path, columns=SCALAR_COLUMNS)
+            pairs = open_pairs(tokens.path, meta.task, dataset, split)
         leaked = (
             leaked_pair_ids(leakage, dataset, split, train_splits=splits, train_pairs=exact)
             if leakage is not None
@@ -125,7 +132,9 @@ def evaluate_model(
         keep = ~frame["pair_id"].is_in(list(leaked)) if leaked else pl.Series([True] * len(frame))
         excluded_counts[label] = int(len(frame) - keep.sum())
         frame = frame.filter(keep)
-        raw, truncated = _raw_and_truncated(predictor, frame, dataset, split, batch_size)
+        if pairs is not None:
+            pairs = pairs.subset(np.flatnonzero(keep.to_numpy()))
+        raw, truncated = _raw_and_truncated(predictor, frame, pairs, batch_size)
         scored = predictor.from_raw(raw)
         score = scored.get("probability", scored["score"])
         result: dict[str, Any] = {"evaluated": len(frame), "excluded_leaked": excluded_counts[label]}

@@ -295,19 +295,24 @@ def test_two_datasets_train_one_sts_model_without_their_evaluation_pairs(home: P
 
 
 def test_dev_carve_is_stratified_and_fixed() -> None:
-    from simpair.pair_tokens import PairTokens
+    import polars as pl
+
+    from simpair.pair_tokens import tokens_to_pairs
 
     labels = np.array([1] * 70 + [0] * 30)
-    pairs = PairTokens(
-        "bi",
-        ["d"] * 100,
-        ["train"] * 100,
-        [str(i) for i in range(100)],
-        labels.astype(np.float32),
-        labels,
-        {"ids_a": [[1]] * 100, "ids_b": [[1]] * 100},
-        np.ones(100, dtype=np.int64),
+    frame = pl.DataFrame(
+        {
+            "pair_id": [str(i) for i in range(100)],
+            "label": labels,
+            "score": [None] * 100,
+            "ids_a": [[1]] * 100,
+            "ids_b": [[1]] * 100,
+            "length_a": [1] * 100,
+            "length_b": [1] * 100,
+        },
+        schema_overrides={"label": pl.Int8, "score": pl.Float32},
     )
+    pairs = tokens_to_pairs(frame, "bi", "paraphrase", "d", "train")
     tr, dev = carve_dev(pairs, 0.2, seed=13)
     assert len(dev) == 20 and labels[dev].sum() == 14 and not set(tr) & set(dev)
     assert carve_dev(pairs, 0.2, seed=13)[1].tolist() == dev.tolist()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -13,7 +14,7 @@ import pytest
 import torch
 from test_training_toydata import write_toy_home
 
-from simpair.training.ddp import backend_for
+from simpair.training.ddp import DistInfo, backend_for, shard_rows
 
 REPO = Path(__file__).resolve().parents[1]
 TORCHRUN = Path(sys.executable).with_name("torchrun")
@@ -27,10 +28,14 @@ def launcher() -> list[str]:
 
 
 # (smoke config, extra overrides): the cls cross-encoder reads BERT's pooler; the bi-encoder (mean
-# pooling) and the segment-cosine cross-encoder do not, which used to fail DDP on step 1.
+# pooling) and the segment-cosine cross-encoder do not, which used to fail DDP on step 1. The
+# bi-encoder trains on two splits at once (a training set of two cache files).
 KINDS = {
     "cross-cls": ("smoke-paraphrase.yaml", []),
-    "bi": ("smoke-sts.yaml", []),
+    "bi": (
+        "smoke-sts.yaml",
+        ["train=[{dataset: stsb, split: train}, {dataset: msrp, split: train}]", "max_train_samples=80"],
+    ),
     "cross-segment-cosine": ("smoke-paraphrase.yaml", ["cross_head=segment_cosine"]),
 }
 
@@ -73,6 +78,16 @@ def test_torchrun_two_gloo_processes_train_in_sync(kind: str, home: Path, tmp_pa
     assert metrics["device"] == "cpu" and metrics["autocast"] == "fp32"
     assert (out_dir / "model.safetensors").exists() and not list(tmp_path.glob(".ddp-model.tmp-*"))
     assert "Expected to have finished reduction" not in proc.stderr
+    # Each rank read its own disjoint half of the training pairs, together all of them.
+    lines = (out_dir / "train_pairs.txt").read_text().splitlines()
+    assert len(lines) == metrics["train_pairs"]
+    if kind == "bi":
+        assert metrics["train_pairs_by_dataset"].keys() == {"msrp", "stsb"}
+    halves = [[lines[i] for i in shard_rows(len(lines), 42, DistInfo(rank, 2))] for rank in (0, 1)]
+    assert sorted(halves[0] + halves[1]) == sorted(lines) and abs(len(halves[0]) - len(halves[1])) <= 1
+    for shard, mine in zip(metrics["ddp_shards"], halves, strict=True):
+        assert shard["pairs"] == len(mine)
+        assert shard["sha1"] == hashlib.sha1(("\n".join(mine) + "\n").encode()).hexdigest()
     # The pooler is still saved (same weights file as before); where the model never reads it, it
     # stayed frozen: equal to the tiny model's initial weights (seed 42, the smoke configs' seed).
     from safetensors.torch import load_file

@@ -3,7 +3,9 @@
 `forward_sorted` sorts rows longest first (peak memory shows at once, each batch pads little), pads
 each batch to its own longest row, runs it under `torch.inference_mode` and autocast, and puts the
 outputs back in input order. `Predictor` (texts), dev scoring during training and `evaluate_model`
-(cached tokens, `raw_outputs`, `sentence_embeddings`) all go through it.
+(cached tokens, `raw_outputs`, `sentence_embeddings`) all go through it. Cached tokens are read from
+their memory-mapped columns one batch at a time (`TokenInput`), so scoring a split holds its outputs,
+never its ids.
 """
 
 from __future__ import annotations
@@ -18,12 +20,23 @@ from simpair.models.bi_encoder import BiEncoder
 from simpair.models.cross_encoder import CrossEncoder
 from simpair.models.device import autocast
 from simpair.models.io import EncoderModel
-from simpair.pair_tokens import PairTokens
+from simpair.pair_tokens import PairTokens, TokenInput
 from simpair.progress import progress as progress_bar
 
 TokenRows = Sequence[Sequence[int]]
-# one model input: token ids per row, and token type ids per row (or None)
-Inputs = tuple[TokenRows, TokenRows | None]
+# one model input: token ids per row, and token type ids per row (or None); or cached pair tokens
+Inputs = tuple[TokenRows, TokenRows | None] | TokenInput
+
+
+def _count(inputs: Inputs) -> int:
+    return len(inputs) if isinstance(inputs, TokenInput) else len(inputs[0])
+
+
+def _padded(inputs: Inputs, idx: np.ndarray, pad_id: int) -> dict[str, torch.Tensor]:
+    if isinstance(inputs, TokenInput):
+        return {k: torch.from_numpy(v) for k, v in inputs.pad(idx, pad_id).items()}
+    ids, types = inputs
+    return pad_batch([ids[i] for i in idx], pad_id, [types[i] for i in idx] if types is not None else None)
 
 
 def first_output(outputs: list[torch.Tensor]) -> torch.Tensor:
@@ -52,12 +65,14 @@ def forward_sorted(
     (default: the only output), e.g. both orders of a pair averaged, or the cosine of two sentences.
     Rows are sorted by `lengths` (default: the first input's row lengths), longest first.
     """
-    first = inputs[0][0]
-    n = len(first)
+    n = _count(inputs[0])
     if n == 0:
         return np.zeros(0, dtype=np.float32)
     if lengths is None:
-        lengths = np.fromiter((len(x) for x in first), dtype=np.int64, count=n)
+        first = inputs[0]
+        if isinstance(first, TokenInput):
+            raise ValueError("cached pair tokens come with their lengths")
+        lengths = np.fromiter((len(x) for x in first[0]), dtype=np.int64, count=n)
     order = np.argsort(-lengths, kind="stable")
     was_training = model.training
     model.eval()
@@ -67,10 +82,8 @@ def forward_sorted(
         idx = order[start : start + batch_size]
         outputs = []
         with autocast(device, dtype):
-            for ids, types in inputs:
-                rows_types = [types[i] for i in idx] if types is not None else None
-                batch = pad_batch([ids[i] for i in idx], pad_id, rows_types)
-                batch = {k: v.to(device, non_blocking=True) for k, v in batch.items()}
+            for one in inputs:
+                batch = {k: v.to(device, non_blocking=True) for k, v in _padded(one, idx, pad_id).items()}
                 outputs.append(model(**batch))
         results.append(combine(outputs).float().cpu().numpy())
         bar.update(len(idx))
@@ -106,14 +119,13 @@ def raw_outputs(
     batch_size: int = 64,
 ) -> np.ndarray:
     """Cached pair tokens -> cross: logits (averaged over both orders if symmetric). Bi: cosines."""
-    cols = pairs.cols
     if isinstance(model, CrossEncoder):
-        inputs: list[Inputs] = [(cols["input_ids"], cols["token_type_ids"])]
+        inputs: list[Inputs] = [TokenInput(pairs, "input_ids", "token_type_ids")]
         if symmetric:
-            inputs.append((cols["input_ids_ba"], cols["token_type_ids_ba"]))
+            inputs.append(TokenInput(pairs, "input_ids_ba", "token_type_ids_ba"))
         combine = _mean
     else:
-        inputs, combine = [(cols["ids_a"], None), (cols["ids_b"], None)], _cosine
+        inputs, combine = [TokenInput(pairs, "ids_a"), TokenInput(pairs, "ids_b")], _cosine
     return forward_sorted(
         model, inputs, pad_id, device, dtype, batch_size=batch_size, lengths=pairs.lengths, combine=combine
     )

@@ -135,7 +135,11 @@ class TrainConfig(BaseModel):
     average_last_checkpoints: int = Field(1, ge=1)  # >1: average the weights of the last k epochs
     postprocess: PostprocessConfig | None = None  # bi-encoders: centre embeddings, remove top directions
     seed: int = 42
-    max_steps: int | None = None  # stop after this many optimiser steps (smoke runs)
+    max_steps: int | None = None  # stop after this many optimiser steps (smoke runs, bounded nights)
+    # set: each epoch trains on this many rows (swapped copies of symmetric training included), drawn
+    # by walking a seeded permutation of all rows that continues across epochs: bounded time per
+    # epoch on a large set, and every pair seen across epochs (simpair.training.sampling)
+    samples_per_epoch: int | None = Field(None, ge=1)
     max_train_samples: int | None = None  # use only the first N train pairs after shuffling (smoke)
     max_dev_samples: int | None = None
     device: str = "auto"

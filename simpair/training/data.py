@@ -1,27 +1,30 @@
 """Training and dev data from the token cache: leakage exclusion, dev carving, batching.
 
-Everything here works on pre-tokenized ids (never re-tokenizes per batch). Batches are padded only to
-their own longest sequence, and with length grouping a batch holds sequences of similar length, so
-little compute goes to padding (the HF Trainer's `group_by_length` idea).
+Everything here works on pre-tokenized ids (never re-tokenizes per batch), read through memory-mapped
+columns (`simpair.pair_tokens`): the pairs are index views, and a batch's ids are read when it is
+collated, so the data's resident memory stays flat at any size. Batches are padded only to their own
+longest sequence, and with length grouping a batch holds sequences of similar length, so little
+compute goes to padding (the HF Trainer's `group_by_length` idea). Grouping reads only the lengths.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import polars as pl
+import pyarrow as pa
+import pyarrow.compute as pc
 import torch
 from sklearn.model_selection import train_test_split
 from transformers import PreTrainedTokenizerBase
 
 from simpair.catalog import Catalog
-from simpair.models.batching import pad_batch
-from simpair.pair_tokens import PairTokens, tokens_to_pairs
-from simpair.tokens import pretokenize, read_tokens
+from simpair.pair_tokens import PairTokens, open_pairs
+from simpair.tokens import pretokenize
 from simpair.training.config import SplitRef, TrainConfig
 
 log = logging.getLogger(__name__)
@@ -41,15 +44,15 @@ def _load(
     ref: SplitRef, home: Path, tokenizer: PreTrainedTokenizerBase, config: TrainConfig
 ) -> tuple[PairTokens, str, str]:
     ts = pretokenize(home, ref.dataset, ref.split, tokenizer, config.max_length, config.kind, ref.version)
-    frame = read_tokens(ts)
+    pairs = open_pairs(ts.path, config.task, ref.dataset, ref.split)
     if ref.exclude_pair_ids is not None:
-        held_out = frame["pair_id"].str.contains(ref.exclude_pair_ids)
+        ids = pl.from_arrow(pairs.pair_id_array())
+        held_out = ids.str.contains(ref.exclude_pair_ids).to_numpy()
         pattern = ref.exclude_pair_ids
         log.info("left out %d pairs of %s matching %r", int(held_out.sum()), ref.label(), pattern)
-        frame = frame.filter(~held_out)
-        if frame.is_empty():
+        pairs = pairs.subset(np.flatnonzero(~held_out))
+        if len(pairs) == 0:
             raise ValueError(f"{ref.label()}: exclude_pair_ids {ref.exclude_pair_ids!r} leaves no pair")
-    pairs = tokens_to_pairs(frame, config.kind, config.task, ref.dataset, ref.split)
     return pairs, ts.version, ts.key
 
 
@@ -112,15 +115,15 @@ def load_train_data(config: TrainConfig, home: Path, tokenizer: PreTrainedTokeni
 
     leaked = leaked_train_ids(home, protected)
     excluded: dict[str, int] = {}
-    for i, part in enumerate(parts):
-        keep = [
-            j
-            for j, (d, s, p) in enumerate(zip(part.dataset, part.split, part.pair_ids, strict=True))
-            if (d, s, p) not in leaked
-        ]
+    for i, (part, ref) in enumerate(zip(parts, config.train, strict=True)):
+        ids = [p for d, s, p in leaked if (d, s) == (ref.dataset, ref.split)]
+        if not ids:
+            continue
+        hit = pc.is_in(part.pair_id_array(), value_set=pa.array(ids, type=pa.large_string()))
+        keep = np.flatnonzero(~hit.to_numpy(zero_copy_only=False))
         dropped = len(part) - len(keep)
         if dropped:
-            label = f"{part.dataset[0]}/{part.split[0]}"
+            label = ref.label()
             excluded[label] = excluded.get(label, 0) + dropped
             log.info("excluded %d pairs of %s that also sit in evaluation splits", dropped, label)
         parts[i] = part.subset(keep)
@@ -134,7 +137,7 @@ def length_grouped_batches(
     seed: int,
     group: bool = True,
     mega: int = 50,
-    sources: list[str] | None = None,
+    sources: Sequence[str] | np.ndarray | None = None,
 ) -> list[np.ndarray]:
     """Shuffled batches of indices; with `group`, each batch holds similar lengths.
 
@@ -144,12 +147,14 @@ def length_grouped_batches(
     With `sources` (one name per pair, e.g. its dataset), every batch holds pairs of one source only,
     and the sources' batches are interleaved at random. In-batch objectives (CoSENT ranks every pair of
     the batch against every other) then never compare a 0/1 paraphrase label of one dataset with a
-    graded score of another, whose scales mean different things.
+    graded score of another, whose scales mean different things. Any codes that sort like the names
+    (`PairTokens.dataset_codes`) give the same batches as the names.
     """
-    if sources is not None and len(set(sources)) > 1:
-        names = np.asarray(sources)
+    names = np.asarray(sources) if sources is not None else None
+    distinct = np.unique(names) if names is not None else []
+    if names is not None and len(distinct) > 1:
         batches = []
-        for k, name in enumerate(sorted(set(sources))):
+        for k, name in enumerate(distinct):
             members = np.flatnonzero(names == name)
             sub = length_grouped_batches(lengths[members], batch_size, seed + 7919 * (k + 1), group, mega)
             batches.extend(members[b] for b in sub)
@@ -176,17 +181,12 @@ def collate(
     batch: dict[str, torch.Tensor] = {}
     if pairs.form == "cross":
         suffix = "_ba" if reverse else ""
-        batch.update(
-            pad_batch(
-                [pairs.cols[f"input_ids{suffix}"][i] for i in idx],
-                pad_id,
-                [pairs.cols[f"token_type_ids{suffix}"][i] for i in idx],
-            )
-        )
+        padded = pairs.padded(f"input_ids{suffix}", idx, pad_id, f"token_type_ids{suffix}")
+        batch.update({k: torch.from_numpy(v) for k, v in padded.items()})
     else:
         for side in ("a", "b"):
-            padded = pad_batch([pairs.cols[f"ids_{side}"][i] for i in idx], pad_id)
-            batch.update({f"{side}_{k}": v for k, v in padded.items()})
+            padded = pairs.padded(f"ids_{side}", idx, pad_id)
+            batch.update({f"{side}_{k}": torch.from_numpy(v) for k, v in padded.items()})
     batch["targets"] = torch.from_numpy(pairs.targets[idx].astype(np.float32))
     return batch
 

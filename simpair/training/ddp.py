@@ -4,6 +4,10 @@
 `simpair/training/__main__.py`) sets RANK, WORLD_SIZE and LOCAL_RANK; we join the process group with
 NCCL on GPUs and gloo on CPU, so the same code path is tested on a laptop with 2 gloo processes.
 Rank 0 alone evaluates, logs and saves; the others wait at barriers.
+
+Each rank trains on its own disjoint shard of the training pairs (`shard_rows`: a seeded split of the
+row indices, the same on every rank), builds its own length-grouped batches from it, and all ranks
+run the step count they agree on (`agree_min`), so no rank waits on a gradient all-reduce forever.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+import numpy as np
 import torch
 import torch.distributed as dist
 
@@ -94,9 +99,26 @@ def broadcast_object(value: Any, info: DistInfo) -> Any:
     return box[0]
 
 
-def shard_batches(batches: list[Any], info: DistInfo) -> list[Any]:
-    """Each rank's share of the (identically shuffled) batches; trailing ones are dropped to even out."""
+def gather_objects(value: Any, info: DistInfo) -> list[Any]:
+    """Every rank's value, in rank order, on every rank."""
     if not info.enabled:
-        return batches
-    usable = len(batches) - len(batches) % info.world_size
-    return batches[info.rank : usable : info.world_size]
+        return [value]
+    values: list[Any] = [None] * info.world_size
+    dist.all_gather_object(values, value)
+    return values
+
+
+def agree_min(value: int, info: DistInfo) -> int:
+    """The smallest of every rank's value (the steps all ranks can take together)."""
+    return min(gather_objects(int(value), info))
+
+
+def shard_rows(n: int, seed: int, info: DistInfo) -> np.ndarray:
+    """This rank's rows of n, sorted: a seeded split, identical on every rank, disjoint, covering all.
+
+    One process keeps every row in order (training exactly as without DDP).
+    """
+    if not info.enabled:
+        return np.arange(n, dtype=np.int64)
+    perm = np.random.default_rng([seed, 104729]).permutation(n)
+    return np.sort(perm[info.rank :: info.world_size])

@@ -3,7 +3,8 @@
 One readable path, as in Hugging Face's run_glue.py: config -> tokens from the cache -> model ->
 optimiser and schedule (`optim`) -> length-grouped, dynamically padded batches -> dev evaluation each
 epoch -> early stopping -> best (or averaged) weights (`checkpoint`) -> threshold on dev -> save
-(`finish`). Under torchrun every rank runs it; rank 0 evaluates and saves.
+(`finish`). Under torchrun every rank runs it on its own shard of the training pairs; rank 0
+evaluates and saves.
 """
 
 from __future__ import annotations
@@ -33,11 +34,19 @@ from simpair.progress import note, progress
 from simpair.training.backbone import resolve_backbone
 from simpair.training.checkpoint import BestWeights, dev_metrics, weights_sha1
 from simpair.training.config import TrainConfig
-from simpair.training.data import collate, length_grouped_batches, load_train_data
-from simpair.training.ddp import barrier, broadcast_object, init_distributed, shard_batches
+from simpair.training.data import collate, load_train_data
+from simpair.training.ddp import (
+    agree_min,
+    barrier,
+    broadcast_object,
+    gather_objects,
+    init_distributed,
+    shard_rows,
+)
 from simpair.training.finish import finish
 from simpair.training.optim import build_optimizer, total_steps
 from simpair.training.progress_slot import current_slot
+from simpair.training.sampling import epoch_batches, epoch_rows
 from simpair.training.starting_weights import StartingWeights
 
 log = logging.getLogger(__name__)
@@ -120,22 +129,31 @@ def train_once(config: TrainConfig, home: Path) -> TrainResult:
     if config.max_dev_samples is not None and config.max_dev_samples < len(dev_pairs):
         dev_pairs = dev_pairs.subset(np.arange(config.max_dev_samples))
     trained_pairs = train_pairs
+    shards: dict[str, Any] = {}
+    if dist_info.enabled:  # each rank reads only its own disjoint shard
+        train_pairs = train_pairs.subset(shard_rows(len(train_pairs), config.seed, dist_info))
+        shard = {"pairs": len(train_pairs), "sha1": train_pairs.digest()}
+        shards = {"ddp_shards": gather_objects(shard, dist_info)}
     if config.symmetric:
         train_pairs = PairTokens.concat([train_pairs, train_pairs.swapped()])
 
-    sources = train_pairs.dataset if config.batch_per_dataset else None
+    sources = train_pairs.dataset_codes() if config.batch_per_dataset else None
+    per_rank = config.samples_per_epoch
+    if per_rank is not None:
+        per_rank = -(-per_rank // dist_info.world_size)
+
+    def plan(epoch: int, seed: int, group: bool = True) -> list[np.ndarray]:
+        """This rank's batches for an epoch, cut to the count every rank can run."""
+        rows = epoch_rows(len(train_pairs), per_rank, epoch, config.seed)
+        batches = epoch_batches(train_pairs.lengths, config.batch_size, seed, group, sources, rows)
+        return batches[: agree_min(len(batches), dist_info)]
 
     hidden = int(model.model.config.hidden_size)
     objective = build_objective(config.objective, hidden_size=hidden, **config.objective_params)
     module = TrainModule(model, objective).to(device)
     module.train()
 
-    steps_per_epoch = len(
-        shard_batches(
-            length_grouped_batches(train_pairs.lengths, config.batch_size, config.seed, sources=sources),
-            dist_info,
-        )
-    )
+    steps_per_epoch = len(plan(1, config.seed))
     optimizer, scheduler = build_optimizer(module, config, total_steps(steps_per_epoch, config))
     start = StartingWeights(model.model)
 
@@ -160,16 +178,7 @@ def train_once(config: TrainConfig, home: Path) -> TrainResult:
         if frozen and epoch > config.freeze_encoder_epochs:
             frozen = False
             runner = wrap(frozen)
-        batches = shard_batches(
-            length_grouped_batches(
-                train_pairs.lengths,
-                config.batch_size,
-                config.seed + epoch,
-                config.length_grouping,
-                sources=sources,
-            ),
-            dist_info,
-        )
+        batches = plan(epoch, config.seed + epoch, config.length_grouping)
         epoch_start = time.perf_counter()
         epoch_samples, loss_sum, loss_n = 0, 0.0, 0
         bar = progress(
@@ -277,6 +286,8 @@ def train_once(config: TrainConfig, home: Path) -> TrainResult:
                 "device": str(device),
                 "autocast": str(dtype) if dtype else "fp32",
                 "encoder_moved": start.distance(),
+                **({"samples_per_epoch": config.samples_per_epoch} if config.samples_per_epoch else {}),
+                **shards,
                 **wise,
             },
         )
