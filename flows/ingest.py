@@ -1,7 +1,9 @@
 """The `ingest` flow: raw TSV/CSV sources -> versioned Parquet + leakage report + summary artifact.
 
-Sources run as parallel mapped tasks so one broken file fails only its source. The flow run ends
-Failed (after publishing the summary) when any source failed, so a nightly schedule alerts.
+Sources run as parallel mapped tasks so one broken file fails only its source; inside a source each
+file is parsed by its own `parse-file` task on the flow's task runner (a `DaskTaskRunner` parses many
+files at once). The flow run ends Failed (after publishing the summary) when any source failed, so a
+nightly schedule alerts.
 """
 
 from __future__ import annotations

@@ -15,6 +15,7 @@ from prefect.cache_policies import NO_CACHE
 
 from simpair.contracts import Contract
 from simpair.ingest.dataset import ingest_dataset
+from simpair.ingest.parse import FileJob, FileResult, parse_file
 from simpair.ingest.pipeline import load_contracts, safe_leakage
 from simpair.ingest.report import DatasetReport, IngestReport, LeakageReport, summary_markdown
 
@@ -25,10 +26,32 @@ def load_contracts_task(contracts_dir: Path) -> tuple[list[Contract], list[Datas
     return load_contracts(contracts_dir)
 
 
+@task(name="parse-file", task_run_name="parse-{job.contract.dataset}-{job.relative}", cache_policy=NO_CACHE)
+def parse_file_task(job: FileJob) -> FileResult:
+    """One source file into its parts under the version's work folder (nothing else is written)."""
+    return parse_file(job)
+
+
+def parse_files_as_tasks(jobs: list[FileJob]) -> list[FileResult]:
+    """The files of a source as parallel `parse-file` task runs on the flow's task runner.
+
+    Every run is awaited before an error is raised, so no task still writes into the work folder when
+    the source cleans it up; the error raised is the first failing file's, in file order, as the
+    one-file-after-another path would have raised it.
+    """
+    futures = parse_file_task.map(jobs)
+    futures.wait()
+    return [future.result() for future in futures]
+
+
 @task(name="ingest-source", task_run_name="ingest-{contract.dataset}", cache_policy=NO_CACHE)
 def ingest_source_task(contract: Contract, sources_dir: str | Path, home_dir: Path) -> DatasetReport:
-    """One source; a bad file comes back as status "failed" rather than raising, so siblings finish."""
-    return ingest_dataset(contract, sources_dir, home_dir)
+    """One source; a bad file comes back as status "failed" rather than raising, so siblings finish.
+
+    The source's lock, version check and final write stay in this task; its files are parsed as
+    `parse-file` tasks, so a Dask task runner parses the files of a large source on many workers.
+    """
+    return ingest_dataset(contract, sources_dir, home_dir, parse_files=parse_files_as_tasks)
 
 
 @task(name="update-leakage", cache_policy=NO_CACHE)

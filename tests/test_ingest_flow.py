@@ -17,8 +17,9 @@ from prefect.client.schemas.filters import (
     FlowRunFilter,
     FlowRunFilterId,
     TaskRunFilter,
+    TaskRunFilterName,
 )
-from prefect.client.schemas.sorting import ArtifactSort
+from prefect.client.schemas.sorting import ArtifactSort, TaskRunSort
 
 from simpair.catalog import Catalog
 from simpair.flows.ingest import ingest_flow, report_from_state
@@ -46,6 +47,19 @@ def _summary(flow_run_id: UUID) -> str:
     return str(artifacts[0].data)
 
 
+def _parse_task_runs(flow_run_id: UUID) -> list[str]:
+    """Names of this flow run's `parse-file` task runs (one per source file)."""
+    with get_client(sync_client=True) as client:
+        runs = client.read_task_runs(
+            flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[flow_run_id])),
+            task_run_filter=TaskRunFilter(name=TaskRunFilterName(like_="parse-")),
+            sort=TaskRunSort.EXPECTED_START_TIME_ASC,
+            limit=100,
+            offset=0,
+        )
+    return sorted(r.name for r in runs)
+
+
 def test_flow_ingests_real_data_and_publishes_summary(
     prefect_api: None, shared_data: Path, home: Path, tmp_path: Path
 ) -> None:
@@ -56,6 +70,14 @@ def test_flow_ingests_real_data_and_publishes_summary(
     assert report.ok and {d.status for d in report.datasets} == {"ingested"}
     assert Catalog(home).read_split("stsb", "dev").height == 1497  # 1,500 less 2 exact repeats, 1 swapped
     flow_run_id = state.state_details.flow_run_id
+    # each source file was parsed by its own task run, on the flow's task runner
+    assert _parse_task_runs(flow_run_id) == [
+        "parse-msrp-msrp/msr_paraphrase_test.txt",
+        "parse-msrp-msrp/msr_paraphrase_train.txt",
+        "parse-stsb-stsb/sts-dev.csv",
+        "parse-stsb-stsb/sts-test.csv",
+        "parse-stsb-stsb/sts-train.csv",
+    ]
     summary = _summary(flow_run_id)
     assert "| msrp | train (train) |" in summary and "| 4076 | 4076 | 0 |" in summary
     assert "| msrp | test | stsb | train | 498 |" in summary

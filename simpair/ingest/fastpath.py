@@ -1,17 +1,18 @@
 """Vectorised parsing of one chunk of a delimited `quoting: none` UTF-8 file: the common path.
 
-Most lines of a real file are plain: valid UTF-8, printable ASCII, the right field count, a label
-that is a plain number, texts whose only cleaning is of spaces. Those are mapped to candidate rows
-with numpy and polars expressions over the whole chunk. Every other line is *flagged* and handed
-back as its raw bytes, for the per-record code (`rows.build_candidates`) to decide exactly as it
-always did, so reasons, details and cleaning counts do not depend on which path a line took.
+Most lines of a real file are plain: printable ASCII, the right field count, a label that is a plain
+number, ids without edge spaces, texts whose only cleaning is of spaces. One numpy pass over the
+chunk's bytes finds every delimiter, line end and byte outside printable ASCII; the fields of the
+plain lines become polars string columns that point into the chunk's own buffer (Arrow string views:
+no Python string, no copy of the texts), and one polars select maps them to candidate rows. Every
+other line is *flagged* and handed back as its raw bytes, for the per-record code
+(`rows.build_candidates`) to decide exactly as it always did, so reasons, details and cleaning
+counts do not depend on which path a line took.
 """
 
 from __future__ import annotations
 
-import codecs
-import threading
-from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -22,16 +23,9 @@ from simpair.contracts import Contract
 
 # A plain decimal number; anything else (inf, 1_000, hex...) is left to Python's float().
 _NUMBER = r"^[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?$"
-_errors = threading.local()
-
-
-def _note_error(exc: UnicodeError) -> tuple[str, int]:
-    assert isinstance(exc, UnicodeDecodeError)
-    _errors.positions.append(exc.start)
-    return "", exc.end
-
-
-codecs.register_error("simpair-note", _note_error)
+_SPACE, _TAB, _CR, _LF = 32, 9, 13, 10
+_INLINE = 12  # an Arrow string view holds strings up to 12 bytes itself, longer ones point to a buffer
+_K = np.arange(_INLINE, dtype=np.int64)
 
 
 def eligible(contract: Contract) -> bool:
@@ -42,29 +36,54 @@ def eligible(contract: Contract) -> bool:
         and fmt.quoting == "none"
         and fmt.encoding.lower().replace("_", "-") in ("utf-8", "utf8")
         and fmt.delimiter is not None
+        and len(fmt.delimiter) == 1
         and fmt.delimiter.isascii()
         and fmt.delimiter not in "\r\n"
+        and fmt.field_counts is not None
         and contract.columns.text_pair is None
     )
 
 
 @dataclass
 class FastChunk:
-    rows: pl.DataFrame  # candidate rows (columns as rows.Candidates), for the lines not flagged
+    rows: pl.DataFrame  # candidate rows (columns as batches.CANDIDATE_SCHEMA), for the lines not flagged
     flagged: list[tuple[int, bytes]]  # (line number, raw bytes without the \n) for the per-record path
-    field_counts: Counter[int]  # field counts of every decodable line, for the file's layout test
+    field_counts: np.ndarray  # fields per line, every line of the chunk (undecodable ones included)
+    flagged_index: np.ndarray  # positions of the flagged lines in the chunk, for field_counts
     crlf: int
-    undecodable: int
     whitespace_fixes: int  # cleaning of the rows mapped here (flagged rows are counted by clean_text)
 
 
-def _bad_utf8_lines(chunk: bytes, starts: np.ndarray) -> np.ndarray:
-    """Indexes of lines holding bytes that are not UTF-8: one decode, errors noted by byte position."""
-    _errors.positions = []
-    chunk.decode("utf-8", errors="simpair-note")
-    if not _errors.positions:
-        return np.empty(0, dtype=np.int64)
-    return np.unique(np.searchsorted(starts, np.asarray(_errors.positions), side="right") - 1)
+@dataclass
+class _Bytes:
+    """The chunk as numpy bytes (padded so a view's inline bytes can be gathered past its end)."""
+
+    chunk: bytes
+    padded: np.ndarray
+    buffer: pa.Buffer
+
+    @classmethod
+    def of(cls, chunk: bytes) -> _Bytes:
+        padded = np.zeros(len(chunk) + _INLINE, dtype=np.uint8)
+        padded[: len(chunk)] = np.frombuffer(chunk, dtype=np.uint8)
+        return cls(chunk, padded, pa.py_buffer(chunk))
+
+    def strings(self, start: np.ndarray, stop: np.ndarray) -> pl.Series:
+        """`chunk[start:stop]` for each pair, as a polars string column viewing the chunk's buffer.
+
+        Only ever called on printable-ASCII bytes (polars trusts string views to be valid UTF-8).
+        """
+        length = (stop - start).astype(np.int32)
+        views = np.zeros((len(start), 4), dtype=np.int32)  # 16 bytes: length, then inline or prefix/offset
+        inline = self.padded[start[:, None] + _K]
+        inline[length[:, None] <= _K] = 0
+        views.view(np.uint8)[:, 4:] = inline
+        views[:, 0] = length
+        far = np.flatnonzero(length > _INLINE)
+        views[far, 2] = 0  # buffer 0 (the chunk), at this offset
+        views[far, 3] = start[far]
+        array = pa.Array.from_buffers(pa.string_view(), len(start), [None, pa.py_buffer(views), self.buffer])
+        return pl.from_arrow(array)  # type: ignore[return-value]
 
 
 def parse_chunk(
@@ -74,115 +93,147 @@ def parse_chunk(
     fmt = contract.format
     assert fmt.delimiter is not None and fmt.field_counts is not None
     data = np.frombuffer(chunk, dtype=np.uint8)
-    newlines = np.flatnonzero(data == 10)
-    ends = newlines if chunk.endswith(b"\n") else np.append(newlines, len(chunk))
+    delimiter = ord(fmt.delimiter)
+    # One pass: every byte outside printable ASCII (tabs, line ends and odd bytes), plus the delimiter.
+    special = np.subtract(data, 32, dtype=np.uint8) > 94
+    if 32 <= delimiter < 127:
+        special |= data == delimiter
+    where = np.flatnonzero(special)
+    value = data[where]
+    is_cut = (value == delimiter) | (value == _LF)
+    cuts = where[is_cut]  # every field ends at one of these
+    odd = where[~is_cut]
+    line_end = value[is_cut] == _LF
+    if not chunk.endswith(b"\n"):  # the file's last line has no terminator: a virtual one at the end
+        cuts = np.append(cuts, len(data))
+        line_end = np.append(line_end, True)
+    last_cut = np.flatnonzero(line_end)  # per line: the index in `cuts` of its end
+    ends = cuts[last_cut]
     n = len(ends)
-    starts = np.concatenate(([0], newlines + 1))[:n]
-    crlf = (ends > starts) & (data[np.maximum(ends - 1, 0)] == 13)
-    lengths = ends - starts - crlf
-    keep = np.ones(len(data), dtype=bool)
-    keep[newlines] = False
-    keep[(ends - 1)[crlf]] = False
-    text = data[keep]  # the lines' bytes back to back, terminators removed
-    offsets = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(lengths, out=offsets[1:])
-    bad = _bad_utf8_lines(chunk, starts)
-    if len(bad):
-        text = text.copy()
-        for i in bad:  # keep the arrow array valid; these lines are decided by the per-record path
-            text[offsets[i] : offsets[i + 1]] = 63
-    odd = (text < 32) | (text > 126)
-    odd &= text != ord(fmt.delimiter)
-    odd_lines = np.zeros(n, dtype=bool)
-    odd_lines[np.searchsorted(offsets, np.flatnonzero(odd), side="right") - 1] = True
+    starts = np.zeros(n, dtype=np.int64)
+    starts[1:] = ends[:-1] + 1
+    crlf = (ends > starts) & (data[np.maximum(ends - 1, 0)] == _CR)
+    fields = np.diff(last_cut, prepend=-1)
+    first_cut = last_cut - fields + 1  # per line: the index in `cuts` of its first field's end
+    line_stop = ends - crlf
+    # Field k runs from field_start[k] to cuts[k], less the \r of a CRLF line's last field.
+    field_start = np.zeros(len(cuts), dtype=np.int64)
+    field_start[1:] = cuts[:-1] + 1
+    field_end = cuts.copy()
+    field_end[last_cut[crlf]] -= 1
+
+    odd_line = np.searchsorted(ends, odd)
+    ok_cr = (data[odd] == _CR) & (odd == line_stop[np.minimum(odd_line, n - 1)])
+    flag = np.zeros(n, dtype=bool)
+    flag[odd_line[~ok_cr]] = True
     # A line starting with a space or tab may be blank (an `empty_line` to Python): the per-record path
     # decides; a line starting with anything else printable is not.
-    first_byte = text[np.minimum(offsets[:-1], max(len(text) - 1, 0))] if len(text) else np.zeros(n, np.uint8)
-    blank = (lengths == 0) | (first_byte == 32) | (first_byte == 9)
-    lines = pa.Array.from_buffers(pa.large_string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(text)])
-    undecodable = np.zeros(n, dtype=bool)
-    undecodable[bad] = True
-    frame = pl.DataFrame(
-        {
-            "line": pl.Series(np.arange(first, first + n, dtype=np.int64)),
-            "raw": pl.from_arrow(lines),
-            "plain": pl.Series(~(odd_lines | undecodable | blank)),
-            "undecodable": pl.Series(undecodable),
-        }
-    )
-    frame = frame.with_columns(pl.col("raw").str.split(fmt.delimiter).alias("_f"))
-    frame = frame.with_columns(pl.col("_f").list.len().alias("_n"))
-    counts = frame.filter(~pl.col("undecodable"))["_n"].value_counts()
-    field_counts = Counter(dict(zip(counts["_n"].to_list(), counts["count"].to_list(), strict=True)))
-    rows, flagged_mask, fixes = _map(frame, contract, positions, split, tag)
-    flagged_lines = np.flatnonzero(flagged_mask.to_numpy())
-    flagged = [(first + int(i), chunk[starts[i] : ends[i]]) for i in flagged_lines]
-    return FastChunk(rows, flagged, field_counts, int(crlf.sum()), len(bad), fixes)
+    padded = _Bytes.of(chunk)
+    head = padded.padded[starts]
+    flag |= (line_stop == starts) | (head == _SPACE) | (head == _TAB)
+    flag |= ~np.isin(fields, fmt.field_counts)
+    good = np.flatnonzero(~flag)
 
+    def edge_spaced(i: int) -> np.ndarray:
+        """Whether field i of each good line starts or ends with a space."""
+        k = base + i
+        edge = padded.padded[np.stack([field_start[k], field_end[k] - 1])]  # empty fields: masked below
+        return (field_end[k] > field_start[k]) & (edge == _SPACE).any(axis=0)
 
-def _field(i: int) -> pl.Expr:
-    return pl.col("_f").list.get(i, null_on_oob=True)
+    # Ids and split values are stripped of spaces by the per-record path: leave those with edge spaces to it.
+    base = first_cut[good]
+    for i in (*positions["pair_id"], *positions["split"]):
+        flag[good[edge_spaced(i)]] = True
+    good = np.flatnonzero(~flag)
+    base = first_cut[good]
+
+    def field(i: int) -> pl.Series:
+        k = base + i
+        return padded.strings(field_start[k], field_end[k])
+
+    spaced = [edge_spaced(i) for i in positions["texts"]]
+    rows, keep, fixes = _map(field, spaced, good + first, contract, positions, split, tag)
+    kept = good[keep]
+    flag[good[~keep]] = True
+    raw = padded.strings(starts[kept], line_stop[kept])
+    rows = rows.filter(pl.Series(keep)).insert_column(1, raw.alias("raw"))
+    flagged_index = np.flatnonzero(flag)
+    flagged = [(first + int(i), chunk[starts[i] : ends[i]]) for i in flagged_index]
+    return FastChunk(rows, flagged, fields, flagged_index, int(crlf.sum()), fixes)
 
 
 def _map(
-    frame: pl.DataFrame, contract: Contract, positions: dict[str, list[int]], split: str | None, tag: str
-) -> tuple[pl.DataFrame, pl.Series, int]:
-    """(rows of the plain lines, mask of the lines to flag, whitespace fixes made to the rows)."""
-    fmt = contract.format
-    assert fmt.field_counts is not None
-    ok = pl.col("plain") & pl.col("_n").is_in(fmt.field_counts)
+    field: Callable[[int], pl.Series],
+    spaced: list[np.ndarray],
+    lines: np.ndarray,
+    contract: Contract,
+    positions: dict[str, list[int]],
+    split: str | None,
+    tag: str,
+) -> tuple[pl.DataFrame, np.ndarray, int]:
+    """Candidate columns of the plain lines, which of them map here, and the whitespace fixes made.
+
+    One select over the fields the contract uses; a line whose label is not a plain finite number
+    (or, with split_column, whose split value maps to no split) is left to the per-record path.
+    """
+    used = sorted({p for key in ("label", "texts", "pair_id", "extra", "split") for p in positions[key]})
+    fields = pl.DataFrame({"line": pl.Series(lines, dtype=pl.Int64), **{f"_f{i}": field(i) for i in used}})
+
+    def col(i: int) -> pl.Expr:
+        return pl.col(f"_f{i}")
+
+    label_text = col(positions["label"][0]).str.strip_chars(" ")
+    number = pl.when(label_text.str.contains(_NUMBER)).then(label_text.cast(pl.Float64, strict=False))
     if split is None:
         assert contract.split_column is not None
         mapping = contract.split_column.values
-        value = _field(positions["split"][0]).str.strip_chars(" ")
-        split_expr = value.replace_strict(list(mapping), list(mapping.values()), default=None)
+        split_expr = col(positions["split"][0]).replace_strict(
+            list(mapping), list(mapping.values()), default=None
+        )
     else:
         split_expr = pl.lit(split)
-    label_text = _field(positions["label"][0]).str.strip_chars(" ")
-    number = pl.when(label_text.str.contains(_NUMBER)).then(label_text.cast(pl.Float64, strict=False))
-    columns = [split_expr.alias("split"), number.alias("score_raw")]
-    for name, i in zip(("text_a", "text_b"), positions["texts"], strict=True):
-        columns.append(_field(i).alias(name))
-    frame = frame.with_columns(columns)
+    fields = fields.with_columns(number.alias("score_raw"), split_expr.alias("split"))
+    score_raw = pl.col("score_raw")
     if contract.label.kind == "binary":
-        label_ok = (pl.col("score_raw") == pl.col("score_raw").floor()) & (pl.col("score_raw").abs() <= 127)
-        label = pl.when(label_ok).then(pl.col("score_raw")).cast(pl.Int8, strict=False)
+        label_ok = (score_raw == score_raw.floor()) & (score_raw.abs() <= 127)
+        label = pl.when(label_ok).then(score_raw).cast(pl.Int8, strict=False)
         score = pl.lit(None, dtype=pl.Float64)
     else:
         assert contract.label.range is not None
         low, high = contract.label.range
-        label_ok = pl.col("score_raw").is_finite()
+        label_ok = score_raw.is_finite()
         label = pl.lit(None, dtype=pl.Int8)
-        score = (pl.col("score_raw") - low) / (high - low)
-    ok = ok & pl.col("split").is_not_null() & label_ok.fill_null(False)
-    frame = frame.with_columns(ok.fill_null(False).alias("_ok"))
-    flagged = ~frame["_ok"]
-    # Printable ASCII texts need at most whitespace cleaning: runs of spaces collapsed, ends trimmed,
-    # exactly what clean_text does to them (counted the same way: one fix per text changed).
-    good = frame.filter(pl.col("_ok")).with_columns(
-        pl.col(t).str.replace_all("  +", " ").str.strip_chars(" ").alias(f"{t}_clean")
-        for t in ("text_a", "text_b")
-    )
-    fixes = sum(int((good[t] != good[f"{t}_clean"]).sum()) for t in ("text_a", "text_b"))
-    good = good.drop("text_a", "text_b").rename({"text_a_clean": "text_a", "text_b_clean": "text_b"})
-    ids = [_field(i).str.strip_chars(" ") for i in positions["pair_id"]]
+        score = (score_raw - low) / (high - low)
+    ids = [col(i) for i in positions["pair_id"]]
     if ids:
         pair_id = pl.concat_str(ids, separator=contract.columns.pair_id_separator)
     else:
         pair_id = pl.concat_str([pl.col("split"), pl.lit(tag), pl.col("line").cast(pl.Utf8)], separator="-")
-    extras = [
-        _field(i).alias(e.name) for e, i in zip(contract.columns.extra, positions["extra"], strict=True)
-    ]
-    rows = good.select(
+    texts = dict(zip(("text_a", "text_b"), (col(i) for i in positions["texts"]), strict=True))
+    # Printable ASCII texts need at most whitespace cleaning: runs of spaces collapsed, ends trimmed,
+    # exactly what clean_text does to them (and counted the same way: one fix per text changed).
+    dirty = {f"_dirty_{name}": text.str.contains("  ", literal=True) for name, text in texts.items()}
+    rows = fields.select(
         "line",
-        "raw",
         "split",
         pair_id.alias("pair_id"),
-        "text_a",
-        "text_b",
+        *(text.alias(name) for name, text in texts.items()),
         label.alias("label"),
         score.alias("score"),
-        "score_raw",
-        *extras,
+        score_raw.alias("score_raw"),
+        *(col(i).alias(e.name) for e, i in zip(contract.columns.extra, positions["extra"], strict=True)),
+        (pl.col("split").is_not_null() & label_ok).fill_null(False).alias("_ok"),
+        **dirty,
     )
-    return rows, flagged, fixes
+    keep = rows["_ok"].to_numpy()
+    fixes = 0
+    cleaned = []
+    for name, edges in zip(texts, spaced, strict=True):
+        index = np.flatnonzero((rows[f"_dirty_{name}"].to_numpy() | edges) & keep)
+        if len(index):  # rare: clean just these texts
+            fixes += len(index)
+            text = rows[name]
+            fixed = text.gather(index).str.replace_all("  +", " ").str.strip_chars(" ")
+            cleaned.append(text.clone().scatter(index, fixed))
+    rows = rows.drop("_ok", *dirty)
+    return (rows.with_columns(cleaned) if cleaned else rows), keep, fixes

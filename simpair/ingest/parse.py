@@ -18,13 +18,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import polars as pl
 import pyarrow as pa
 
 from simpair.contracts import Contract
 from simpair.ingest import fastpath
-from simpair.ingest.batches import BATCH_ROWS, PartSink, candidate_schema, candidates_frame
+from simpair.ingest.batches import BATCH_ROWS, PartSink, candidates_frame
 from simpair.ingest.chunks import CHUNK_BYTES, TextChunks, chunk_pieces
+from simpair.ingest.chunktask import ChunkRunner, FileContext
 from simpair.ingest.reader import (
     EmptySourceFileError,
     RawRecord,
@@ -40,6 +40,7 @@ from simpair.ingest.reader import (
 )
 from simpair.ingest.rows import build_candidates, resolve_columns
 from simpair.ingest.sources import ContentStream, SourceRoot, compression_of, decompress
+from simpair.ingest.workers import default_workers
 
 RECORD_BATCH = 20_000  # records per call of the per-record path
 
@@ -60,6 +61,7 @@ class FileJob:
     only_file: bool  # the only file of its split: an empty file fails the source instead of being noted
     chunk_bytes: int = CHUNK_BYTES
     batch_rows: int = BATCH_ROWS
+    workers: int = 0  # processes parsing the chunks of a large delimited file; 0: $SIMPAIR_INGEST_WORKERS or 1
 
 
 @dataclass
@@ -234,48 +236,47 @@ def _plain(job: FileJob, root: SourceRoot, chunks: TextChunks, sink: PartSink, s
     positions: dict[str, list[int]] | SourceFileError | None = None
     counted: Counter[int] = Counter()
     total = 0
-    schema = candidate_schema(contract)
-    for first, chunk in chunks:
-        if positions is None:
-            header = None
-            if fmt.header:
-                cut = chunk.find(b"\n")
-                ((text, ok),) = decode_pieces([chunk if cut < 0 else chunk[:cut]], fmt, stats)
-                header = _header(RawRecord(first, text, text.split(fmt.delimiter) if ok else None), name)
-                chunk, first = (b"" if cut < 0 else chunk[cut + 1 :]), first + 1
-            positions = _positions(job, header, name)
-            if not chunk:
+    runner: ChunkRunner | None = None
+    try:
+        for first, chunk in chunks:
+            if positions is None:
+                header = None
+                if fmt.header:
+                    cut = chunk.find(b"\n")
+                    ((text, ok),) = decode_pieces([chunk if cut < 0 else chunk[:cut]], fmt, stats)
+                    header = _header(RawRecord(first, text, text.split(fmt.delimiter) if ok else None), name)
+                    chunk, first = (b"" if cut < 0 else chunk[cut + 1 :]), first + 1
+                positions = _positions(job, header, name)
+                if not chunk:
+                    continue
+            if fast and not isinstance(positions, SourceFileError):
+                if runner is None:
+                    context = FileContext(
+                        contract, positions, job.split, job.tag, sink.folder, job.file_index, job.relative,
+                        job.sha256,
+                    )  # fmt: skip
+                    runner = ChunkRunner(context, job.workers or default_workers())
+                runner.add(first, chunk)
                 continue
-        if fast and not isinstance(positions, SourceFileError):
-            part = fastpath.parse_chunk(chunk, first, contract, positions, job.split, job.tag)
-            stats["crlf_lines"] += part.crlf
-            stats["undecodable_lines"] += part.undecodable
-            stats["whitespace_fixes"] += part.whitespace_fixes
-            counted.update(part.field_counts)
-            counted[-1] += part.undecodable
-            total += part.rows.height + len(part.flagged)
-            lines = decode_pieces([raw for _, raw in part.flagged], fmt, Counter())
-            records = [_plain_record(n, text, ok, fmt.delimiter, fmt.encoding)
-                       for (n, _), (text, ok) in zip(part.flagged, lines, strict=True)]  # fmt: skip
-            cand = build_candidates(records, contract, positions, job.split, job.tag)
-            stats.update(cand.clean_stats.counts)
-            rows = pl.concat([part.rows.cast(schema), candidates_frame(cand, contract)])  # type: ignore[arg-type]
-            sink.add(rows, cand.rejected)
-            continue
-        plain = list(_plain_records(decode_pieces(chunk_pieces(chunk), fmt, stats), fmt, first))
-        if isinstance(positions, SourceFileError):
-            total += len(plain)
-            counted.update(len(r.fields) if r.fields is not None else -1 for r in plain)
-        else:
-            total += _per_record(job, iter(plain), positions, sink, stats, counted)
+            plain = list(_plain_records(decode_pieces(chunk_pieces(chunk), fmt, stats), fmt, first))
+            if isinstance(positions, SourceFileError):
+                total += len(plain)
+                counted.update(len(r.fields) if r.fields is not None else -1 for r in plain)
+            else:
+                total += _per_record(job, iter(plain), positions, sink, stats, counted)
+        if runner is not None:
+            done = runner.finish()
+            total += done.records
+            counted.update(done.field_counts)
+            stats.update(done.stats)
+            sink.records_by_split.update(done.records_by_split)
+            sink.parts += done.parts
+            sink.quarantine_parts += done.quarantine_parts
+    finally:
+        if runner is not None:
+            runner.close()
     _finish_layout(job, root, counted, total, positions if isinstance(positions, SourceFileError) else None)
     return total
-
-
-def _plain_record(number: int, text: str, ok: bool, delimiter: str, encoding: str) -> RawRecord:
-    if not ok:
-        return RawRecord(number, text, None, ("encoding", f"not valid {encoding}"))
-    return RawRecord(number, text, text.split(delimiter))
 
 
 def _parquet(job: FileJob, root: SourceRoot, sink: PartSink, stats: Counter[str]) -> int:
