@@ -118,7 +118,9 @@ def accounting(report_path: Path, raw_lines: int) -> dict[str, Any]:
     }
 
 
-def run_size(label: str, rows: int, steps: list[str], workdir: Path, baseline: Path | None) -> dict[str, Any]:
+def run_size(
+    label: str, rows: int, steps: list[str], workdir: Path, baseline: Path | None, evaluate_max_rows: int
+) -> dict[str, Any]:
     tree = workdir / label
     progress(f"{label}: generating {rows:,} rows in {tree}")
     manifest = scale_data.generate(rows, tree)
@@ -168,7 +170,10 @@ def run_size(label: str, rows: int, steps: list[str], workdir: Path, baseline: P
         step(
             "train", [*SIMPAIR, "train", "--config", str(cfg["steps"]), "--home", str(home), "--no-evaluate"]
         )
-    if "evaluate" in steps and res.get("train", {}).get("rc") != 0:
+    if "evaluate" in steps and rows > evaluate_max_rows:
+        res["evaluate"] = {"rc": None, "skipped": f"above --evaluate-max-rows {evaluate_max_rows:,}"}
+        progress(f"{label}: evaluate skipped (above --evaluate-max-rows)")
+    elif "evaluate" in steps and res.get("train", {}).get("rc") != 0:
         res["evaluate"] = {"rc": None, "skipped": "no model: the train step did not run or failed"}
         progress(f"{label}: evaluate skipped (no trained model)")
     elif "evaluate" in steps:
@@ -222,7 +227,14 @@ def main(argv: list[str] | None = None) -> None:
         "--baseline-code", type=Path, help="an older checkout to run ingest and pretokenize with"
     )
     parser.add_argument("--baseline-sizes", default="100k,1M")
+    # evaluating the 10M set's 1M test pairs takes longer than every other step together
+    parser.add_argument("--evaluate-max-rows", type=scale_data.parse_rows, default=4_000_000)
     parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument(
+        "--merge",
+        action="store_true",
+        help="re-measure only --steps at --sizes and update them in the existing results file",
+    )
     args = parser.parse_args(argv)
     steps = [s.strip() for s in args.steps.split(",") if s.strip()]
     unknown = set(steps) - set(STEPS)
@@ -243,13 +255,25 @@ def main(argv: list[str] | None = None) -> None:
         "train_steps": TRAIN_STEPS,
         "sizes": {},
     }
+    previous = json.loads(args.out.read_text()) if args.merge and args.out.is_file() else None
+    if previous is not None:
+        note = {"at": result["measured_at"], "sizes": labels, "steps": steps}
+        previous.setdefault("remeasured", []).append(note)
+        result = previous
     if args.baseline_code:
         git = ["git", "-C", str(args.baseline_code), "rev-parse", "--short", "HEAD"]
         result["baseline_commit"] = subprocess.run(git, capture_output=True, text=True).stdout.strip() or None
     try:
         for label in labels:
             baseline = args.baseline_code if args.baseline_code and label in base_labels else None
-            result["sizes"][label] = run_size(label, scale_data.parse_rows(label), steps, workdir, baseline)
+            measured = run_size(
+                label, scale_data.parse_rows(label), steps, workdir, baseline, args.evaluate_max_rows
+            )
+            if previous is not None and label in result["sizes"]:
+                kept = result["sizes"][label]["steps"]
+                kept.update({k: v for k, v in measured["steps"].items() if k in steps})
+            else:
+                result["sizes"][label] = measured
             result["fits"] = fit(result["sizes"])
             args.out.parent.mkdir(parents=True, exist_ok=True)
             # after every size, so a crash at 10M keeps the smaller sizes

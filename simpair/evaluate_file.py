@@ -342,8 +342,9 @@ def training_overlap(
     by_split: dict[str, set[str] | None] = {}  # None: the whole split counts (no exact list)
     if exact is None:
         by_split = dict.fromkeys(splits)
-    for dataset, split, pair_id in exact or ():
-        by_split.setdefault(f"{dataset}/{split}", set()).add(pair_id)  # type: ignore[union-attr]
+    if exact is not None:
+        for (dataset, split), ids in exact.group_by("dataset", "split", maintain_order=True):
+            by_split[f"{dataset}/{split}"] = set(ids["pair_id"].to_list())
     catalog = Catalog(home)
     known = set(catalog.datasets())
     keys: set[str] = set()

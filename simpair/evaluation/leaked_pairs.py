@@ -21,28 +21,43 @@ def leaked_pair_ids(
     split: str,
     *,
     train_splits: Collection[str] = (),
-    train_pairs: Collection[tuple[str, str, str]] | None = None,
+    train_pairs: pl.DataFrame | None = None,
 ) -> set[str]:
     """Pair ids of `dataset/split` whose twin sits in the given training data.
 
-    The training data is `train_pairs` ((dataset, split, pair_id) triples) when given, else every pair
+    The training data is `train_pairs` (the frame `trained_pairs` reads) when given, else every pair
     of `train_splits` ("dataset/split" labels).
     """
     rows = leakage.filter((pl.col("dataset") == dataset) & (pl.col("split") == split))
     if train_pairs is not None:
-        twin = pl.concat_str("train_dataset", "train_split", "train_pair_id", separator="\t")
-        rows = rows.filter(twin.is_in(["\t".join(p) for p in train_pairs]))
+        rows = rows.join(
+            train_pairs,
+            left_on=["train_dataset", "train_split", "train_pair_id"],
+            right_on=list(TRAINED_PAIRS_SCHEMA),
+            how="semi",
+        )
     else:
         source = pl.concat_str("train_dataset", "train_split", separator="/")
         rows = rows.filter(source.is_in(list(train_splits)))
     return set(rows["pair_id"].to_list())
 
 
-def trained_pairs(model_dir: Path, metadata: Any) -> tuple[set[tuple[str, str, str]] | None, set[str]]:
-    """(exact trained (dataset, split, pair_id) set or None, trained 'dataset/split' labels)."""
+TRAINED_PAIRS_SCHEMA = {"dataset": pl.String, "split": pl.String, "pair_id": pl.String}
+
+
+def trained_pairs(model_dir: Path, metadata: Any) -> tuple[pl.DataFrame | None, set[str]]:
+    """(exact trained pairs as a (dataset, split, pair_id) frame or None, trained 'dataset/split' labels).
+
+    A frame, not a set of tuples: a model trained on millions of pairs lists millions of ids, and
+    Python tuples of them cost about 15x their Arrow strings.
+    """
     splits = set(metadata.train_datasets)
-    if metadata.train_pairs_file and (model_dir / metadata.train_pairs_file).is_file():
-        rows = (model_dir / metadata.train_pairs_file).read_text().splitlines()
-        exact = {tuple(r.split("\t")) for r in rows if r}
-        return exact, splits  # type: ignore[return-value]
+    path = model_dir / metadata.train_pairs_file if metadata.train_pairs_file else None
+    if path is not None and path.is_file():
+        if path.stat().st_size == 0:
+            return pl.DataFrame(schema=TRAINED_PAIRS_SCHEMA), splits
+        exact = pl.read_csv(
+            path, separator="\t", has_header=False, quote_char=None, schema=TRAINED_PAIRS_SCHEMA
+        )
+        return exact.unique(maintain_order=True), splits
     return None, splits

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -59,7 +59,7 @@ def save_model(
     *,
     train_config_yaml: str | None = None,
     metrics: dict[str, Any] | None = None,
-    text_files: dict[str, str] | None = None,
+    text_files: dict[str, str | Iterable[str]] | None = None,
 ) -> Path:
     """Write a complete model directory atomically (temp dir + rename); replaces an existing one."""
     directory = Path(directory)
@@ -79,7 +79,8 @@ def save_model(
         if metrics is not None:
             (tmp / "metrics.json").write_text(json.dumps(metrics, indent=2, sort_keys=True) + "\n")
         for name, text in (text_files or {}).items():
-            (tmp / name).write_text(text)
+            with (tmp / name).open("w") as handle:  # pieces, so millions of lines are never one string
+                handle.writelines([text] if isinstance(text, str) else text)
     return directory
 
 

@@ -201,7 +201,8 @@ def canary_exclusions(
     for dataset, split in canary_sets:
         label = f"{dataset}/{split}"
         if exact is not None:
-            excluded[label] |= {pid for d, s, pid in exact if d == dataset and s == split}
+            mine = exact.filter((pl.col("dataset") == dataset) & (pl.col("split") == split))
+            excluded[label] |= set(mine["pair_id"].to_list())
         elif label in splits:  # no pair list: every pair of a split it trained on is suspect
             excluded[label] |= set(catalog.read_split(dataset, split)["pair_id"].to_list())
     return excluded

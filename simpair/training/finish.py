@@ -8,6 +8,7 @@ the dev and training pair ids that evaluation's leakage exclusion reads.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +45,17 @@ def joined_lines(lines: pa.Array) -> str:
     )
     offsets = np.frombuffer(ended.buffers()[1], dtype=np.int64)[ended.offset : ended.offset + len(ended) + 1]
     return bytes(memoryview(ended.buffers()[2])[offsets[0] : offsets[-1]]).decode()
+
+
+def _train_pair_lines(trained: PairTokens, parent_file: Path | None, chunk: int = 65536) -> Iterator[str]:
+    """train_pairs.txt in pieces: the parent stage's lines (if any), then these pairs, one per line."""
+    if parent_file is not None and parent_file.is_file():
+        with parent_file.open() as lines:
+            yield from (line if line.endswith("\n") else line + "\n" for line in lines)
+    if len(trained) == 0:
+        yield "\n"
+    for start in range(0, len(trained), chunk):
+        yield joined_lines(trained.subset(np.arange(start, min(start + chunk, len(trained)))).pair_lines())
 
 
 def fit_postprocess(
@@ -112,12 +124,10 @@ def finish(
         dev = graded_metrics(score, dev_pairs.targets)
 
     out_dir = Path(config.output_dir) if config.output_dir else new_model_dir(home / "models", config.name)
-    train_text = joined_lines(trained.pair_lines())
+    parent_file = None
     if parent is not None and parent.train_pairs_file and parent_dir is not None:
         parent_file = Path(parent_dir) / parent.train_pairs_file
-        if parent_file.is_file():
-            parent_lines = parent_file.read_text().splitlines()
-            train_text = "\n".join(parent_lines) + ("\n" if parent_lines else "") + train_text
+    train_text = _train_pair_lines(trained, parent_file)
     train_splits = trained.split_labels()
     if parent is not None:
         train_splits = sorted(set(train_splits) | set(parent.train_datasets))
