@@ -343,7 +343,7 @@ def training_overlap(
     if exact is None:
         by_split = dict.fromkeys(splits)
     if exact is not None:
-        for (dataset, split), ids in exact.group_by("dataset", "split", maintain_order=True):
+        for (dataset, split), ids in exact.collect().group_by("dataset", "split", maintain_order=True):
             by_split[f"{dataset}/{split}"] = set(ids["pair_id"].to_list())
     catalog = Catalog(home)
     known = set(catalog.datasets())

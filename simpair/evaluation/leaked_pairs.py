@@ -21,7 +21,7 @@ def leaked_pair_ids(
     split: str,
     *,
     train_splits: Collection[str] = (),
-    train_pairs: pl.DataFrame | None = None,
+    train_pairs: pl.LazyFrame | None = None,
 ) -> set[str]:
     """Pair ids of `dataset/split` whose twin sits in the given training data.
 
@@ -30,8 +30,10 @@ def leaked_pair_ids(
     """
     rows = leakage.filter((pl.col("dataset") == dataset) & (pl.col("split") == split))
     if train_pairs is not None:
+        # stream the (possibly huge) list of trained pairs, keeping only the twins' ids
+        twins = train_pairs.filter(pl.col("pair_id").is_in(rows["train_pair_id"].unique().implode()))
         rows = rows.join(
-            train_pairs,
+            twins.collect(engine="streaming"),
             left_on=["train_dataset", "train_split", "train_pair_id"],
             right_on=list(TRAINED_PAIRS_SCHEMA),
             how="semi",
@@ -45,19 +47,17 @@ def leaked_pair_ids(
 TRAINED_PAIRS_SCHEMA = {"dataset": pl.String, "split": pl.String, "pair_id": pl.String}
 
 
-def trained_pairs(model_dir: Path, metadata: Any) -> tuple[pl.DataFrame | None, set[str]]:
-    """(exact trained pairs as a (dataset, split, pair_id) frame or None, trained 'dataset/split' labels).
+def trained_pairs(model_dir: Path, metadata: Any) -> tuple[pl.LazyFrame | None, set[str]]:
+    """(exact trained pairs as a lazy (dataset, split, pair_id) scan or None, trained 'dataset/split' labels).
 
-    A frame, not a set of tuples: a model trained on millions of pairs lists millions of ids, and
-    Python tuples of them cost about 15x their Arrow strings.
+    A lazy scan of the model's `train_pairs.txt`, not a set of tuples: a model trained on millions of
+    pairs lists millions of ids, and callers only need the few that the leakage report names.
     """
     splits = set(metadata.train_datasets)
     path = model_dir / metadata.train_pairs_file if metadata.train_pairs_file else None
-    if path is not None and path.is_file():
-        if path.stat().st_size == 0:
-            return pl.DataFrame(schema=TRAINED_PAIRS_SCHEMA), splits
-        exact = pl.read_csv(
-            path, separator="\t", has_header=False, quote_char=None, schema=TRAINED_PAIRS_SCHEMA
-        )
-        return exact.unique(maintain_order=True), splits
-    return None, splits
+    if path is None or not path.is_file():
+        return None, splits
+    if path.stat().st_size <= 1:  # nothing trained on (an empty list is written as one newline)
+        return pl.LazyFrame(schema=TRAINED_PAIRS_SCHEMA), splits
+    scan = pl.scan_csv(path, separator="\t", has_header=False, quote_char=None, schema=TRAINED_PAIRS_SCHEMA)
+    return scan, splits

@@ -201,7 +201,7 @@ def canary_exclusions(
     for dataset, split in canary_sets:
         label = f"{dataset}/{split}"
         if exact is not None:
-            mine = exact.filter((pl.col("dataset") == dataset) & (pl.col("split") == split))
+            mine = exact.filter((pl.col("dataset") == dataset) & (pl.col("split") == split)).collect()
             excluded[label] |= set(mine["pair_id"].to_list())
         elif label in splits:  # no pair list: every pair of a split it trained on is suspect
             excluded[label] |= set(catalog.read_split(dataset, split)["pair_id"].to_list())
