@@ -61,7 +61,7 @@ class FileJob:
     only_file: bool  # the only file of its split: an empty file fails the source instead of being noted
     chunk_bytes: int = CHUNK_BYTES
     batch_rows: int = BATCH_ROWS
-    workers: int = 0  # processes parsing the chunks of a large delimited file; 0: $SIMPAIR_INGEST_WORKERS or 1
+    workers: int = 0  # processes parsing a large delimited file; 0: $SIMPAIR_INGEST_WORKERS or 1
 
 
 @dataclass
