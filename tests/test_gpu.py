@@ -139,7 +139,10 @@ def test_ddp_runs_over_nccl_on_cuda(tmp_path: Path) -> None:
     torchrun = Path(sys.executable).with_name("torchrun")
     launch = [str(torchrun)] if torchrun.is_file() else [sys.executable, "-m", "torch.distributed.run"]
     cmd = [*launch, "--standalone", "--nproc-per-node", str(procs), str(script)]
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
+    }
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300, cwd=REPO)
     assert proc.returncode == 0, proc.stderr[-3000:]
     lines = [json.loads(x) for x in proc.stdout.splitlines() if x.startswith("{")]
