@@ -311,6 +311,25 @@ class Checks(_Strict):
     )
 
 
+ConflictRule = Literal["keep_first", "mean", "quarantine"]
+
+
+class Duplicates(_Strict):
+    """What happens to copies of one pair (exact, or swapped with checks.symmetric_pairs) whose labels differ.
+
+    Copies with equal labels are plain duplicates: the first is kept, the others are quarantined as
+    `duplicate`. Copies that disagree (SICK-style exports carry 3.7 beside 4.4 for the same pair)
+    say that the label is uncertain, so by default no copy is trusted.
+    """
+
+    conflicting_labels: ConflictRule = Field(
+        default="quarantine",
+        description="'quarantine': every copy is quarantined as 'conflicting_duplicate'; 'keep_first': the "
+        "first copy is kept as it is; 'mean': the first copy is kept with the mean of the copies' "
+        "scores (graded labels only). Either way the conflicts are counted in the ingest report",
+    )
+
+
 class Contract(_Strict):
     """One raw source (a dataset with its splits) and how to read it."""
 
@@ -323,6 +342,7 @@ class Contract(_Strict):
     columns: ColumnMapping
     label: LabelSpec
     checks: Checks = Checks()
+    duplicates: Duplicates = Duplicates()
     split_column: SplitColumn | None = Field(
         default=None, description="rows of one file (or pattern) assigned to splits by a column's value"
     )
@@ -333,6 +353,11 @@ class Contract(_Strict):
 
     @model_validator(mode="after")
     def _consistent(self) -> Contract:
+        if self.duplicates.conflicting_labels == "mean" and self.label.kind != "graded":
+            raise ValueError(
+                "duplicates.conflicting_labels: mean needs a graded label; for binary labels use "
+                "quarantine or keep_first"
+            )
         names = [f.split for f in self.files]
         if len(names) != len(set(names)):
             raise ValueError(f"split names must be unique, got {names}")
@@ -381,6 +406,11 @@ class Contract(_Strict):
         return {f.split: str(f.role) for f in self.files}
 
 
+def _message(text: str) -> str:
+    """A validator's sentence as written (pydantic prefixes the ones our validators raise)."""
+    return str(text).removeprefix("Value error, ")
+
+
 def load_contract(path: Path) -> Contract:
     """Read and validate one contract file; errors name the file and the offending field."""
     try:
@@ -394,7 +424,8 @@ def load_contract(path: Path) -> Contract:
         contract = Contract.model_validate(raw)
     except ValidationError as exc:
         problems = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc']) or '<root>'}: {err['msg']}" for err in exc.errors()
+            f"{'.'.join(str(p) for p in err['loc']) or '<root>'}: {_message(err['msg'])}"
+            for err in exc.errors()
         )
         raise ContractError(f"{path}: invalid contract: {problems}") from exc
     return contract.model_copy(

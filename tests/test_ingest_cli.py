@@ -22,7 +22,10 @@ def test_cli_ingests_defaults_then_reports_nothing_changed(home: Path, shared_da
     assert first.returncode == 0, first.stdout + first.stderr
     out = first.stdout
     assert "│ msrp    │ train (train) │" in out and "│ 4076    │ 4076  │ 0 " in out
-    assert "duplicate 57" in out  # 43 exact repeats + 14 with the texts swapped
+    # STS-B train repeats 57 pairs (43 exact, 14 swapped); 13 of those pairs carry another score in a copy,
+    # so all 31 of their copies are quarantined and 39 plain repeats remain
+    assert "duplicate 39" in out and "conflicting_duplicate 31" in out
+    assert "stsb: pairs whose copies carry different labels: 13 in train, 1 in test" in out
     assert "mojibake_fixes 40" in out
     assert "│ 498 " in out  # MSRP test pairs inside STS-B train
     second = _simpair("ingest", "--no-prefect", env=env)

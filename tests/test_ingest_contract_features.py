@@ -93,7 +93,7 @@ def test_default_pair_ids_stay_unique_across_the_files_of_a_split(tmp_path: Path
         "train-train-2-3",
     ]
     manifest = catalog.manifest("toy")
-    assert manifest["ingest_code_version"] == "2" and "file stem" in manifest["pair_id"]
+    assert manifest["ingest_code_version"] == "3" and "file stem" in manifest["pair_id"]
 
 
 def test_text_pair_splits_one_field_into_two_texts(tmp_path: Path) -> None:

@@ -121,7 +121,7 @@ def test_duplicates_equal_the_in_memory_rules(
 
 
 def test_a_first_copy_in_another_file_is_named_by_file(tmp_path: Path) -> None:
-    rows = [  # (file_index, line, split, pair_id, a, b, source_file)
+    rows = [  # (file_index, line, split, pair_id, a, b, source_file), all labelled 1
         (0, 2, "train", "p1", "x", "y", "a.tsv"),
         (0, 3, "test", "p1", "x", "y", "a.tsv"),  # another split: not a duplicate
         (1, 2, "train", "p9", "y", "x", "b.tsv"),  # swapped copy, first copy in a.tsv
@@ -130,7 +130,9 @@ def test_a_first_copy_in_another_file_is_named_by_file(tmp_path: Path) -> None:
         (1, 5, "train", "p'2", "q", "s", "b.tsv"),
     ]
     names = ["file_index", "line", "split", "pair_id", "text_a", "text_b", "source_file"]
-    frame = pl.DataFrame(rows, schema=names, orient="row").with_columns(pl.col("file_index").cast(pl.Int32))
+    frame = pl.DataFrame(rows, schema=names, orient="row").with_columns(
+        pl.col("file_index").cast(pl.Int32), pl.lit(1).alias("label")
+    )
     got = duplicate_rejects(
         _parts(frame, tmp_path / "parts", 2), _contract(), tmp_path / "work", bucket_rows=1
     )

@@ -78,11 +78,13 @@ def test_stsb_scores_are_normalised_and_original_kept(ingested: tuple[Path, Inge
     assert train["label"].null_count() == train.height
     assert train["score"].min() == 0.0 and train["score"].max() == 1.0
     assert ((train["score"] - train["score_raw"] / 5).abs() < 1e-6).all()
-    # 43 exact repeats and 14 with the texts swapped (one pair, symmetric task) are quarantined as
-    # "duplicate", first copy kept
-    assert _split(report, "stsb", "train").reasons == {"duplicate": 57}
+    # 43 exact repeats and 14 with the texts swapped (one pair, symmetric task): 13 of those pairs have
+    # a copy with another score, so all 31 of their copies are "conflicting_duplicate"; the 39 other
+    # repeats are "duplicate", first copy kept
+    assert _split(report, "stsb", "train").reasons == {"duplicate": 39, "conflicting_duplicate": 31}
+    assert _split(report, "stsb", "train").label_conflicts == 13
     assert _split(report, "stsb", "dev").reasons == {"duplicate": 3}
-    assert _split(report, "stsb", "test").reasons == {"duplicate": 2}
+    assert _split(report, "stsb", "test").reasons == {"conflicting_duplicate": 2, "duplicate": 1}
     assert train.filter(pl.col("pair_id") == "MSRpar-2012test-0698").height == 1
 
 

@@ -27,7 +27,7 @@ from simpair.ingest.finish import Outputs, write_outputs
 from simpair.ingest.parse import FileJob, FileResult, parse_file
 from simpair.ingest.reader import SourceFileError
 from simpair.ingest.report import STAT_KEYS, DatasetReport, SplitReport
-from simpair.ingest.sources import SourceRoot, plain_stem
+from simpair.ingest.sources import SourceRoot, compression_of, plain_stem
 from simpair.ingest.versioning import INGEST_CODE_VERSION, code_fingerprint, dataset_version
 from simpair.ingest.writer import TMP_PREFIX, remove_leftovers, set_current, write_version
 
@@ -59,12 +59,32 @@ def resolve_files(contract: Contract, root: SourceRoot) -> list[SourceFile]:
                 f"{root.display(pattern)}: no file matches the pattern of {what} "
                 f"(contract {contract.source_path})"
             )
-        stems = [plain_stem(n) for n in names]
-        for name, stem in zip(names, stems, strict=True):
-            # the stem alone names the file unless two files of the split share it (a/x.tsv, b/x.tsv)
-            tag = stem if stems.count(stem) == 1 else str(PurePosixPath(name).with_name(stem))
+        for name, tag in zip(names, file_tags(names), strict=True):
             out.append(SourceFile(spec, name, root.sha256(name), tag))
     return out
+
+
+def file_tags(names: list[str]) -> list[str]:
+    """The name of each file of one split in its default pair ids, unique within the split.
+
+    The stem alone names a file unless two files of the split share it (a/x.tsv, b/x.tsv: their
+    paths without suffixes). Files that still collide differ only by their suffixes: a/x.tsv and
+    a/x.tsv.gz keep the compression suffix (a/x, a/x.gz), and any others their whole name. Tags that
+    were unique before stay as they were, so existing pair ids do not move.
+    """
+    stems = [plain_stem(n) for n in names]
+    tags = [
+        s if stems.count(s) == 1 else str(PurePosixPath(n).with_name(s))
+        for n, s in zip(names, stems, strict=True)
+    ]
+    if len(set(tags)) == len(tags):
+        return tags
+    clashing = {t for t in tags if tags.count(t) > 1}
+    suffixed = [
+        t + (PurePosixPath(n).suffix.lower() if compression_of(n) else "") if t in clashing else t
+        for n, t in zip(names, tags, strict=True)
+    ]
+    return [n if suffixed.count(t) > 1 else t for n, t in zip(names, suffixed, strict=True)]
 
 
 def file_jobs(
@@ -128,6 +148,7 @@ def _build_version(
                 quarantined=mine.height,
                 reasons=_reason_counts(mine),
                 examples=_examples(mine),
+                label_conflicts=outputs.conflicts.get(spec.split, 0),
                 stats={k: int(stats[spec.split].get(k, 0)) for k in (*STAT_KEYS, "undecodable_lines")},
             )
         )
@@ -222,7 +243,12 @@ def ingest_dataset(
     dataset_dir = datasets_root(home) / contract.dataset
     dataset_dir.mkdir(parents=True, exist_ok=True)
     root = SourceRoot.of(sources)
-    base = DatasetReport(dataset=contract.dataset, contract=contract.source_path, status="failed")
+    base = DatasetReport(
+        dataset=contract.dataset,
+        contract=contract.source_path,
+        status="failed",
+        conflicting_labels=contract.duplicates.conflicting_labels,
+    )
     with FileLock(str(dataset_dir / ".lock")):
         base.leftovers_removed = remove_leftovers(dataset_dir) + remove_leftovers(dataset_dir / REJECTED)
         current_file = dataset_dir / "CURRENT"

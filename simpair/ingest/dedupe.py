@@ -3,7 +3,9 @@
 The rules are those of one in-order pass over each split, keeping the first copy: a later copy of a
 pair is a `duplicate` (with `checks.symmetric_pairs`, (a, b) and (b, a) are one pair); then, among
 rows that are not duplicates, a later row with an already seen pair id is a `duplicate_pair_id`.
-"First" is the lowest (file_index, line).
+"First" is the lowest (file_index, line). Copies of a pair whose labels differ follow the contract's
+`duplicates.conflicting_labels`: all quarantined as `conflicting_duplicate` (default), the first kept
+as it is, or the first kept with the copies' mean score; the comparison runs inside the same buckets.
 
 Dictionaries of keys grow with the dataset, so instead each rule runs in two passes over the
 candidate parts, both through `simpair.ingest.spill`:
@@ -17,7 +19,8 @@ The hash only ever rules rows out; every rejection is decided on the exact texts
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import polars as pl
@@ -34,6 +37,9 @@ _PAIR_KEY = ["split", "lo", "hi"]
 _ID_KEY = ["split", "pair_id"]
 _PLAIN_ID = r"^[ -&(-\[\]-~]*$"  # printable ASCII without ' or \: repr() only adds quotes
 _NO_ROWS = pl.DataFrame(schema={"pos": pl.Int64})
+_UPDATE_COLUMNS = ["pos", "mean_score", "mean_score_raw"]
+_UPDATE_SCHEMA = {"pos": pl.Int64, "mean_score": pl.Float64, "mean_score_raw": pl.Float64}
+_NO_UPDATES = pl.DataFrame(schema=_UPDATE_SCHEMA)
 
 
 def _position() -> pl.Expr:
@@ -50,23 +56,82 @@ def _pair_columns(contract: Contract) -> list[pl.Expr]:
     return [pl.col("split"), lo, hi, swapped.alias("swapped")]
 
 
+def _label_columns(contract: Contract) -> list[pl.Expr]:
+    """The label copies of a pair are compared on (`lab`, and as text for details); scores for `mean`."""
+    label = pl.col("label") if contract.label.kind == "binary" else pl.col("score_raw")
+    columns = [label.cast(pl.Float64).alias("lab"), label.cast(pl.Utf8).alias("lab_text")]
+    if contract.duplicates.conflicting_labels == "mean":
+        columns += [pl.col("score"), pl.col("score_raw")]
+    return columns
+
+
+def _with_firsts(rows: pl.DataFrame, key: list[str], *carry: str) -> pl.DataFrame:
+    """Rows of a bucket with the first (lowest pos) row of their exact key: its pos and `carry`."""
+    firsts = [pl.col(c).first().over(key).alias(f"first_{c}") for c in ("pos", *carry)]
+    return rows.sort("pos").with_columns(firsts)
+
+
 def _later_copies(rows: pl.DataFrame, key: list[str], *carry: str) -> pl.DataFrame:
     """Rows that are not the first (lowest pos) of their exact key, with the first's pos and `carry`."""
-    firsts = [pl.col(c).first().over(key).alias(f"first_{c}") for c in ("pos", *carry)]
-    rows = rows.sort("pos").with_columns(firsts)
+    rows = _with_firsts(rows, key, *carry)
     return rows.filter(pl.col("pos") != pl.col("first_pos"))
 
 
 def _exact(
     scan: pl.LazyFrame, columns: list[pl.Expr], cand: pl.DataFrame, key: list[str], bucket_rows: int,
-    folder: Path, *carry: str,
+    folder: Path,
 ) -> Iterator[pl.DataFrame]:  # fmt: skip
-    """Later copies among the candidate rows, bucket by bucket."""
+    """The candidate rows with their exact key columns, bucket by bucket (equal keys share a bucket)."""
     query = scan.filter(_position().is_in(cand["pos"].implode())).select(_position(), *columns)
     k = spill.bucket_count(cand.height, bucket_rows)
     for _, rows in spill.buckets(query, key, k, folder):
-        yield _later_copies(rows, key, *carry)
+        yield rows
     shutil.rmtree(folder, ignore_errors=True)
+
+
+@dataclass
+class _PairCopies:
+    """One bucket's copies of pairs, sorted out by `duplicates.conflicting_labels`."""
+
+    plain: pl.DataFrame  # later copies to quarantine as `duplicate` (with `how`, maybe a label note)
+    conflicting: pl.DataFrame  # every copy of a conflicting pair, to quarantine as `conflicting_duplicate`
+    updates: pl.DataFrame  # first copies whose score becomes the copies' mean (rule `mean`)
+    counts: pl.DataFrame  # split, conflicting pairs, their rows
+
+
+def _pair_copies(rows: pl.DataFrame, rule: str) -> _PairCopies:
+    rows = _with_firsts(rows, _PAIR_KEY, "swapped", "lab_text")
+    means = [pl.col(c).mean().alias(f"mean_{c}") for c in ("score", "score_raw") if c in rows.columns]
+    groups = rows.group_by(_PAIR_KEY).agg(
+        (pl.col("lab").n_unique() > 1).alias("conflict"),
+        pl.len().alias("copies"),
+        pl.col("lab_text").sort_by("lab").unique(maintain_order=True).str.join(", ").alias("labels"),
+        *means,
+    )
+    rows = rows.join(groups, on=_PAIR_KEY, how="left")
+    same = pl.col("swapped") == pl.col("first_swapped")
+    how = pl.when(same).then(pl.lit("same text_a/text_b")).otherwise(pl.lit("same texts, swapped,"))
+    later = pl.col("pos") != pl.col("first_pos")
+    conflicting = rows.filter("conflict")
+    if rule == "quarantine":
+        plain = rows.filter(later & ~pl.col("conflict")).with_columns(
+            how.alias("how"), pl.lit("").alias("note")
+        )
+        kept_conflicts = conflicting.clear()
+    else:
+        kept = "first copy kept" if rule == "keep_first" else "the first copy gets the mean score"
+        note = pl.format(
+            f"; its label {{}} differs from the first copy's {{}} ({kept})", "lab_text", "first_lab_text"
+        )
+        note = pl.when(pl.col("conflict")).then(note).otherwise(pl.lit(""))
+        plain = rows.filter(later).with_columns(how.alias("how"), note.alias("note"))
+        kept_conflicts, conflicting = conflicting, conflicting.clear()
+    updates = kept_conflicts.filter(~later).select(_UPDATE_COLUMNS) if rule == "mean" else _NO_UPDATES
+    counted = pl.concat([conflicting, kept_conflicts])
+    counts = counted.group_by("split").agg(
+        pl.struct("lo", "hi").n_unique().alias("pairs"), pl.len().alias("rows")
+    )
+    return _PairCopies(plain, conflicting, updates, counts)
 
 
 def _where(sources: dict[int, str]) -> pl.Expr:
@@ -103,10 +168,19 @@ def _source_files(scan: pl.LazyFrame) -> dict[int, str]:
     return dict(zip(pairs["file_index"].to_list(), pairs["source_file"].to_list(), strict=True))
 
 
-def duplicate_rejects(
+@dataclass
+class Duplicates:
+    """What the duplicate rules decided over all candidate rows of a source."""
+
+    rejects: list[Path]  # Parquet files (file_index, line, reason, detail) of the rows to quarantine
+    label_updates: pl.DataFrame  # file_index, line, score, score_raw: kept first copies, new mean score
+    conflicts: dict[str, int] = field(default_factory=dict)  # split -> pairs whose copies' labels differ
+
+
+def find_duplicates(
     parts: list[Path], contract: Contract, work: Path, bucket_rows: int = spill.BUCKET_ROWS
-) -> list[Path]:
-    """Parquet files under `work` (file_index, line, reason, detail) of every candidate row to quarantine.
+) -> Duplicates:
+    """Every candidate row to quarantine as a duplicate, and the copies whose labels conflict.
 
     `parts` are candidate rows that passed the row checks, in any order and any number of files;
     `bucket_rows` bounds the rows of texts held at once (tests make it tiny to exercise many buckets).
@@ -119,37 +193,75 @@ def duplicate_rejects(
     out: list[Path] = []
     sources: dict[int, str] = {}
 
-    def emit(name: str, frame: pl.DataFrame, reason: str, detail: str) -> None:
-        """Write rejects; `detail` is a pl.format template whose last {} is the first copy's place."""
+    def emit(name: str, frame: pl.DataFrame, reason: str, detail: Callable[[pl.Expr], pl.Expr]) -> None:
+        """Write rejects; `detail` builds the text from the first copy's place."""
         if not sources:
             sources.update(_source_files(scan))
-        fields = [pl.col(c) for c in ("how", "quoted") if c in frame.columns]
         out.append(work / f"duplicates-{name}.parquet")
-        _rejects(frame, reason, pl.format(detail, *fields, _where(sources))).write_parquet(out[-1])
+        _rejects(frame, reason, detail(_where(sources))).write_parquet(out[-1])
 
     removed = [_NO_ROWS]
+    updates: list[pl.DataFrame] = []
+    counts: list[pl.DataFrame] = []
     if parts and checks.drop_exact_duplicates:
-        columns = _pair_columns(contract)
+        columns = [*_pair_columns(contract), *_label_columns(contract)]
         cand = spill.repeated(
             scan.select(_position(), pl.struct(columns[:3]).hash(11).alias("h")), k, work / "ph"
         )
-        for number, dups in enumerate(
-            _exact(scan, columns, cand, _PAIR_KEY, bucket_rows, work / "p", "swapped")
-        ):
-            same = pl.col("swapped") == pl.col("first_swapped")
-            how = pl.when(same).then(pl.lit("same text_a/text_b")).otherwise(pl.lit("same texts, swapped,"))
-            if dups.height:
-                emit(f"pairs-{number}", dups.with_columns(how.alias("how")), "duplicate", "{} as {}")
-                removed.append(dups.select("pos"))
+        rule = contract.duplicates.conflicting_labels
+        for number, rows in enumerate(_exact(scan, columns, cand, _PAIR_KEY, bucket_rows, work / "p")):
+            copies = _pair_copies(rows, rule)
+            if copies.plain.height:
+                emit(f"pairs-{number}", copies.plain, "duplicate",
+                     lambda where: pl.format("{} as {}{}", "how", where, "note"))  # fmt: skip
+            if copies.conflicting.height:
+                emit(f"conflicts-{number}", copies.conflicting, "conflicting_duplicate", _conflict_detail)
+            removed += [copies.plain.select("pos"), copies.conflicting.select("pos")]
+            updates.append(copies.updates)
+            counts.append(copies.counts)
     if parts and checks.unique_pair_ids:
         kept = scan.select(_position(), *_ID_KEY).join(pl.concat(removed).lazy(), on="pos", how="anti")
         cand = spill.repeated(kept.select("pos", pl.struct(_ID_KEY).hash(13).alias("h")), k, work / "ih")
         id_columns = [pl.col(c) for c in _ID_KEY]
-        for number, dups in enumerate(_exact(scan, id_columns, cand, _ID_KEY, bucket_rows, work / "i")):
+        for number, rows in enumerate(_exact(scan, id_columns, cand, _ID_KEY, bucket_rows, work / "i")):
+            dups = _later_copies(rows, _ID_KEY)
             if dups.height:
                 quoted = dups.with_columns(_quoted(dups["pair_id"]).alias("quoted"))
-                emit(f"ids-{number}", quoted, "duplicate_pair_id", "pair_id {} already on {}")
+                emit(f"ids-{number}", quoted, "duplicate_pair_id",
+                     lambda where: pl.format("pair_id {} already on {}", "quoted", where))  # fmt: skip
     if not out:
         out.append(work / "duplicates-none.parquet")
         pl.DataFrame(schema=REJECT_SCHEMA).write_parquet(out[-1])
-    return out
+    return Duplicates(out, _label_updates(updates), _conflict_counts(counts))
+
+
+def _conflict_detail(where: pl.Expr) -> pl.Expr:
+    return pl.format("{} copies of this pair carry different labels ({}); first copy at {}",
+                     "copies", "labels", where)  # fmt: skip
+
+
+def _label_updates(frames: list[pl.DataFrame]) -> pl.DataFrame:
+    """file_index, line, score, score_raw of the first copies that take their copies' mean."""
+    found = pl.concat(frames) if frames else pl.DataFrame(schema=_UPDATE_SCHEMA)
+    return found.select(
+        (pl.col("pos") // _LINE).cast(pl.Int32).alias("file_index"),
+        (pl.col("pos") % _LINE).alias("line"),
+        pl.col("mean_score").alias("score"),
+        pl.col("mean_score_raw").alias("score_raw"),
+    )
+
+
+def _conflict_counts(frames: list[pl.DataFrame]) -> dict[str, int]:
+    """Pairs whose copies carry different labels, per split (a pair lives in one bucket: counts add up)."""
+    found = [f for f in frames if f.height]
+    if not found:
+        return {}
+    total = pl.concat(found).group_by("split").agg(pl.col("pairs").sum())
+    return {str(split): int(pairs) for split, pairs in total.iter_rows()}
+
+
+def duplicate_rejects(
+    parts: list[Path], contract: Contract, work: Path, bucket_rows: int = spill.BUCKET_ROWS
+) -> list[Path]:
+    """The reject files of `find_duplicates` alone."""
+    return find_duplicates(parts, contract, work, bucket_rows).rejects

@@ -39,6 +39,7 @@ class Outputs:
     clean: dict[str, int]
     quarantine: pl.DataFrame  # source_file, source_line, reason, detail, split (no raw text)
     extra_types: dict[str, str] = field(default_factory=dict)
+    conflicts: dict[str, int] = field(default_factory=dict)  # split -> pairs whose copies' labels differ
 
 
 def _by_file(frames: pl.DataFrame) -> dict[int, pl.DataFrame]:
@@ -90,9 +91,11 @@ def write_outputs(
     """Dedupe, type extras, write every split's clean file and the quarantine under `work/out`."""
     results = sorted(results, key=lambda r: r.file_index)
     parts = [p for r in results for p in r.parts]
-    dup_files = dedupe.duplicate_rejects(parts, contract, work / "dedupe")
+    found = dedupe.find_duplicates(parts, contract, work / "dedupe")
+    dup_files = found.rejects
     dup_frame = pl.concat([pl.read_parquet(p) for p in dup_files]) if dup_files else pl.DataFrame()
     dups = _by_file(dup_frame) if dup_frame.height else {}
+    updates = _by_file(found.label_updates) if found.label_updates.height else {}
     types = _infer_extras(contract, parts, dups)
     out = work / "out"
     out.mkdir(parents=True, exist_ok=True)
@@ -114,6 +117,8 @@ def write_outputs(
                 hit = frame.join(mine, on="line", how="inner")
                 rejects.append(_quarantine_rows(hit, pl.col("reason"), pl.col("detail"), 1, 0, order))
                 frame = frame.join(mine.select("line"), on="line", how="anti")
+            if frame.height and (new_scores := updates.get(int(frame["file_index"][0]))) is not None:
+                frame = _with_mean_scores(frame, new_scores)
             bad = pl.Series([False] * frame.height)
             typed = []
             for position, spec in enumerate(contract.columns.extra):
@@ -144,7 +149,17 @@ def write_outputs(
     quarantine = _write_quarantine(contract, quarantine_parts, out / "quarantine.parquet", meta)
     files = {f"{spec.split}.parquet": out / f"{spec.split}.parquet" for spec in contract.files}
     files["quarantine.parquet"] = out / "quarantine.parquet"
-    return Outputs(files, {spec.split: clean[spec.split] for spec in contract.files}, quarantine, types)
+    clean_counts = {spec.split: clean[spec.split] for spec in contract.files}
+    return Outputs(files, clean_counts, quarantine, types, found.conflicts)
+
+
+def _with_mean_scores(frame: pl.DataFrame, scores: pl.DataFrame) -> pl.DataFrame:
+    """The kept first copies of conflicting pairs take their copies' mean score (`mean` rule)."""
+    joined = frame.join(scores, on="line", how="left", suffix="_mean")
+    return joined.with_columns(
+        pl.coalesce("score_mean", "score").alias("score"),
+        pl.coalesce("score_raw_mean", "score_raw").alias("score_raw"),
+    ).drop("score_mean", "score_raw_mean")
 
 
 def _quarantine_rows(

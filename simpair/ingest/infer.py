@@ -35,6 +35,8 @@ from simpair.ingest.sources import SourceAccessError, SourceRoot, compression_of
 _MAX_SAMPLE_BYTES = 64 << 20
 # A csv record may span lines; this many physical lines per sampled record is plenty.
 _LINES_PER_RECORD = 20
+# Lines of the sample that do not decode, named in the review note (the count covers the rest).
+_BAD_LINES_SHOWN = 10
 _DELIMITERS = ("\t", ",", ";", "|")
 _DELIMITER_NAMES = {"\t": "tab", ",": "comma", ";": "semicolon", "|": "pipe"}
 _NUMBER = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$")
@@ -246,17 +248,53 @@ def _decode(data: bytes, shown: str, notes: list[str]) -> tuple[str, str, bool]:
     try:
         text, encoding = data.decode("utf-8"), "utf-8"
     except UnicodeDecodeError as exc:
-        line = data.count(b"\n", 0, exc.start) + 1
-        text, encoding = data.decode("latin-1"), "latin-1"
-        notes.append(
-            f"the file is not valid UTF-8 (first bad byte on line {line}); encoding latin-1 is proposed "
-            "because it reads any byte: check the source's real encoding (often cp1252 for Windows exports)"
-        )
+        text, encoding = _mostly_utf8(data, exc, notes)
     probe = text[:65536]
     controls = sum(1 for ch in probe if ch not in "\t\n\r" and unicodedata.category(ch) == "Cc")
     if probe and controls > 0.01 * len(probe):
         raise InferError(f"{shown}: looks binary ({controls} control characters in the first {len(probe)})")
     return text, encoding, bom
+
+
+def _mostly_utf8(data: bytes, error: UnicodeDecodeError, notes: list[str]) -> tuple[str, str]:
+    """(text, encoding) of a sample that is not valid UTF-8 as a whole.
+
+    A UTF-8 export with a few broken bytes is still UTF-8: most of its lines with non-ASCII bytes
+    decode. Reading it as latin-1 would turn every accent and curly quote into mojibake (and C1
+    control characters), so it stays utf-8 and the lines that do not decode are named; ingest
+    quarantines those with reason `encoding`. In a latin-1 or cp1252 file almost no line with
+    accents decodes as UTF-8, so latin-1 is proposed there, as the encoding that reads any byte.
+    """
+    decoded = undecodable = 0
+    bad_lines: list[int] = []
+    for number, line in enumerate(data.split(b"\n"), start=1):
+        if line.isascii():
+            continue
+        try:
+            line.decode("utf-8")
+            decoded += 1
+        except UnicodeDecodeError:
+            undecodable += 1
+            if len(bad_lines) < _BAD_LINES_SHOWN:
+                bad_lines.append(number)
+    if decoded > undecodable:
+        shown = ", ".join(str(n) for n in bad_lines) + (", ..." if undecodable > len(bad_lines) else "")
+        which = f"line {shown} is" if undecodable == 1 else f"{undecodable} sampled lines are"
+        notes.append(
+            f"{which} not valid UTF-8 ({'lines ' + shown if undecodable > 1 else 'a bad byte'}), while "
+            f"{decoded} lines with "
+            "accents or other non-ASCII characters are: encoding utf-8 is proposed, and ingest quarantines "
+            "the lines that do not decode with reason encoding; fix them at the source if they matter"
+        )
+        return data.decode("utf-8", errors="backslashreplace"), "utf-8"
+    line = data.count(b"\n", 0, error.start) + 1
+    notes.append(
+        f"the file is not valid UTF-8 (first bad byte on line {line}; {undecodable} of "
+        f"{decoded + undecodable} lines with non-ASCII bytes do not decode); encoding latin-1 is "
+        "proposed because it reads any byte: check the source's real encoding "
+        "(often cp1252 for Windows exports)"
+    )
+    return data.decode("latin-1"), "latin-1"
 
 
 # ------------------------------------------------------------------------------------ delimited layout
@@ -532,6 +570,59 @@ def _pair_column(texts: list[_Column], delimiter: str | None) -> tuple[_Column, 
                 found.append((column, separator))
                 break
     return found[0] if len(found) == 1 else None
+
+
+def _shadowed(base: _Column, variant: _Column) -> bool:
+    """`variant` is `base`'s name with a suffix: sentence_A_original, question1_clean, text_a.raw."""
+    if not isinstance(base.ref, str) or not isinstance(variant.ref, str):
+        return False
+    short, long = base.ref.strip().lower(), variant.ref.strip().lower()
+    return bool(short) and long.startswith(short) and len(long) > len(short) and long[len(short)] in "_-. "
+
+
+def _supports(base: _Column, variant: _Column) -> bool:
+    """The sample backs the plain column over its suffixed sibling: text wherever the sibling has some."""
+    return base.textual and not base.low_cardinality and len(base.present) >= 0.95 * len(variant.present)
+
+
+def _text_columns(texts: list[_Column], notes: list[str]) -> tuple[_Column, _Column]:
+    """The two text columns: the longest free-text ones, unless a suffixed sibling shadows a plainer one.
+
+    Datasets often ship a text next to its source form (SICK's sentence_A beside sentence_A_original):
+    the plainly named column is the one the labels were given on, so it is preferred over a longer
+    sibling when the sample supports it (free text in as many rows). Whenever another candidate is
+    close to a chosen one (a sibling, or a similar length), a review note names both.
+    """
+    # of a column and its suffixed sibling only one is a candidate: the plain one if the sample backs it
+    dropped = {
+        (variant.position if _supports(base, variant) else base.position)
+        for variant in texts
+        for base in texts
+        if _shadowed(base, variant)
+    }
+    ranked = [c for c in texts if c.position not in dropped]
+    picked = (ranked if len(ranked) >= 2 else texts)[:2]
+    weaker = min(picked, key=lambda c: c.mean_length)
+    close: list[str] = []
+    for other in sorted((c for c in texts if c not in picked), key=lambda c: c.position):
+        if other.low_cardinality:  # a category (a source name, a split), never a text of the pair
+            continue
+        sibling = next((c for c in picked if _shadowed(c, other) or _shadowed(other, c)), None)
+        if sibling is None and other.mean_length < 0.8 * weaker.mean_length:
+            continue
+        chosen = sibling or weaker
+        why = "a name-similar sibling" if sibling else "a text column of similar length"
+        close.append(
+            f"{other.label} ({why} of {chosen.label}, mean {other.mean_length:.0f} against "
+            f"{chosen.mean_length:.0f} characters)"
+        )
+    if close:
+        chosen_labels = " and ".join(c.label for c in sorted(picked, key=lambda c: c.position))
+        notes.append(
+            f"text columns {chosen_labels} were chosen, but other candidates are close: {'; '.join(close)}; "
+            "check which columns the labels were given on"
+        )
+    return picked[0], picked[1]
 
 
 def _label_column(numeric: list[_Column]) -> _Column | None:
@@ -826,13 +917,11 @@ def _assemble(
             raise InferError(
                 f"{shown}: expected two text columns (or one holding both texts on two lines), found {found}"
             )
-        a, b = sorted(texts[:2], key=lambda c: c.position)
+        a, b = sorted(_text_columns(texts, notes), key=lambda c: c.position)
         mapping["text_a"], mapping["text_b"] = a.ref, b.ref
         used.update({a.position, b.position})
         inline["columns.text_a"] = f"mean {a.mean_length:.0f} characters"
         inline["columns.text_b"] = f"mean {b.mean_length:.0f} characters"
-        if len(texts) > 2:
-            inline["columns.text_a"] += " (the two longest text columns)"
     mapping["label"] = label.ref
 
     ids = [c for c in columns if c.position not in used and c.id_like]

@@ -21,6 +21,7 @@ import tempfile
 from pathlib import Path
 
 import polars as pl
+import pyarrow as pa
 import pyarrow.parquet as pq
 from filelock import FileLock
 
@@ -38,12 +39,30 @@ _SORT = ["dataset", "split", "train_dataset", "train_split", "pair_id", "train_p
 _SPLIT = 1 << 40  # pos = split number * 2**40 + row number inside the split
 
 
+class LeakageInputError(ValueError):
+    """A current split the leakage report cannot read; the message names the file."""
+
+
+def _readable(path: Path, dataset: str, split: str) -> Path:
+    """The split file, once its footer reads: a broken file fails the report with its name, not a trace."""
+    try:
+        pq.read_schema(path)
+    except (OSError, pa.ArrowException) as exc:
+        raise LeakageInputError(f"{path}: cannot read split {dataset}/{split}: {exc}") from exc
+    return path
+
+
 def _splits(catalog: Catalog) -> pl.LazyFrame | None:
-    """Every split of every current dataset as one lazy scan, with its role and a global row pos."""
+    """Every split of every current dataset as one lazy scan, with its role and a global row pos.
+
+    The key columns are cast to text: an empty split written without rows may carry Null-typed
+    columns, and one such split must not break the concatenation of all the others.
+    """
     scans = []
     for dataset in catalog.datasets():
         for split, role in catalog.splits(dataset).items():
-            scan = pl.scan_parquet(catalog.split_path(dataset, split)).with_row_index("row")
+            path = _readable(catalog.split_path(dataset, split), dataset, split)
+            scan = pl.scan_parquet(path).with_row_index("row")
             scans.append(
                 scan.select(
                     (pl.col("row").cast(pl.Int64) + len(scans) * _SPLIT).alias("pos"),
@@ -51,9 +70,7 @@ def _splits(catalog: Catalog) -> pl.LazyFrame | None:
                     pl.lit(split).alias("split"),
                     pl.lit(role in ("train", "dev")).alias("trains"),
                     pl.lit(role != "train").alias("evaluates"),
-                    "pair_id",
-                    "text_a",
-                    "text_b",
+                    *(pl.col(c).cast(pl.Utf8) for c in ("pair_id", "text_a", "text_b")),
                 )
             )
     return pl.concat(scans) if scans else None

@@ -6,13 +6,17 @@ This is the plain-Python path (`simpair ingest --no-prefect`, tests, notebooks).
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 from simpair import settings
+from simpair.catalog import leakage_path
 from simpair.contracts import Contract, ContractError, contract_files, load_contract
 from simpair.ingest.dataset import ingest_dataset
-from simpair.ingest.leakage import update_leakage
+from simpair.ingest.leakage import LeakageInputError, update_leakage
 from simpair.ingest.report import DatasetReport, IngestReport, LeakageReport
+
+log = logging.getLogger(__name__)
 
 
 def load_contracts(contracts: Path) -> tuple[list[Contract], list[DatasetReport]]:
@@ -42,13 +46,25 @@ def load_contracts(contracts: Path) -> tuple[list[Contract], list[DatasetReport]
 
 
 def safe_leakage(home: Path) -> LeakageReport:
-    """Leakage never hides the per-source results: a failure here is reported, not raised."""
+    """Leakage never hides the per-source results: any failure here is reported in one line, not raised.
+
+    The line names the split file that could not be read, else the leakage report's own path; the
+    traceback goes to the debug log.
+    """
+    path = leakage_path(home)
     try:
         return update_leakage(home)
-    except OSError as exc:
-        from simpair.catalog import leakage_path
+    except LeakageInputError as exc:
+        error = str(exc)
+    except Exception as exc:  # noqa: BLE001 - a bug or a corrupt page must not hide the sources' results
+        error = f"{path}: {type(exc).__name__}: {exc}"
+    log.debug("leakage report failed", exc_info=True)
+    return LeakageReport(status="failed", path=str(path), error=one_line(error))
 
-        return LeakageReport(status="failed", path=str(leakage_path(home)), error=str(exc))
+
+def one_line(text: str) -> str:
+    """An error message on one line (library messages often span several)."""
+    return " ".join(text.split())
 
 
 def run_ingest(

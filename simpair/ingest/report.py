@@ -36,6 +36,9 @@ class SplitReport(BaseModel):
     stats: dict[str, int] = Field(default_factory=dict)
     # first quarantined record of each reason, "file:line: detail", so a reader sees what went wrong
     examples: list[str] = Field(default_factory=list)
+    # pairs (exact or swapped copies) whose copies carry different labels; duplicates.conflicting_labels
+    # says what was done with them
+    label_conflicts: int = 0
 
 
 class DatasetReport(BaseModel):
@@ -53,6 +56,7 @@ class DatasetReport(BaseModel):
     unassigned_reasons: dict[str, int] = Field(default_factory=dict)
     extra_columns: dict[str, str] = Field(default_factory=dict)  # kept column -> type
     fixes: dict[str, int] = Field(default_factory=dict)  # cleaning counts of the whole source
+    conflicting_labels: str = "quarantine"  # the contract's rule for copies whose labels differ
 
 
 class LeakageCount(BaseModel):
@@ -88,13 +92,27 @@ class IngestReport(BaseModel):
     def changed(self) -> bool:
         return any(d.status == "ingested" for d in self.datasets)
 
+    def failure_lines(self) -> list[str]:
+        """One line per failure (a source, a contract file, the leakage report), each naming its file.
+
+        The table wraps long errors over several lines; these are what a terminal or a log shows.
+        """
+        lines = [f"{d.dataset}: {d.error or 'failed'}" for d in self.failed]
+        if self.leakage is not None and self.leakage.status == "failed":
+            lines.append(f"leakage report: {self.leakage.error or self.leakage.path}")
+        return [" ".join(line.split()) for line in lines]
+
     def headline(self) -> str:
+        leakage = ""
+        if self.leakage is not None and self.leakage.status == "failed":
+            leakage = "; the leakage report failed"
         if self.failed:
             names = ", ".join(d.dataset for d in self.failed)
-            return f"ingest finished with {len(self.failed)} failed source(s): {names}"
+            return f"ingest finished with {len(self.failed)} failed source(s): {names}{leakage}"
         if not self.changed:
-            return "nothing changed: every source matches its current version; no work done"
-        return "ingest finished: " + ", ".join(f"{d.dataset} {d.status}" for d in self.datasets)
+            done = "no work done" if not leakage else "no source changed"
+            return f"nothing changed: every source matches its current version; {done}{leakage}"
+        return "ingest finished: " + ", ".join(f"{d.dataset} {d.status}" for d in self.datasets) + leakage
 
 
 def _reasons(reasons: dict[str, int]) -> str:
@@ -160,6 +178,13 @@ def _source_notes(report: IngestReport) -> list[str]:
         per_split = any(v for s in d.splits for v in s.stats.values())
         if d.fixes and not per_split:  # split_column sources: fixes are known per file, not per split
             notes.append(f"{d.dataset}: fixes across all splits: {_stats(d.fixes)}")
+        conflicts = {s.split: s.label_conflicts for s in d.splits if s.label_conflicts}
+        if conflicts:
+            listed = ", ".join(f"{n} in {split}" for split, n in conflicts.items())
+            notes.append(
+                f"{d.dataset}: pairs whose copies carry different labels: {listed} "
+                f"(duplicates.conflicting_labels: {d.conflicting_labels})"
+            )
         if d.extra_columns:
             kept = ", ".join(f"{k} ({v})" for k, v in d.extra_columns.items())
             notes.append(f"{d.dataset}: extra columns kept: {kept}")

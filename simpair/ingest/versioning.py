@@ -16,7 +16,9 @@ from simpair.contracts import Contract
 from simpair.schema import PAIR_SCHEMA, QUARANTINE_SCHEMA
 
 # 2: default pair ids name the file (<split>-<file stem>-<line>); swapped pairs count as duplicates.
-INGEST_CODE_VERSION = "2"
+# 3: copies of a pair with different labels follow duplicates.conflicting_labels (default: all
+#    quarantined as conflicting_duplicate); files differing only by compression get distinct id tags.
+INGEST_CODE_VERSION = "3"
 
 
 def code_fingerprint() -> str:

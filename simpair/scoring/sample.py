@@ -15,22 +15,35 @@ from simpair.catalog import Catalog
 SAMPLE_COLUMNS = ["pair_id", "text_a", "text_b", "dataset", "split"]
 
 
+class NoTestSplit(LookupError):
+    """Nothing to sample: no ingested dataset has a test split (a fresh home, or a dataset without one)."""
+
+
 def make_sample_inbox(
     home: Path, inbox: Path, datasets: list[str] | None = None, limit: int | None = None
 ) -> list[Path]:
-    """Write `<inbox>/<dataset>-<split>.parquet` for every test split of the ingested datasets."""
+    """Write `<inbox>/<dataset>-<split>.parquet` for every test split of the ingested datasets.
+
+    Raises NoTestSplit when there is none, before the inbox is created: an empty inbox that scores
+    nothing would look like a success.
+    """
     catalog = Catalog(home)
+    tests = [
+        (dataset, split)
+        for dataset in datasets or catalog.datasets()
+        for split, role in sorted(catalog.splits(dataset).items())
+        if role == "test"
+    ]
+    if not tests:
+        raise NoTestSplit(f"no ingested test split: run simpair ingest first (home {home})")
     inbox.mkdir(parents=True, exist_ok=True)
     written = []
-    for dataset in datasets or catalog.datasets():
-        for split, role in sorted(catalog.splits(dataset).items()):
-            if role != "test":
-                continue
-            frame = catalog.read_split(dataset, split).select(SAMPLE_COLUMNS)
-            if limit:
-                frame = frame.head(limit)
-            path = inbox / f"{dataset}-{split}.parquet"
-            with atomic_path(path) as tmp:  # dot-prefixed: the inbox lister ignores it
-                frame.write_parquet(tmp, compression="zstd", row_group_size=1024)
-            written.append(path)
+    for dataset, split in tests:
+        frame = catalog.read_split(dataset, split).select(SAMPLE_COLUMNS)
+        if limit:
+            frame = frame.head(limit)
+        path = inbox / f"{dataset}-{split}.parquet"
+        with atomic_path(path) as tmp:  # dot-prefixed: the inbox lister ignores it
+            frame.write_parquet(tmp, compression="zstd", row_group_size=1024)
+        written.append(path)
     return written
