@@ -1,14 +1,17 @@
 """infra/: the team stack's compose file and images are pinned, health-checked, wired in order, and valid.
 
-`docker compose config` runs where Docker with the compose plugin exists and skips, saying so, where it
-does not (likewise the legacy `docker-compose config`). The rest reads the files themselves, so it runs
-everywhere: pinned images (compose services and Dockerfile bases), a healthcheck on every long-running
-service, dependants that wait for health, MLflow's allowed hosts (checked for real against an
-`mlflow server` on 127.0.0.1 started with the same setting).
+The compose file is validated on every run against the Compose Specification's JSON schema, vendored in
+infra/compose-spec/ (Apache-2.0, with its licence). `docker compose config` runs as an extra check where
+Docker with the compose plugin exists and skips, saying so, where it does not (likewise the legacy
+`docker-compose config`). The rest reads the files themselves, so it runs everywhere: pinned images
+(compose services and Dockerfile bases), a healthcheck on every long-running service, dependants that
+wait for health, MLflow's allowed hosts (checked for real against an `mlflow server` on 127.0.0.1
+started with the same setting).
 """
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
@@ -19,6 +22,7 @@ from importlib import metadata as importlib_metadata
 from pathlib import Path
 from urllib.parse import urlparse
 
+import jsonschema
 import pytest
 import yaml
 from registry_helpers import mlflow_server
@@ -26,6 +30,7 @@ from registry_helpers import mlflow_server
 REPO_ROOT = Path(__file__).resolve().parents[1]
 INFRA = REPO_ROOT / "infra"
 COMPOSE = INFRA / "docker-compose.yaml"
+COMPOSE_SCHEMA = INFRA / "compose-spec" / "compose-spec.json"
 DOCKERFILES = sorted(INFRA.glob("Dockerfile*"))
 ONE_SHOT = "service_completed_successfully"
 # a version, not a moving name: digits with a separator (16.10, 3.8.7, 12.8.1, RELEASE.2025-09-07...)
@@ -53,6 +58,49 @@ def _tag_problem(image: str) -> str | None:
     if "latest" in tag or not PINNED_TAG.search(tag):
         return f"tag {tag!r} is not a version"
     return None
+
+
+def _compose_schema_errors(path: Path) -> list[str]:
+    """Where a compose file breaks the Compose Specification: one line per error, with its YAML path."""
+    schema = json.loads(COMPOSE_SCHEMA.read_text())
+    # The schema declares draft-07 by an https URI that `validator_for` does not map, so name the draft.
+    validator = jsonschema.Draft7Validator(schema)
+    document = yaml.safe_load(path.read_text())
+    return [
+        f"{'/'.join(map(str, error.absolute_path)) or '(top level)'}: {error.message[:300]}"
+        for error in sorted(validator.iter_errors(document), key=lambda e: list(map(str, e.absolute_path)))
+    ]
+
+
+def test_compose_schema_is_vendored_with_its_licence() -> None:
+    jsonschema.Draft7Validator.check_schema(json.loads(COMPOSE_SCHEMA.read_text()))
+    assert "Apache License" in (COMPOSE_SCHEMA.parent / "LICENSE").read_text()
+    assert "Compose Specification" in (COMPOSE_SCHEMA.parent / "NOTICE").read_text()
+
+
+def test_compose_file_matches_the_compose_specification_schema() -> None:
+    errors = _compose_schema_errors(COMPOSE)
+    assert not errors, "\n".join(errors)
+
+
+@pytest.mark.parametrize(
+    ("good", "bad", "where"),
+    [
+        ("    healthcheck:      ", "    healthchek:       ", "services/mlflow"),
+        ("volumes:\n  postgres:", "volume:\n  postgres:", "(top level)"),
+        ("{condition: service_healthy}", "{condition: service_happy}", "depends_on"),
+    ],
+    ids=["misspelled-service-key", "unknown-top-level-key", "invalid-condition"],
+)
+def test_compose_schema_check_rejects_a_broken_copy(tmp_path: Path, good: str, bad: str, where: str) -> None:
+    """The same check on a copy with one deliberate mistake fails and says where the mistake is."""
+    text = COMPOSE.read_text()
+    assert good in text, f"the compose file no longer has {good!r}: update this case"
+    broken = tmp_path / "docker-compose.yaml"
+    broken.write_text(text.replace(good, bad, 1))
+    errors = _compose_schema_errors(broken)
+    assert errors, f"a copy with {bad!r} passed the schema"
+    assert any(where in error for error in errors), errors
 
 
 def test_docker_compose_config_accepts_the_file() -> None:
@@ -227,14 +275,15 @@ def test_readme_says_what_runs_where() -> None:
 
 
 def test_pinned_versions_agree_with_each_other_and_with_the_tested_environment() -> None:
-    """The Prefect server image, the images' constraints and this environment name the same versions."""
+    """The Prefect server runs the project image, and its constraints name the versions tested here."""
     pins = dict(
         line.split("==", 1)
         for line in (INFRA / "constraints.txt").read_text().splitlines()
         if line and not line.startswith("#")
     )
-    server_tag = _services()["prefect-server"]["image"].rsplit(":", 1)[1]
-    assert server_tag.startswith(f"{pins['prefect']}-python3.11"), (server_tag, pins["prefect"])
+    # the server's Prefect and fastapi come from constraints.txt, not from a prebuilt image's own resolution
+    server, mlflow = _services()["prefect-server"], _services()["mlflow"]
+    assert (server.get("build"), server["image"]) == (mlflow["build"], mlflow["image"]), server
     for package in ("prefect", "mlflow", "torch", "transformers", "fastapi"):
         installed = importlib_metadata.version(package).split("+", 1)[0]
         assert pins[package] == installed, f"{package}: constraints {pins[package]}, tested with {installed}"
