@@ -43,11 +43,13 @@ def summary_table(summary: ScoreSummary) -> Table:
             f"in {summary.precision}"
         ),
         caption=(
-            f"files: {summary.files_scored} scored, {summary.files_skipped} skipped, "
+            f"files: {summary.files_scored} scored ({summary.files_rescored} again with this version), "
+            f"{summary.files_skipped} skipped, "
             f"{summary.files_quarantined} quarantined | rows: {summary.rows_scored} scored, "
             f"{summary.rows_rejected} rejected, {summary.rows_truncated} truncated | "
             f"{summary.pairs_per_s} pairs/s | precision {summary.precision}: {precision_note(summary)}"
             + (f"\nembedding store: {store_note(summary)}" if store_note(summary) else "")
+            + (f"\nre-score: {summary.rescore}" if summary.rescore else "")
         ),
     )
     table.add_column("file")
@@ -99,6 +101,18 @@ def register(app: typer.Typer) -> None:
         embedding_store: EmbeddingStoreOption = True,
         embedding_cache: ScoreCacheOption = None,
         embedding_memory_mb: EmbeddingMemoryOption = DEFAULT_MEMORY_MB,
+        rescore: Annotated[
+            bool,
+            typer.Option(
+                help="Also score batches that another model version already scored, with this run's "
+                "pinned version, into _rescored/<model>/<version>/ (their other outputs stay). Each "
+                "version scores a batch once: a second --rescore with the same version skips it."
+            ),
+        ] = False,
+        rescore_days: Annotated[
+            int | None,
+            typer.Option(min=0, help="With --rescore: only batches first claimed at most N days ago."),
+        ] = None,
         wait: Annotated[
             float,
             typer.Option(min=0, help="Seconds to wait if another run holds the output; 0 exits at once."),
@@ -116,7 +130,8 @@ def register(app: typer.Typer) -> None:
             Path | None, typer.Option("--json", help="Also write the summary as JSON here.")
         ] = None,
     ) -> None:
-        """Score every new batch in the inbox exactly once with one pinned model."""
+        """Score every new batch in the inbox exactly once with one pinned model (once per model
+        version: --rescore scores batches another version scored again)."""
         from simpair.scoring.int8_guard import Int8Refused
         from simpair.scoring.ledger import RunLocked
 
@@ -130,6 +145,7 @@ def register(app: typer.Typer) -> None:
                 model=model, home=home, chunk_rows=chunk_rows, batch_size=batch_size, threads=threads,
                 backend=backend, precision=precision, lock_wait=wait, embedding_store=embedding_store,
                 embedding_cache=embedding_cache, embedding_memory_mb=embedding_memory_mb,
+                rescore=rescore, rescore_days=rescore_days,
             )  # fmt: skip
         except ValidationError as exc:
             raise typer.BadParameter(validation_message(exc)) from None

@@ -3,7 +3,7 @@
 The DAG is `simpair.scoring.run.run_scoring`, the same one `simpair score --no-prefect` runs in
 process; this flow runs each of its stages as the Prefect task wired below:
 
-    resolve-model -> start-run -> list-inbox -> hash-file (mapped over files) -> plan-files
+    resolve-model -> start-run -> list-inbox -> hash-file (mapped over files) -> decide-rescore -> plan-files
     -> score-chunk (mapped over every pending chunk of every file)
     -> finalize-file (one per file, once its chunks are in) -> publish-score-summary
 
@@ -13,6 +13,11 @@ flow process for the whole run; workers only touch the ledger rows of the chunks
 Like the pinned model, the precision (`fp32`, or the opt-in `bf16`) is decided once in the flow
 process and handed to every chunk task as an argument, as are the `ScoringOptions`, which is how Dask
 workers receive every setting.
+
+Each batch is scored once per model version. The `rescore` parameter scores batches that another
+version already scored again with the pinned one; the nightly `profile`'s
+`scoring.rescore_days_after_promotion` (N > 0) does so for the last N days' batches on the first run
+after a promotion (the night's hand-off to scoring; `simpair.scoring.rescore`).
 """
 
 from __future__ import annotations
@@ -23,16 +28,19 @@ from typing import Any
 from prefect import flow, runtime
 
 from simpair.model_ref import resolve_model_ref
+from simpair.nightly.profile import load_profile
 from simpair.scoring.chunk import score_chunk
 from simpair.scoring.commit import finalize_file
 from simpair.scoring.inbox import list_inbox
 from simpair.scoring.options import ScoringOptions
 from simpair.scoring.plan import hash_file, plan_files
+from simpair.scoring.rescore import decide_rescore
 from simpair.scoring.run import finish_run, run_scoring, start_run
 from simpair.scoring.scorer import default_threads
 from simpair.scoring.summary import ScoreSummary
 from simpair.tasks.scoring import (
     PrefectStages,
+    decide_rescore_task,
     finalize_file_task,
     hash_file_task,
     list_inbox_task,
@@ -47,6 +55,7 @@ from simpair.tasks.scoring import (
 AS_TASKS = PrefectStages(
     {
         resolve_model_ref: resolve_model_task,
+        decide_rescore: decide_rescore_task,  # re-score batches another version scored? (once)
         start_run: start_run_task,
         list_inbox: list_inbox_task,
         hash_file: hash_file_task,  # mapped over the inbox files
@@ -58,19 +67,45 @@ AS_TASKS = PrefectStages(
 )
 
 
+def promotion_rescore_days(profile: str | None) -> int | None:
+    """The nightly profile's `scoring.rescore_days_after_promotion`; None without a profile.
+
+    A profile that does not load is reported in one line and leaves the option off: tonight's new
+    batches are still scored.
+    """
+    if profile is None:
+        return None
+    try:
+        return load_profile(profile).scoring.rescore_days_after_promotion
+    except (OSError, ValueError) as exc:
+        print(f"nightly profile {profile!r} not read ({exc}); no re-score after a promotion this run")
+        return None
+
+
 @flow(name="nightly-score", log_prints=True)
 def nightly_score(
-    inbox: str, out: str, options: ScoringOptions | None = None, model: str | None = None
+    inbox: str,
+    out: str,
+    options: ScoringOptions | None = None,
+    model: str | None = None,
+    rescore: bool = False,
+    profile: str | None = "default",
 ) -> ScoreSummary:
     """Score the inbox into `out`; see docs/scoring.md. `model` (`name@alias`, `name/version`),
-    when given, overrides `options.model` (the deployment's parameter; default the paraphrase champion)."""
+    when given, overrides `options.model` (the deployment's parameter; default the paraphrase champion).
+    `rescore` scores batches another model version scored again with the pinned one; `profile` is the
+    nightly profile whose `scoring.rescore_days_after_promotion` applies (None: not read)."""
     run_id = f"prefect-{runtime.flow_run.id}" if runtime.flow_run.id else None
-    options = ScoringOptions.build(options, model=model)
+    after_promotion = promotion_rescore_days(profile)
+    options = ScoringOptions.build(
+        options, model=model, rescore=rescore or None, rescore_days_after_promotion=after_promotion
+    )
     summary = run_scoring(inbox, out, options, AS_TASKS, run_id)
     print(
         f"scored {summary.files_scored} files ({summary.rows_scored} rows, "
         f"{summary.rows_rejected} rejected), "
-        f"skipped {summary.files_skipped}, quarantined {summary.files_quarantined}; "
+        f"skipped {summary.files_skipped}, quarantined {summary.files_quarantined}, "
+        f"re-scored {summary.files_rescored}; "
         f"{summary.pairs_per_s} pairs/s with {summary.model_name}/{summary.model_version} "
         f"in {summary.precision}"
     )
@@ -91,7 +126,8 @@ def run(
     """Run the flow, on a Dask cluster if asked (existing scheduler, or a LocalCluster of N processes).
 
     `options` (or keyword `overrides` of its fields) say how to score; `model` and `home`, when
-    given, override theirs.
+    given, override theirs. The nightly profile is not read here (`profile=None`): a re-score is
+    asked for with `rescore=True` (or `options.rescore_days_after_promotion`).
     """
     options = ScoringOptions.build(options, model=model, home=home, **overrides)
     flow_fn = nightly_score
@@ -108,4 +144,4 @@ def run(
             if options.threads is None:
                 options = options.model_copy(update={"threads": default_threads(local_cluster)})
         flow_fn = nightly_score.with_options(task_runner=runner)
-    return flow_fn(inbox=str(inbox), out=str(out), options=options)
+    return flow_fn(inbox=str(inbox), out=str(out), options=options, profile=None)

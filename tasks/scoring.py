@@ -27,6 +27,7 @@ from simpair.scoring.contract import ScoringContract
 from simpair.scoring.inbox import InboxFile, list_inbox
 from simpair.scoring.options import ScoringOptions
 from simpair.scoring.plan import FilePlan, HashedFile, hash_file, plan_files
+from simpair.scoring.rescore import Rescore, decide_rescore
 from simpair.scoring.run import finish_run, start_run
 from simpair.scoring.summary import ScoreSummary, summary_markdown
 
@@ -35,6 +36,12 @@ from simpair.scoring.summary import ScoreSummary, summary_markdown
 def resolve_model_task(spec: str | None, home: Path) -> ModelRef:
     """Pin the alias to one version, once per run."""
     return resolve_model_ref(spec, home)
+
+
+@task(name="decide-rescore", cache_policy=NO_CACHE)
+def decide_rescore_task(out: Path, model: ModelRef, options: ScoringOptions) -> Rescore | None:
+    """Whether batches another model version scored are scored again this run (and which)."""
+    return decide_rescore(out, model, options)
 
 
 @task(name="start-run", cache_policy=NO_CACHE)
@@ -61,9 +68,10 @@ def plan_files_task(
     contract: ScoringContract,
     chunk_rows: int,
     precision: str,
+    rescore: Rescore | None = None,
 ) -> list[FilePlan]:
     """Sequential on purpose: the one step that claims files in the ledger."""
-    return plan_files(hashed, out, model, run_id, contract, chunk_rows, precision)
+    return plan_files(hashed, out, model, run_id, contract, chunk_rows, precision, rescore)
 
 
 @task(

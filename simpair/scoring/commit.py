@@ -24,7 +24,7 @@ class FileResult:
 
     name: str
     sha256: str
-    status: str  # 'scored' | 'quarantined'
+    status: str  # 'scored' | 'rescored' (another version scored it before) | 'quarantined'
     rows_scored: int = 0
     rows_rejected: int = 0
     rows_truncated: int = 0
@@ -44,12 +44,18 @@ def finalize_file(
 
     Every chunk must be recorded in the ledger as scored by the pinned model in `precision`: the
     output then holds each input row exactly once, in input order, whichever run scored which chunk.
+    A re-score (`plan.rescore`) is recorded on its own ledger row, so the batch's other scorings stay done.
     """
     assert plan.sha256 and plan.output_path and plan.rejects_path and plan.output_schema
     out, ledger = Path(plan.out), Ledger(plan.out)
     problems = [r.problem for r in results if r.problem]
     if problems:
-        ledger.quarantine(sha256=plan.sha256, name=plan.name, size=0, reason=problems[0], run_id=run_id)
+        if plan.rescore:
+            ledger.rescore_quarantined(
+                plan.sha256, model.name, model.version, reason=problems[0], run_id=run_id
+            )
+        else:
+            ledger.quarantine(sha256=plan.sha256, name=plan.name, size=0, reason=problems[0], run_id=run_id)
         shutil.rmtree(staging_dir(out, plan.sha256), ignore_errors=True)
         return FileResult(plan.name, plan.sha256, "quarantined", reason=problems[0])
     done = ledger.chunks(plan.sha256)
@@ -68,12 +74,17 @@ def finalize_file(
     if rejected:
         rejects_path = plan.rejects_path
         merge_parts((r for _, r in parts if r.exists()), Path(rejects_path), REJECTS_SCHEMA)
-    ledger.file_done(plan.sha256, rows_scored=rows, rows_rejected=rejected, run_id=run_id)
+    if plan.rescore:
+        ledger.rescore_done(
+            plan.sha256, model.name, model.version, rows_scored=rows, rows_rejected=rejected, run_id=run_id
+        )
+    else:
+        ledger.file_done(plan.sha256, rows_scored=rows, rows_rejected=rejected, run_id=run_id)
     shutil.rmtree(staging_dir(out, plan.sha256), ignore_errors=True)
     return FileResult(
         plan.name,
         plan.sha256,
-        "scored",
+        "rescored" if plan.rescore else "scored",
         rows_scored=rows,
         rows_rejected=rejected,
         rows_truncated=sum(done[i].rows_truncated for i in range(plan.n_chunks)),

@@ -5,6 +5,11 @@ chunks concurrently, readers never block the writer, and a SIGKILLed process lea
 committed row intact. Rows are keyed by the input file's content hash, so identity follows bytes,
 not names. A chunk is recorded as done only after its output part has been atomically renamed into
 place; a crash between the two just redoes that chunk, overwriting the same part path.
+
+Scorings are keyed by (batch, model name, model version). A batch's first scoring lives in its
+`files` row, as in every ledger written before re-scoring existed: a `done` row counts as done by the
+version it records, so an old ledger is read as it is, with no migration. Each later scoring by
+another version (`simpair score --rescore`) gets its own `rescores` row and its own output file.
 """
 
 from __future__ import annotations
@@ -56,6 +61,21 @@ CREATE TABLE IF NOT EXISTS chunks (
     updated_at TEXT NOT NULL,
     precision TEXT,
     PRIMARY KEY (sha256, idx)
+);
+CREATE TABLE IF NOT EXISTS rescores (
+    sha256 TEXT NOT NULL,
+    model_name TEXT NOT NULL,
+    model_version TEXT NOT NULL,
+    status TEXT NOT NULL CHECK (status IN ('running', 'done', 'quarantined')),
+    reason TEXT,
+    output_path TEXT NOT NULL,
+    rejects_path TEXT NOT NULL,
+    run_id TEXT,
+    rows_scored INTEGER,
+    rows_rejected INTEGER,
+    first_seen TEXT NOT NULL,
+    updated_at TEXT NOT NULL,
+    PRIMARY KEY (sha256, model_name, model_version)
 );
 CREATE TABLE IF NOT EXISTS runs (
     run_id TEXT PRIMARY KEY,
@@ -115,6 +135,30 @@ class ChunkRecord:
     run_id: str
     seconds: float
     precision: str | None = None
+
+
+@dataclass(frozen=True)
+class Scoring:
+    """One scoring of a batch by one model version: its first (from `files`) or a re-score.
+
+    `first` is True for the batch's first scoring, whose output lives in the top-level `date=` layout.
+    """
+
+    sha256: str
+    model_name: str
+    model_version: str
+    status: str
+    output_path: str | None
+    rejects_path: str | None
+    rows_scored: int | None
+    rows_rejected: int | None
+    run_id: str | None
+    reason: str | None
+    first: bool
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return self.model_name, self.model_version
 
 
 def _add_column(conn: sqlite3.Connection, table: str, column: str, decl: str) -> None:
@@ -222,6 +266,70 @@ class Ledger:
                 (rows_scored, rows_rejected, run_id, _now(), sha256),
             )
 
+    # scorings by model version ------------------------------------------------------------
+
+    def scorings(self, sha256: str) -> list[Scoring]:
+        """Every scoring of a batch, the first one first: its `files` row (when a model scored or is
+        scoring it) and its `rescores` rows. Reads ledgers from before re-scoring unchanged."""
+        with self._connect() as conn:
+            first = conn.execute("SELECT * FROM files WHERE sha256 = ?", (sha256,)).fetchone()
+            rows = conn.execute(
+                "SELECT * FROM rescores WHERE sha256 = ? ORDER BY first_seen", (sha256,)
+            ).fetchall()
+        found = []
+        if first is not None and first["model_name"] and first["model_version"]:
+            found.append(
+                Scoring(
+                    sha256, first["model_name"], first["model_version"], first["status"],
+                    first["output_path"], first["rejects_path"], first["rows_scored"], first["rows_rejected"],
+                    first["run_id"], first["reason"], first=True,
+                )
+            )  # fmt: skip
+        for row in rows:
+            fields = {k: row[k] for k in row.keys() if k not in ("first_seen", "updated_at")}  # noqa: SIM118
+            found.append(Scoring(**fields, first=False))
+        return found
+
+    def claim_rescore(
+        self, *, sha256: str, model_name: str, model_version: str, output_path: str, rejects_path: str,
+        run_id: str,
+    ) -> Scoring:  # fmt: skip
+        """Mark a batch as being scored again by another model version; a resumed claim keeps its paths."""
+        now = _now()
+        with self._connect() as conn:
+            conn.execute(
+                """INSERT INTO rescores (sha256, model_name, model_version, status, output_path,
+                       rejects_path, run_id, first_seen, updated_at)
+                   VALUES (?, ?, ?, 'running', ?, ?, ?, ?, ?)
+                   ON CONFLICT (sha256, model_name, model_version) DO UPDATE SET status = 'running',
+                       reason = NULL, run_id = excluded.run_id, updated_at = excluded.updated_at""",
+                (sha256, model_name, model_version, output_path, rejects_path, run_id, now, now),
+            )
+        return next(s for s in self.scorings(sha256) if not s.first and s.key == (model_name, model_version))
+
+    def rescore_done(
+        self, sha256: str, model_name: str, model_version: str, *, rows_scored: int, rows_rejected: int,
+        run_id: str,
+    ) -> None:  # fmt: skip
+        with self._connect() as conn:
+            conn.execute(
+                """UPDATE rescores SET status = 'done', rows_scored = ?, rows_rejected = ?, run_id = ?,
+                       updated_at = ? WHERE sha256 = ? AND model_name = ? AND model_version = ?""",
+                (rows_scored, rows_rejected, run_id, _now(), sha256, model_name, model_version),
+            )
+
+    def rescore_quarantined(
+        self, sha256: str, model_name: str, model_version: str, *, reason: str, run_id: str
+    ) -> None:
+        """A re-score that hit bad data: recorded on its own row; the batch's other scorings stay done."""
+        with self._connect() as conn:
+            conn.execute(
+                """UPDATE rescores SET status = 'quarantined', reason = ?, run_id = ?, updated_at = ?
+                   WHERE sha256 = ? AND model_name = ? AND model_version = ?""",
+                (reason, run_id, _now(), sha256, model_name, model_version),
+            )
+            conn.execute("DELETE FROM chunks WHERE sha256 = ?", (sha256,))
+
     # chunks -----------------------------------------------------------------------------------
 
     def chunk_done(self, sha256: str, record: ChunkRecord) -> None:
@@ -256,6 +364,16 @@ class Ledger:
                 "VALUES (?, 'running', ?, ?, ?)",
                 (run_id, model_name, model_version, _now()),
             )
+
+    def last_finished_version(self, model_name: str) -> str | None:
+        """The model version the latest finished run of `model_name` on this output scored with."""
+        with self._connect() as conn:
+            row = conn.execute(
+                """SELECT model_version FROM runs WHERE status = 'finished' AND model_name = ?
+                   ORDER BY finished_at DESC, rowid DESC LIMIT 1""",
+                (model_name,),
+            ).fetchone()
+        return row["model_version"] if row else None
 
     def finish_run(self, run_id: str, summary: dict) -> None:
         with self._connect() as conn:

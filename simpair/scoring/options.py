@@ -9,7 +9,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, NonNegativeFloat, PositiveFloat, PositiveInt, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    NonNegativeFloat,
+    NonNegativeInt,
+    PositiveFloat,
+    PositiveInt,
+    model_validator,
+)
 
 from simpair.scoring.embedding_store import DEFAULT_MEMORY_MB
 from simpair.scoring.scorer import check_precision
@@ -38,6 +46,11 @@ class ScoringOptions(BaseModel):
     - `embedding_cache`: a folder keeping that store across runs (nights), per model identity;
       None = `<out>/_ledger/embeddings/`, removed when a run finishes.
     - `embedding_memory_mb`: the store's in-memory bound per worker process (more goes to disk).
+    - `rescore`: also score batches that another model version already scored (each version once;
+      the other versions' outputs stay), see `simpair.scoring.rescore`.
+    - `rescore_days`: with `rescore`, only batches first claimed at most this many days ago.
+    - `rescore_days_after_promotion`: when the pinned version differs from the one the last finished
+      run on this output used, re-score the batches of the last N days; 0 = off.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -54,12 +67,17 @@ class ScoringOptions(BaseModel):
     embedding_store: bool = True
     embedding_cache: Path | None = None
     embedding_memory_mb: PositiveFloat = DEFAULT_MEMORY_MB
+    rescore: bool = False
+    rescore_days: NonNegativeInt | None = None
+    rescore_days_after_promotion: NonNegativeInt = 0
 
     @model_validator(mode="after")
     def _known_backend_and_precision(self) -> ScoringOptions:
         check_precision(self.precision, self.backend)
         if self.embedding_cache is not None and not self.embedding_store:
             raise ValueError("embedding_cache keeps the embedding store: it needs embedding_store on")
+        if self.rescore_days is not None and not self.rescore:
+            raise ValueError("rescore_days limits a re-score: it needs rescore on")
         return self
 
     @classmethod

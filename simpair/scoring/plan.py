@@ -4,6 +4,10 @@
 the ledger, reads footers, quarantines what cannot be scored and claims the rest, with the chunks
 still to do (all of them, or those a crashed run did not finish, or those a different model version
 or precision scored). `output_schema` fixes the scored file's columns at planning time.
+
+A batch is done once per model version: one that another version scored is skipped unless the run's
+`Rescore` window covers it (`simpair.scoring.rescore`); then it is claimed as a re-score, with its
+own output under `_rescored/<model>/<version>/`, and its first output stays as it is.
 """
 
 from __future__ import annotations
@@ -17,11 +21,12 @@ import pyarrow as pa
 from simpair.model_ref import ModelRef
 from simpair.scoring.contract import ScoringContract
 from simpair.scoring.inbox import InboxFile, content_hash
-from simpair.scoring.ledger import ChunkRecord, Ledger
+from simpair.scoring.ledger import ChunkRecord, FileRecord, Ledger, Scoring
 from simpair.scoring.options import DEFAULT_CHUNK_ROWS, DEFAULT_PRECISION
 from simpair.scoring.reader import FileLayout, FileProblem, inspect_file
+from simpair.scoring.rescore import Rescore
 from simpair.scoring.scorer import SCORE_COLUMNS, SCORE_SCHEMA
-from simpair.scoring.writer import output_paths
+from simpair.scoring.writer import output_paths, rescore_paths
 
 
 @dataclass(frozen=True)
@@ -46,6 +51,7 @@ class FilePlan:
 
     action: 'score' (chunks in `pending`), 'done_before', 'duplicate' (same bytes as another file in
     this run), 'quarantined' (now), 'quarantined_before', 'unreadable' (could not even be hashed).
+    `rescore`: a 'score' of a batch another model version already scored (its own ledger row and output).
     """
 
     name: str
@@ -62,6 +68,7 @@ class FilePlan:
     rejects_path: str | None = None
     layout: FileLayout | None = None
     output_schema: pa.Schema | None = None
+    rescore: bool = False
 
     def bounds(self, idx: int) -> tuple[int, int]:
         start = idx * self.chunk_rows
@@ -99,10 +106,13 @@ def plan_files(
     contract: ScoringContract,
     chunk_rows: int = DEFAULT_CHUNK_ROWS,
     precision: str = DEFAULT_PRECISION,
+    rescore: Rescore | None = None,
 ) -> list[FilePlan]:
     """Decide, claim and quarantine, in one sequential pass (the only step that writes claims).
 
     A chunk is pending unless the ledger records it as scored by the pinned model in `precision`.
+    A batch done by the pinned version is skipped; one done by another version only outside `rescore`.
+    A re-score a crashed run left unfinished is taken up again whatever this run's window.
     """
     ledger = Ledger(out)
     day = datetime.now(UTC).date().isoformat()
@@ -119,36 +129,56 @@ def plan_files(
             continue
         seen[sha] = file.name
         record = ledger.file(sha)
-        if record and record.status == "done":
-            plans.append(FilePlan(file.name, file.url, sha, "done_before", record.output_path, str(out)))
-            continue
         if record and record.status == "quarantined":
             plans.append(FilePlan(file.name, file.url, sha, "quarantined_before", record.reason, str(out)))
+            continue
+        scorings = ledger.scorings(sha)
+        mine = next((s for s in scorings if s.key == (model.name, model.version)), None)
+        if mine and mine.status == "done":
+            plans.append(FilePlan(file.name, file.url, sha, "done_before", mine.output_path, str(out)))
+            continue
+        if mine and mine.status == "quarantined":
+            plans.append(FilePlan(file.name, file.url, sha, "quarantined_before", mine.reason, str(out)))
+            continue
+        done_by = [s for s in scorings if s.status == "done"]  # other versions
+        day_first = record.day if record else None
+        again = bool(mine and not mine.first) or bool(done_by and rescore and rescore.covers(day_first))
+        if done_by and not again:
+            plans.append(FilePlan(file.name, file.url, sha, "done_before", done_by[0].output_path, str(out)))
             continue
         try:
             layout = inspect_file(file.url, contract)
         except FileProblem as problem:
-            ledger.quarantine(sha256=sha, name=file.name, size=file.size, reason=str(problem), run_id=run_id)
+            if again:  # the batch's other scorings stay done
+                _claim_rescore(ledger, record, file.name, sha, out, model, run_id, day)
+                ledger.rescore_quarantined(sha, model.name, model.version, reason=str(problem), run_id=run_id)
+            else:
+                ledger.quarantine(
+                    sha256=sha, name=file.name, size=file.size, reason=str(problem), run_id=run_id
+                )
             plans.append(FilePlan(file.name, file.url, sha, "quarantined", str(problem), str(out)))
             continue
         schema, _ = output_schema(layout.schema, contract.reserved_prefix)
         rows_per_chunk = record.chunk_rows if record and record.chunk_rows else chunk_rows
         n_chunks = -(-layout.n_rows // rows_per_chunk)
-        default_out, default_rejects = output_paths(out, file.name, sha, day)
-        claimed = ledger.claim_file(
-            sha256=sha,
-            name=file.name,
-            size=file.size,
-            n_rows=layout.n_rows,
-            chunk_rows=rows_per_chunk,
-            n_chunks=n_chunks,
-            day=day,
-            output_path=str(default_out),
-            rejects_path=str(default_rejects),
-            model_name=model.name,
-            model_version=model.version,
-            run_id=run_id,
-        )
+        if again:
+            claimed = _claim_rescore(ledger, record, file.name, sha, out, model, run_id, day)
+        else:
+            default_out, default_rejects = output_paths(out, file.name, sha, day)
+            claimed = ledger.claim_file(
+                sha256=sha,
+                name=file.name,
+                size=file.size,
+                n_rows=layout.n_rows,
+                chunk_rows=rows_per_chunk,
+                n_chunks=n_chunks,
+                day=day,
+                output_path=str(default_out),
+                rejects_path=str(default_rejects),
+                model_name=model.name,
+                model_version=model.version,
+                run_id=run_id,
+            )
         done = ledger.chunks(sha)
         pending = tuple(i for i in range(n_chunks) if not scored_as(done.get(i), model, precision))
         plans.append(
@@ -166,6 +196,20 @@ def plan_files(
                 rejects_path=claimed.rejects_path,
                 layout=layout,
                 output_schema=schema,
+                rescore=again,
             )
         )
     return plans
+
+
+def _claim_rescore(
+    ledger: Ledger, record: FileRecord | None, name: str, sha: str, out: Path, model: ModelRef, run_id: str,
+    today: str,
+) -> Scoring:  # fmt: skip
+    """Claim a re-score: output under the version's own tree, on the day the batch was first claimed."""
+    day = record.day if record and record.day else today
+    scored, rejects = rescore_paths(out, model.name, model.version, name, sha, day)
+    return ledger.claim_rescore(
+        sha256=sha, model_name=model.name, model_version=model.version, output_path=str(scored),
+        rejects_path=str(rejects), run_id=run_id,
+    )  # fmt: skip

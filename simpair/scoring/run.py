@@ -7,7 +7,9 @@ state):
 1. `resolve_model_ref` pins `options.model` to one version (once, before any chunk).
 2. `start_run` records the run in the ledger; `list_inbox` lists the batches.
 3. `hash_file`, mapped over the inbox files (parallel, read-only).
-4. `plan_files`: the one sequential pass that claims files and quarantines what cannot be scored.
+4. `decide_rescore`: whether batches another model version scored are scored again, and which
+   (`--rescore`, or the window after a promotion); then `plan_files`: the one sequential pass that
+   claims files and quarantines what cannot be scored.
 5. `score_chunk`, mapped over every pending chunk of every file (parallel).
 6. `finalize_file`, one per file once its chunks are in: merge, or quarantine on corrupt data.
 7. `finish_run`: the summary (`summarize`) recorded in the ledger.
@@ -43,6 +45,7 @@ from simpair.scoring.inbox import list_inbox
 from simpair.scoring.ledger import Ledger, run_lock
 from simpair.scoring.options import ScoringOptions
 from simpair.scoring.plan import hash_file, plan_files
+from simpair.scoring.rescore import decide_rescore
 from simpair.scoring.scorer import resolve_precision
 from simpair.scoring.summary import ScoreSummary, summarize
 
@@ -132,9 +135,10 @@ def run_scoring(
         runner.run(start_run, out=out_dir, run_id=run_id, model=model)
         files = runner.run(list_inbox, inbox=inbox)
         hashed = runner.result(runner.map(hash_file, {"file": files}))
+        rescore = runner.run(decide_rescore, out=out_dir, model=model, options=options)
         plans = runner.run(
             plan_files, hashed=hashed, out=out_dir, model=model, run_id=run_id, contract=contract,
-            chunk_rows=options.chunk_rows, precision=precision,
+            chunk_rows=options.chunk_rows, precision=precision, rescore=rescore,
         )  # fmt: skip
         began = time.perf_counter()
         to_score = [p for p in plans if p.action == "score"]
@@ -164,6 +168,7 @@ def run_scoring(
             run_id, model, plans, file_results, chunk_results, seconds, precision, options.precision,
             embedding_store=str(store) if options.embedding_store and looked_up else None,
             embedding_store_kept=options.embedding_cache is not None,
+            rescore=rescore.note if rescore else None,
         )  # fmt: skip
         runner.run(finish_run, out=out_dir, summary=summary)
         release_store(store, keep=options.embedding_cache is not None)

@@ -27,6 +27,7 @@ class ScoreSummary:
     precision_requested: str = DEFAULT_PRECISION  # differs when bf16 fell back to fp32 (no native bf16)
     files_seen: int = 0
     files_scored: int = 0
+    files_rescored: int = 0  # of files_scored: batches another model version had scored before
     files_skipped: int = 0
     files_quarantined: int = 0
     rows_scored: int = 0
@@ -41,6 +42,7 @@ class ScoreSummary:
     sentences_encoded: int = 0  # distinct sentences the encoder ran on (store misses)
     embedding_memory_hits: int = 0  # distinct sentences per chunk found in the store's memory
     embedding_disk_hits: int = 0  # ... or on its disk
+    rescore: str | None = None  # the run's re-scoring window and why; None when it scored new batches only
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -57,6 +59,7 @@ def summarize(
     precision_requested: str | None = None,
     embedding_store: str | None = None,
     embedding_store_kept: bool = False,
+    rescore: str | None = None,
 ) -> ScoreSummary:
     """Roll plans and results up into the run summary (one line per inbox file)."""
     by_sha = {r.sha256: r for r in results}
@@ -74,8 +77,10 @@ def summarize(
             status, detail = result.status, result.output_path or result.reason
         else:
             status, detail = plan.action, plan.reason
-        if status == "scored":
+        if status in ("scored", "rescored"):
             summary.files_scored += 1
+            if status == "rescored":
+                summary.files_rescored += 1
             summary.rows_scored += result.rows_scored
             summary.rows_rejected += result.rows_rejected
             summary.rows_truncated += result.rows_truncated
@@ -86,6 +91,7 @@ def summarize(
         summary.files.append({"file": plan.name, "status": status, "detail": detail})
     summary.rows_scored_this_run = sum(c.rows_scored for c in chunk_results)
     summary.embedding_store, summary.embedding_store_kept = embedding_store, embedding_store_kept
+    summary.rescore = rescore
     summary.sentences_encoded = sum(c.sentences_encoded for c in chunk_results)
     summary.embedding_memory_hits = sum(c.memory_hits for c in chunk_results)
     summary.embedding_disk_hits = sum(c.disk_hits for c in chunk_results)
@@ -127,6 +133,7 @@ def summary_markdown(summary: ScoreSummary) -> str:
         f"{summary.pairs_per_s} |",
         "",
         *([f"Embedding store: {store_note(summary)}", ""] if store_note(summary) else []),
+        *([f"Re-score: {summary.rescore}; {summary.files_rescored} file(s)", ""] if summary.rescore else []),
         "| file | status | detail |",
         "|---|---|---|",
     ]

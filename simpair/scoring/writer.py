@@ -2,13 +2,17 @@
 
 Layout under the output location `<out>`:
 
-    date=YYYY-MM-DD/<stem>-<sha12>.parquet             scored rows of one input batch
+    date=YYYY-MM-DD/<stem>-<sha12>.parquet             scored rows of one input batch (first scoring)
     _rejects/date=YYYY-MM-DD/<stem>-<sha12>.rejects.parquet   rejected rows with reasons
+    _rescored/<model>/<version>/date=YYYY-MM-DD/<stem>-<sha12>.parquet   the batch scored again by
+                                                       another model version (same date, own tree)
+    _rescored/<model>/<version>/_rejects/date=YYYY-MM-DD/...          its rejected rows
     _staging/<sha256>/chunk-00000.parquet (+ .rejects)  finished chunks of a batch in progress
     _ledger/                                           ledger database and run lock
 
 Readers of `date=*/` (pyarrow.dataset, polars, Spark, Hive) skip `_`-prefixed folders, so they
-never see rejects, partial work or the ledger. Every file is written to a temporary name in its
+never see rejects, partial work or the ledger, nor a second version's scores of a batch they
+already hold (read `_rescored/<model>/<version>/` for those). Every file is written to a temporary name in its
 final folder and renamed into place (`simpair.atomic`): a reader, or a crash, never sees half a file.
 """
 
@@ -55,6 +59,21 @@ def output_paths(out: Path, name: str, sha256: str, day: str) -> tuple[Path, Pat
         out / f"date={day}" / f"{stem}.parquet",
         out / "_rejects" / f"date={day}" / f"{stem}.rejects.parquet",
     )
+
+
+def _segment(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._=-]+", "_", text).strip("_.") or "model"
+
+
+def rescore_paths(
+    out: Path, model_name: str, model_version: str, name: str, sha256: str, day: str
+) -> tuple[Path, Path]:
+    """(scored output, rejects) paths of a batch scored again by another model version.
+
+    Same `date=` day and file name as its first output, under the version's own tree, so the
+    first output stays where readers found it and each version is one folder to read.
+    """
+    return output_paths(out / "_rescored" / _segment(model_name) / _segment(model_version), name, sha256, day)
 
 
 def staging_dir(out: Path, sha256: str) -> Path:
