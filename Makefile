@@ -8,7 +8,7 @@ export TOKENIZERS_PARALLELISM := false
 # Prefect's temporary server otherwise logs a "database is locked" traceback from its telemetry.
 export PREFECT_SERVER_ANALYTICS_ENABLED := false
 
-.PHONY: install run test test-fast lint format bench clean stack-up stack-down stack-status
+.PHONY: install run test test-fast lint format bench clean stack-up stack-down stack-status stack-restart
 
 install: $(STAMP)
 
@@ -47,6 +47,11 @@ stack-down:
 
 stack-status:
 	$(BIN)/python -m simpair.local_stack status
+
+# One service again, same ports and env file: make stack-restart S=prefect|mlflow|worker-cpu|worker-gpu
+S ?=
+stack-restart:
+	$(BIN)/python -m simpair.local_stack restart $(S)
 
 # Lint first: a style slip fails in seconds, not after the ten-minute suite.
 test: lint

@@ -13,12 +13,14 @@
   retries and `jobs` default to that task in the `profile` parameter (default `default`).
 
 Usage (PREFECT_API_URL must point at a real Prefect server: `make stack-up`, or infra/README.md):
-    python -m simpair.flows.deployments apply     # register the three deployments and the trigger
+    python -m simpair.flows.deployments apply     # register the three deployments, the trigger and
+                                                  # the failure notification (flows/notifications.py)
     prefect worker start --pool cpu --type process   # on CPU machines
     prefect worker start --pool gpu --type process   # on GPU machines
     python -m simpair.flows.deployments serve     # one machine, no workers: this process runs them all
-The temporary API Prefect starts when PREFECT_API_URL is unset runs no scheduler and no trigger
-service, so `serve` refuses to start without a server.
+The temporary API Prefect starts when PREFECT_API_URL is unset runs no scheduler and no late-runs
+service (its trigger and action services run, but stop with the process that started it), so `serve`
+refuses to start without a server.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from prefect.schedules import Cron
 from simpair import settings
 from simpair.flows.nightly_retrain import nightly_retrain, train_and_evaluate
 from simpair.flows.nightly_score import nightly_score
+from simpair.flows.notifications import apply_notifications
 from simpair.model_ref import DEFAULT_MODEL
 
 NIGHTLY_CRON = "0 2 * * *"
@@ -45,8 +48,8 @@ GPU_POOL = "gpu"
 RETRAIN_FLOW = "nightly-retrain"
 GPU_DEPLOYMENT = "train-and-evaluate/gpu"
 NO_SERVER = (
-    "PREFECT_API_URL is not set: Prefect's temporary local API runs no scheduler and no trigger "
-    "service, so no cron would ever fire. Start a server first (`make stack-up`, then "
+    "PREFECT_API_URL is not set: Prefect's temporary local API runs no scheduler and stops with this "
+    "process, so no cron would ever fire. Start a server first (`make stack-up`, then "
     "`source .simpair/stack/env`, or see infra/README.md) or run a night now with `simpair nightly`."
 )
 
@@ -148,8 +151,10 @@ def main(argv: list[str]) -> None:
                 f"applied {deployment.flow_name}/{deployment.name} on pool {deployment.work_pool_name}: "
                 f"{deployment_id}"
             )
+        print(apply_notifications())
         print(f"on {url}")
     else:
+        print(apply_notifications())
         serve(*all_deployments(work_pools=False))
 
 

@@ -11,10 +11,14 @@ then applies the deployments (`python -m simpair.flows.deployments apply`).
 It writes `<home>/stack/stack.json` (URLs, ports, PIDs, log files), `<home>/stack/env` (the exports a
 shell or a test needs: `PREFECT_API_URL`, `MLFLOW_TRACKING_URI`, `SIMPAIR_HOME`) and the logs under
 `<home>/stack/logs/`. `down` stops every process it started by PID (the whole process group and any
-flow-run processes below it: SIGTERM, then SIGKILL), `status` says which are alive.
+flow-run processes below it: SIGTERM, then SIGKILL), `status` says which are alive now and how the
+server sees each pool's workers. `restart` stops one service and starts it again with the same
+command line, port and environment (the env file is left as it is, so shells that sourced it keep
+working); restarting a pool's worker replaces every worker recorded for that pool.
 Subprocesses only: this module never imports Prefect or MLflow.
 
     python -m simpair.local_stack up|down|status [--home DIR]   (make stack-up / stack-down / stack-status)
+    python -m simpair.local_stack restart mlflow|prefect|worker-cpu|worker-gpu   (make stack-restart S=...)
     python -m simpair.local_stack worker gpu [--home DIR]       (one more worker, e.g. after one died)
 """
 
@@ -32,6 +36,7 @@ import time
 import urllib.error
 import urllib.request
 from dataclasses import asdict, dataclass, field
+from datetime import datetime
 from pathlib import Path
 
 from simpair import settings
@@ -39,6 +44,13 @@ from simpair import settings
 HOST = "127.0.0.1"
 POOLS = ("cpu", "gpu")
 START_TIMEOUT_SECONDS = 240.0
+# `restart` names -> the process names `up` records
+SERVICES = {
+    "prefect": "prefect-server",
+    "mlflow": "mlflow-server",
+    "worker-cpu": "worker-cpu",
+    "worker-gpu": "worker-gpu",
+}
 
 
 class StackError(RuntimeError):
@@ -51,6 +63,9 @@ class Proc:
     pid: int
     log: str
     argv: list[str]
+    # what this process got on top of the caller's environment (database URL, poll interval, `up`'s
+    # extra_env): `restart` starts it again the same way
+    env: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -110,10 +125,11 @@ def read_stack(home: str | Path | None = None) -> Stack | None:
     return Stack(**data)
 
 
-def _write(stack: Stack, root: Path) -> None:
+def _write(stack: Stack, root: Path, *, env_file: bool = True) -> None:
     (root / "stack.json").write_text(json.dumps(asdict(stack), indent=2) + "\n")
-    lines = [f"export {k}={v}" for k, v in stack.env().items()]
-    (root / "env").write_text("\n".join(lines) + "\n")
+    if env_file:
+        lines = [f"export {k}={v}" for k, v in stack.env().items()]
+        (root / "env").write_text("\n".join(lines) + "\n")
 
 
 def _healthy(url: str) -> bool:
@@ -131,6 +147,44 @@ def _pool_exists(api: str, pool: str) -> bool:
             return response.status == 200
     except (OSError, urllib.error.URLError):
         return False
+
+
+def pool_workers(api: str, pool: str) -> list[dict] | None:
+    """The workers the server knows for `pool` (name, status, last_heartbeat_time); None if unreachable."""
+    request = urllib.request.Request(
+        f"{api}/work_pools/{pool}/workers/filter",
+        data=json.dumps({"limit": 50}).encode(),
+        headers={"content-type": "application/json"},
+        method="POST",
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=5) as response:
+            return json.loads(response.read())
+    except (OSError, urllib.error.URLError, ValueError):
+        return None
+
+
+def _heartbeat_age(worker: dict) -> float | None:
+    with contextlib.suppress(KeyError, TypeError, ValueError):
+        return time.time() - datetime.fromisoformat(worker["last_heartbeat_time"]).timestamp()
+    return None
+
+
+def _port_free(port: int) -> bool:
+    """Whether a server could bind `port` now (SO_REUSEADDR, as uvicorn sets: TIME_WAIT is no obstacle)."""
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((HOST, port))
+        except OSError:
+            return False
+        return True
+
+
+def _pool_of(name: str) -> str | None:
+    """`worker-gpu`, `worker-gpu-2` -> `gpu`; servers -> None."""
+    parts = name.split("-")
+    return parts[1] if parts[0] == "worker" and len(parts) > 1 else None
 
 
 def alive(pid: int) -> bool:
@@ -217,7 +271,7 @@ class _Starter:
                 cwd=str(settings.PROJECT_ROOT),
                 start_new_session=True,  # its own process group: `down` stops it and its children
             )
-        proc = Proc(name, popen.pid, str(log), argv)
+        proc = Proc(name, popen.pid, str(log), argv, dict(extra_env or {}))
         self.procs.append(proc)
         self.popens[name] = popen
         return proc
@@ -273,16 +327,14 @@ def up(
     base.pop("PREFECT_API_URL")  # the servers themselves are not clients
     base.pop("MLFLOW_TRACKING_URI")
     starter = _Starter(root, base)
+    extra = dict(extra_env or {})
     deadline = time.monotonic() + timeout
     try:
         starter.start(
             "prefect-server",
             [prefect, "server", "start", "--host", HOST, "--port", str(prefect_port), "--analytics-off"]
             + ([] if ui else ["--no-ui"]),
-            {
-                "PREFECT_API_DATABASE_CONNECTION_URL": f"sqlite+aiosqlite:///{root}/prefect/prefect.db",
-                "PREFECT_SERVER_API_HOST": HOST,
-            },
+            {**extra, **_prefect_server_env(root, stack)},
         )
         (root / "mlflow").mkdir(exist_ok=True)
         starter.start(
@@ -291,6 +343,7 @@ def up(
                 mlflow, mlflow_port, root / "mlflow" / "mlflow.db", root / "mlflow" / "artifacts"
             )
             + ["--allowed-hosts", f"{HOST}:{mlflow_port},localhost:{mlflow_port},{HOST},localhost"],
+            extra,
         )
         _wait_until(
             "prefect server",
@@ -308,7 +361,11 @@ def up(
         )
         client = {**stack.env(), "PREFECT_WORKER_QUERY_SECONDS": f"{worker_poll_seconds:g}"}
         for pool in POOLS:
-            starter.start(f"worker-{pool}", _worker_argv(prefect, pool, f"{pool}-local"), client)
+            starter.start(
+                f"worker-{pool}",
+                _worker_argv(prefect, pool, f"{pool}-local"),
+                {**extra, **client},
+            )
         _write(stack_with(stack, starter), root)  # so `down` finds them even if the rest fails
         workers = [f"worker-{pool}" for pool in POOLS]
         _wait_until(
@@ -357,6 +414,14 @@ def _process_env(root: Path, bin_dir: Path, stack: Stack, extra: dict[str, str] 
     return env
 
 
+def _prefect_server_env(root: Path, stack: Stack) -> dict[str, str]:
+    return {
+        "PREFECT_API_DATABASE_CONNECTION_URL": f"sqlite+aiosqlite:///{root}/prefect/prefect.db",
+        "PREFECT_SERVER_API_HOST": HOST,
+        "PREFECT_UI_URL": stack.ui_url,  # links in notifications (the automation's `ui_url` filter)
+    }
+
+
 def _worker_argv(prefect: str, pool: str, name: str) -> list[str]:
     return [prefect, "worker", "start", "--pool", pool, "--type", "process", "--name", name]
 
@@ -370,15 +435,81 @@ def start_worker(
         raise StackError(f"no stack recorded under {stack_dir(home)} (make stack-up)")
     root = stack_dir(home)
     bin_dir = Path(python or sys.executable).parent
-    env = _process_env(root, bin_dir, stack, {"PREFECT_WORKER_QUERY_SECONDS": f"{worker_poll_seconds:g}"})
-    starter = _Starter(root, env)
+    starter = _Starter(root, _process_env(root, bin_dir, stack, None))
     number = sum(p.name.startswith(f"worker-{pool}") for p in stack.processes) + 1
     proc = starter.start(
-        f"worker-{pool}-{number}", _worker_argv(str(bin_dir / "prefect"), pool, f"{pool}-local-{number}")
+        f"worker-{pool}-{number}",
+        _worker_argv(str(bin_dir / "prefect"), pool, f"{pool}-local-{number}"),
+        {"PREFECT_WORKER_QUERY_SECONDS": f"{worker_poll_seconds:g}"},
     )
     stack.processes.append(proc)
-    _write(stack, root)
+    _write(stack, root, env_file=False)
     return proc
+
+
+def restart(home: str | Path | None, service: str, *, timeout: float = START_TIMEOUT_SECONDS) -> list[str]:
+    """Stop `service` (prefect, mlflow, worker-cpu, worker-gpu) and start it again as `up` did: same
+    command line, port and environment; the env file is not touched. A pool's worker comes back as one
+    `worker-<pool>` in place of every worker recorded for that pool (`worker` adds numbered ones).
+    Returns one line per process stopped and started; raises StackError if it does not come back."""
+    if service not in SERVICES:
+        raise StackError(f"restart: unknown service {service!r}; one of {', '.join(SERVICES)}")
+    stack = read_stack(home)
+    if stack is None:
+        raise StackError(f"no stack recorded under {stack_dir(home)} (make stack-up)")
+    root = stack_dir(home)
+    name, pool = SERVICES[service], _pool_of(SERVICES[service])
+    matching = [p for p in stack.processes if (p.name == name if pool is None else _pool_of(p.name) == pool)]
+    if not matching:
+        raise StackError(f"restart {service}: no {name} recorded in {root / 'stack.json'}")
+    template = next((p for p in matching if p.name == name), matching[0])
+    lines = [stop_process(p) for p in matching]
+    started_at = time.time()
+    bin_dir = Path(template.argv[0]).parent
+    env = _process_env(root, bin_dir, stack, None)
+    if pool is None:
+        env.pop("PREFECT_API_URL")  # the servers themselves are not clients
+        env.pop("MLFLOW_TRACKING_URI")
+        url = stack.prefect_url.removesuffix("/api") if name == "prefect-server" else stack.mlflow_url
+        port = int(url.rsplit(":", 1)[1])
+        deadline = time.monotonic() + 10
+        while not _port_free(port):
+            if time.monotonic() > deadline:
+                raise StackError(
+                    f"restart {service}: port {port} is held by another process; "
+                    "`make stack-down && make stack-up` starts the stack on new ports"
+                )
+            time.sleep(0.5)
+        argv = template.argv
+    else:
+        argv = _worker_argv(template.argv[0], pool, f"{pool}-local")
+    starter = _Starter(root, env)
+    # a stack.json written before processes recorded their environment: what `up` gives them
+    defaults = _prefect_server_env(root, stack) if name == "prefect-server" else {}
+    proc = starter.start(name, argv, {**defaults, **template.env})
+    at = stack.processes.index(matching[0])
+    stack.processes = [p for p in stack.processes if p not in matching]
+    stack.processes.insert(at, proc)
+    _write(stack, root, env_file=False)  # recorded before the wait: `down` finds it even if it hangs
+    deadline = time.monotonic() + timeout
+    if pool is None:
+        health = f"{url}/api/health" if name == "prefect-server" else f"{url}/health"
+        _wait_until(service, lambda: _healthy(health), starter, [name], deadline)
+    else:
+        _wait_until(
+            f"{service} heartbeat", lambda: _beat_since(stack, pool, started_at), starter, [name], deadline
+        )
+    where = f"on {url} again" if pool is None else f"heartbeat seen on pool {pool}"
+    return [*lines, f"{name}: started (pid {proc.pid}), {where}; env file unchanged; log {proc.log}"]
+
+
+def _beat_since(stack: Stack, pool: str, since: float) -> bool:
+    """A worker named `<pool>-local` sent the server a heartbeat after `since` (it polls the pool)."""
+    for worker in pool_workers(stack.prefect_url, pool) or []:
+        age = _heartbeat_age(worker)
+        if worker.get("name") == f"{pool}-local" and age is not None and time.time() - age >= since:
+            return True
+    return False
 
 
 def stack_with(stack: Stack, starter: _Starter) -> Stack:
@@ -396,24 +527,40 @@ def down(home: str | Path | None = None) -> list[str]:
 
 
 def status(home: str | Path | None = None) -> tuple[bool, list[str]]:
-    """(all alive and healthy, one line per process and server)."""
+    """(all alive and healthy, one line per process, server and pool), read now. A dead worker counts
+    as replaced while another worker of its pool (one `worker` added) is alive."""
     stack = read_stack(home)
     if stack is None:
         return False, [f"no stack recorded under {stack_dir(home)} (make stack-up)"]
     ok, lines = True, []
+    live = {proc.name for proc in stack.processes if alive(proc.pid) and _is_ours(proc)}
     for proc in stack.processes:
-        up_ = alive(proc.pid) and _is_ours(proc)
-        ok &= up_
-        lines.append(f"{proc.name:15} pid {proc.pid:<8} {'alive' if up_ else 'DEAD'}   log {proc.log}")
+        pool = _pool_of(proc.name)
+        successor = next((n for n in sorted(live) if pool and n != proc.name and _pool_of(n) == pool), None)
+        if proc.name in live:
+            state = "alive"
+        else:
+            state = f"dead, replaced by {successor}" if successor else "DEAD"
+            ok &= successor is not None
+        lines.append(f"{proc.name:15} pid {proc.pid:<8} {state}   log {proc.log}")
+    prefect_healthy = False
     for name, url in (
         ("prefect api", f"{stack.prefect_url}/health"),
         ("mlflow", f"{stack.mlflow_url}/health"),
     ):
         healthy = _healthy(url)
+        prefect_healthy |= healthy and name == "prefect api"
         ok &= healthy
         lines.append(
             f"{name:15} {url.removesuffix('/health'):40} {'healthy' if healthy else 'NOT RESPONDING'}"
         )
+    for pool in POOLS if prefect_healthy else ():
+        seen = []
+        for worker in pool_workers(stack.prefect_url, pool) or []:
+            age = _heartbeat_age(worker)
+            beat = f"heartbeat {age:.0f} s ago" if age is not None else "no heartbeat"
+            seen.append(f"{worker.get('name')} {str(worker.get('status', '?')).lower()} ({beat})")
+        lines.append(f"{'pool ' + pool:15} server sees: {', '.join(seen) or 'no worker'}")
     lines.append(f"{'prefect ui':15} {stack.ui_url}")
     lines.append(f"env: source {stack_dir(home) / 'env'}")
     return ok, lines
@@ -423,8 +570,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m simpair.local_stack", description=__doc__.splitlines()[0]
     )
-    parser.add_argument("command", choices=["up", "down", "status", "worker"])
-    parser.add_argument("pool", nargs="?", choices=POOLS, help="worker: the pool to add a worker to")
+    parser.add_argument("command", choices=["up", "down", "status", "restart", "worker"])
+    parser.add_argument(
+        "target",
+        nargs="?",
+        help=f"restart: one of {', '.join(SERVICES)}; worker: the pool to add one to ({', '.join(POOLS)})",
+    )
     parser.add_argument("--home", default=None, help="pipeline home (default $SIMPAIR_HOME, else .simpair/)")
     parser.add_argument("--no-ui", action="store_true", help="start the Prefect server without its UI")
     args = parser.parse_args(argv)
@@ -443,11 +594,21 @@ def main(argv: list[str] | None = None) -> int:
         )
         print(f"use it:      source {stack_dir(args.home) / 'env'}")
         return 0
+    if args.command == "restart":
+        if args.target not in SERVICES:
+            parser.error(f"restart needs a service: {', '.join(SERVICES)}")
+        try:
+            for line in restart(args.home, args.target):
+                print(line)
+        except StackError as exc:
+            print(f"stack restart failed: {exc}", file=sys.stderr)
+            return 1
+        return 0
     if args.command == "worker":
-        if args.pool is None:
+        if args.target not in POOLS:
             parser.error("worker needs a pool: cpu or gpu")
         try:
-            proc = start_worker(args.home, args.pool)
+            proc = start_worker(args.home, args.target)
         except StackError as exc:
             print(f"stack worker failed: {exc}", file=sys.stderr)
             return 1
