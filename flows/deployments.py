@@ -13,8 +13,9 @@
   retries and `jobs` default to that task in the `profile` parameter (default `default`).
 
 Usage (PREFECT_API_URL must point at a real Prefect server: `make stack-up`, or infra/README.md):
-    python -m simpair.flows.deployments apply     # register the three deployments, the trigger and
-                                                  # the failure notification (flows/notifications.py)
+    python -m simpair.flows.deployments apply     # register the three deployments, the trigger, the
+                                                  # failure notification (flows/notifications.py) and
+                                                  # the crash detection of dispatched runs
     prefect worker start --pool cpu --type process   # on CPU machines
     prefect worker start --pool gpu --type process   # on GPU machines
     python -m simpair.flows.deployments serve     # one machine, no workers: this process runs them all
@@ -38,6 +39,7 @@ from simpair import settings
 from simpair.flows.nightly_retrain import nightly_retrain, train_and_evaluate
 from simpair.flows.nightly_score import nightly_score
 from simpair.flows.notifications import apply_notifications
+from simpair.flows.pool_dispatch import CRASH_AUTOMATION, ensure_crash_detection
 from simpair.model_ref import DEFAULT_MODEL
 
 NIGHTLY_CRON = "0 2 * * *"
@@ -152,6 +154,8 @@ def main(argv: list[str]) -> None:
                 f"{deployment_id}"
             )
         print(apply_notifications())
+        ensure_crash_detection()  # the first `dispatch: pool` night makes it too; here it exists at once
+        print(f"crash detection: automation {CRASH_AUTOMATION!r}")
         print(f"on {url}")
     else:
         print(apply_notifications())

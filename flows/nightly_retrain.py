@@ -30,7 +30,7 @@ from simpair.flows.pool_dispatch import train_on_pool
 from simpair.nightly import dispatch as pool_results
 from simpair.nightly.lock import nightly_lock
 from simpair.nightly.plan import NightPlan, config_dump, plan_night, write_state
-from simpair.nightly.profile import NightlyProfile, Retries, load_profile
+from simpair.nightly.profile import NightlyProfile, Retries, TaskPlan, load_profile
 from simpair.nightly.summary import (
     NightlyFailed,
     NightlySummary,
@@ -222,7 +222,8 @@ def nightly_retrain(
     overrides the profile's."""
     plan = load_profile(profile)
     if dispatch is not None:
-        plan = plan.model_validate({**plan.model_dump(), "dispatch": dispatch})
+        dumped = plan.model_dump()
+        plan = plan.model_validate({**dumped, "dispatch": {**dumped["dispatch"], "mode": dispatch}})
     home_dir = settings.home_dir(home)
     wait = plan.lock_wait_seconds if wait_seconds is None else wait_seconds
     with nightly_lock(home_dir, wait):
@@ -246,21 +247,26 @@ def _night(
         return summary
 
     trained: list[Trained] = []
+    notes: list[str] = []  # tasks that trained elsewhere than the profile asked (dispatch.fallback)
     for name, task_plan in plan.tasks.items():
-        try:
-            if plan.dispatch == "pool":
-                trained.append(train_on_pool(plan, name, task_plan, home, run_id))
-                continue
-            trained.append(
-                train_and_evaluate(
-                    name,
-                    str(task_plan.config_path()),
-                    str(home),
-                    task_plan.evaluate,
-                    plan.retries,
-                    task_plan.jobs,
-                )
+
+        def here(name: str = name, task_plan: TaskPlan = task_plan) -> Trained:
+            return train_and_evaluate(
+                name,
+                str(task_plan.config_path()),
+                str(home),
+                task_plan.evaluate,
+                plan.retries,
+                task_plan.jobs,
             )
+
+        try:
+            if plan.dispatch.mode == "pool":
+                on_pool = train_on_pool(plan, name, task_plan, home, run_id, run_here=here)
+                trained.append(on_pool.trained)
+                notes += [on_pool.note] if on_pool.note else []
+                continue
+            trained.append(here())
         except Exception as exc:
             raise training_failed(plan.name, name, task_plan.config, exc) from exc
 
@@ -287,11 +293,26 @@ def _night(
         print(f"nightly: promotion gate for {version.name} v{version.version}")
         decision = gate(home, t.task, task_plan.gate, task_plan.evaluate, version=version.version)
         outcomes.append(TaskOutcome.of(t, version.version, decision.outcome, decision.reason))
+    _announce_rescore(plan, outcomes)
     write_state(home, success_state(plan.name, night, outcomes, run_id))
     summary = trained_summary(plan.name, night, outcomes, time.monotonic() - started, run_id)
+    if notes:
+        summary = summary.model_copy(update={"message": "; ".join([summary.message, *notes])})
     publish_summary_task(summary)
     print(summary.message)
     return summary
+
+
+def _announce_rescore(plan: NightlyProfile, outcomes: list[TaskOutcome]) -> None:
+    """The hand-off to scoring: `nightly-score` (started when this night completes) reads the same
+    profile's `scoring.rescore_days_after_promotion` and, seeing a new champion, re-scores that window."""
+    days = plan.scoring.rescore_days_after_promotion
+    for outcome in outcomes:
+        if days and outcome.decision == "promoted":
+            print(
+                f"nightly: {outcome.model} v{outcome.version} promoted; the next nightly-score run with "
+                f"{outcome.model}@champion scores the batches of the last {days} day(s) again with it"
+            )
 
 
 def run(

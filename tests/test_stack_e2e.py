@@ -2,12 +2,15 @@
 
 One story, against real processes only (no temporary API, no in-process flow): the stack starts
 (`make stack-up`'s code), `nightly-retrain/nightly` is triggered through the server's REST API with
-the smoke profile and `dispatch: pool`. The first training run on the `gpu` pool loses its worker
-(the worker and its flow-run process are SIGKILLed, as when a machine dies); the night notices the
-missing heartbeat, marks that run Crashed and dispatches it again, which a fresh `gpu` worker runs.
-Then it checks, from the servers: every training run belonged to the gpu deployment and pool and was
-executed by a gpu worker; exactly one version per model was registered on the MLflow *server*;
-`nightly-score` was started by its trigger (the retrain run's Completed event) and wrote Parquet.
+the smoke profile and `dispatch: pool`. The gpu worker is stopped as `docker compose stop` stops it
+(SIGTERM, then SIGKILL for what is left after 10 s) while the first training run runs: the run stops
+sending Prefect heartbeats and the server's automation marks it Crashed within a minute; the night
+retries it, and a fresh `gpu` worker runs it. Then it checks, from the servers: every training run
+belonged to the gpu deployment and pool and was executed by a gpu worker; exactly one version per
+model was registered on the MLflow *server*; `nightly-score` was started by its trigger (the retrain
+run's Completed event) and wrote Parquet. Meanwhile a second night runs with no gpu worker at all and
+a 10 s `dispatch.pending_timeout`: it cancels its training run, fails with one line naming the pool,
+and leaves the per-home lock and the deployment's concurrency slot free.
 Everything started is stopped in a `finally`.
 """
 
@@ -32,6 +35,7 @@ from simpair import local_stack, settings
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
 
 NIGHT_TIMEOUT = 480.0
+FINAL = ("COMPLETED", "FAILED", "CRASHED", "CANCELLED")
 
 
 def _api(url: str, path: str, body: dict[str, Any] | None = None) -> Any:
@@ -58,22 +62,36 @@ def _flow_runs(url: str, deployment_id: str) -> list[dict[str, Any]]:
     return _api(url, "/flow_runs/filter", body)
 
 
-def _kill_tree(pid: int) -> None:
-    """SIGKILL a process and everything below it (a machine going away, not a polite shutdown)."""
-    for target in [*local_stack._descendants(pid), pid]:
+def _compose_stop(pid: int, grace: float = 10.0) -> None:
+    """Stop a worker as `docker compose stop` does: SIGTERM to it alone, SIGKILL for what is left of
+    it and its children after `grace` seconds (the container's end)."""
+    tree = [*local_stack._descendants(pid), pid]
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline and any(local_stack.alive(p) for p in tree):
+        time.sleep(0.2)
+    for target in tree:
         with contextlib.suppress(ProcessLookupError):
             os.kill(target, signal.SIGKILL)
 
 
-def _smoke_pool_profile(tmp_path: Path) -> Path:
+def _smoke_pool_profile(tmp_path: Path, pending_timeout: str = "15m") -> Path:
     profile = yaml.safe_load((settings.PROJECT_ROOT / "configs" / "nightly-smoke.yaml").read_text())
-    profile.update(dispatch="pool", lost_after_seconds=25)
-    path = tmp_path / "nightly-smoke-pool.yaml"
+    # the night's own backstop for silent runs is far off: a stopped worker's run is crashed by Prefect
+    profile.update(dispatch={"mode": "pool", "pending_timeout": pending_timeout}, lost_after_seconds=600)
+    path = tmp_path / f"nightly-smoke-pool-{pending_timeout}.yaml"
     path.write_text(yaml.safe_dump(profile))
     return path
 
 
-def test_night_on_real_servers_trains_on_the_gpu_pool_survives_a_lost_worker_and_triggers_scoring(
+def _final(url: str, run_id: str, deadline: float) -> dict[str, Any]:
+    while (run := _api(url, f"/flow_runs/{run_id}"))["state_type"] not in FINAL:
+        assert time.monotonic() < deadline, f"flow run {run['name']} still {run['state_type']}"
+        time.sleep(2)
+    return run
+
+
+def test_night_on_real_servers_survives_a_stopped_gpu_worker_and_fails_clearly_without_one(
     tmp_path: Path, shared_data: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     started = time.monotonic()
@@ -90,7 +108,8 @@ def test_night_on_real_servers_trains_on_the_gpu_pool_survives_a_lost_worker_and
     make_sample_inbox(home, home / "inbox", None, 40)
     profile = _smoke_pool_profile(tmp_path)
 
-    stack = local_stack.up(home, ui=False, worker_poll_seconds=1)
+    # a generous start-up limit: on 2 shared cores the servers and the apply may take minutes
+    stack = local_stack.up(home, ui=False, worker_poll_seconds=1, timeout=480)
     try:
         url = stack.prefect_url
         assert url.startswith("http://127.0.0.1:") and stack.mlflow_url.startswith("http://127.0.0.1:")
@@ -112,37 +131,44 @@ def test_night_on_real_servers_trains_on_the_gpu_pool_survives_a_lost_worker_and
             {"parameters": {"profile": str(profile), "force": False}},
         )
 
-        # lose the gpu worker (and its flow-run process) as soon as the first training run runs
+        # stop the gpu worker politely (as `docker compose stop` does) while the first training runs
         deadline = time.monotonic() + NIGHT_TIMEOUT
         gpu_worker = next(p for p in stack.processes if p.name == "worker-gpu")
         while not any(r["state_type"] == "RUNNING" for r in _flow_runs(url, gpu_dep["id"])):
             assert time.monotonic() < deadline, "no training run started on the gpu pool"
             assert _api(url, f"/flow_runs/{night['id']}")["state_type"] not in ("FAILED", "CRASHED")
             time.sleep(0.5)
-        _kill_tree(gpu_worker.pid)
+        stopped = time.monotonic()
+        _compose_stop(gpu_worker.pid)
         replacement = local_stack.start_worker(home, "gpu", worker_poll_seconds=1)
         from mlflow import MlflowClient
 
+        from simpair.flows.pool_dispatch import CRASH_MESSAGE
+
         client = MlflowClient(tracking_uri=stack.mlflow_url, registry_uri=stack.mlflow_url)
-        while _flow_runs(url, gpu_dep["id"])[0]["state_type"] != "CRASHED":
-            assert time.monotonic() < deadline, "the lost training run was never marked Crashed"
+        while (first := _flow_runs(url, gpu_dep["id"])[0])["state_type"] != "CRASHED":
+            assert time.monotonic() - stopped < 90, f"the stopped worker's run still {first['state_type']}"
             time.sleep(1)
+        crashed_after = time.monotonic() - stopped
+        # marked by the server's heartbeat automation (the night's own backstop waits 600 s)
+        assert _api(url, f"/flow_runs/{first['id']}")["state"]["message"] == CRASH_MESSAGE
         assert client.search_registered_models() == []  # lost mid-training: nothing registered, no alias
 
-        while (state := _api(url, f"/flow_runs/{night['id']}"))["state_type"] not in (
-            "COMPLETED",
-            "FAILED",
-            "CRASHED",
-            "CANCELLED",
-        ):
-            assert time.monotonic() < deadline, f"night still {state['state_type']} after {NIGHT_TIMEOUT} s"
-            time.sleep(2)
+        state = _final(url, night["id"], deadline)
         assert state["state_type"] == "COMPLETED", state["state"]["message"]
         assert state["work_pool_name"] == "cpu"
+        # a second night with no gpu worker at all: it gives up after its pending_timeout
+        local_stack.stop_process(replacement)
+        short = _smoke_pool_profile(tmp_path, pending_timeout="10s")
+        stuck = _api(
+            url,
+            f"/deployments/{night_dep['id']}/create_flow_run",
+            {"parameters": {"profile": str(short), "force": True}},
+        )
 
-        trainings = _flow_runs(url, gpu_dep["id"])
+        trainings = [r for r in _flow_runs(url, gpu_dep["id"]) if night["id"][:8] in r["name"]]
         names = {r["name"].split("-")[0] + "-" + r["name"].rsplit("-", 1)[1]: r for r in trainings}
-        assert names["paraphrase-1"]["state_type"] == "CRASHED"  # lost with its worker, marked by the night
+        assert names["paraphrase-1"]["state_type"] == "CRASHED"  # stopped with its worker
         assert names["paraphrase-2"]["state_type"] == names["sts-1"]["state_type"] == "COMPLETED"
         assert {r["work_pool_name"] for r in trainings} == {"gpu"} and len(trainings) == 3
         replacement_log = Path(replacement.log).read_text()
@@ -165,6 +191,23 @@ def test_night_on_real_servers_trains_on_the_gpu_pool_survives_a_lost_worker_and
         assert score_run["created_by"]["display_value"] == "nightly-score after nightly-retrain"
         scored = sorted((home / "scoring").glob("date=*/*.parquet"))
         assert len(scored) == 2, sorted(str(p) for p in (home / "scoring").rglob("*"))
+
+        failed = _final(url, stuck["id"], deadline + 240)
+        message = failed["state"]["message"] or ""
+        assert failed["state_type"] == "FAILED", message
+        assert "no worker of work pool 'gpu' started flow run paraphrase-" in message, message
+        assert "within 10 s" in message and "\n" not in message.strip()
+        (waiting,) = [r for r in _flow_runs(url, gpu_dep["id"]) if stuck["id"][:8] in r["name"]]
+        assert waiting["state_type"] == "CANCELLED"
+        from simpair.nightly.lock import nightly_lock
+
+        with nightly_lock(home, 0):  # the per-home lock is free for the next night
+            pass
+        limit = f"/v2/concurrency_limits/{night_dep['global_concurrency_limit']['id']}"
+        while _api(url, limit)["active_slots"] != 0:  # and so is the deployment's one slot
+            assert time.monotonic() < deadline + 260, "the failed night still holds its concurrency slot"
+            time.sleep(1)
+        print(f"stopped worker's run Crashed after {crashed_after:.0f} s")
     finally:
         local_stack.down(home)
         print(f"stack e2e wall time: {time.monotonic() - started:.0f} s")

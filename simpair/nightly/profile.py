@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 
 from simpair import settings
 from simpair.registry.gate import GatePolicy
@@ -43,6 +43,54 @@ class Retries(BaseModel):
     delays_seconds: list[float] = Field(default_factory=lambda: [10.0, 60.0, 300.0])
 
 
+class ScoringHandoff(BaseModel):
+    """What the night hands to the `nightly-score` flow (which reads it from the same profile)."""
+
+    rescore_days_after_promotion: int = Field(
+        0,
+        ge=0,
+        description="N > 0: the first scoring run after a new champion (a promotion, or a rollback) "
+        "also scores again, with it, the batches first scored in the last N days; 0: off",
+    )
+
+
+class DispatchPlan(BaseModel):
+    """Where each task's pre-tokenize -> train -> evaluate runs, and what the night does when no
+    worker of the pool takes a run (a gpu worker that is down would otherwise hold the night for good)."""
+
+    mode: Literal["local", "pool"] = Field(
+        "local",
+        description="`local` in the night's own process (no server needed), `pool` as a run of the "
+        "`train-and-evaluate/gpu` deployment on the gpu work pool, the night waiting for it",
+    )
+    pending_timeout: float = Field(
+        900.0,
+        gt=0,
+        description="pool: seconds (or `90s`, `15m`, `1h`) a dispatched run may wait for a worker to "
+        "start it; then the night cancels it and fails with one line naming the pool (default 15 min)",
+    )
+    fallback: Literal["none", "cpu"] = Field(
+        "none",
+        description="pool: `cpu` trains a task that no worker took within pending_timeout in the "
+        "night's own process on the cpu pool instead, and the night's summary says so",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _shorthand(cls, value: object) -> object:
+        """`dispatch: pool` (and the flow's `dispatch` parameter) name the mode alone."""
+        return {"mode": value} if isinstance(value, str) else value
+
+    @field_validator("pending_timeout", mode="before")
+    @classmethod
+    def _duration(cls, value: object) -> object:
+        if isinstance(value, str):
+            number, unit = value.strip()[:-1], value.strip()[-1:]
+            if unit in ("s", "m", "h") and number.replace(".", "", 1).strip().isdigit():
+                return float(number) * {"s": 1, "m": 60, "h": 3600}[unit]
+        return value
+
+
 class NightlyProfile(BaseModel):
     """A nightly profile file, validated (errors name the file and the field)."""
 
@@ -51,12 +99,12 @@ class NightlyProfile(BaseModel):
     retries: Retries = Field(default_factory=Retries)
     lock_wait_seconds: float = Field(0.0, ge=0.0, description="0: a second run exits at once with a message")
     expected_minutes: float | None = None
-    dispatch: Literal["local", "pool"] = Field(
-        "local",
-        description="where each task's pre-tokenize -> train -> evaluate runs: `local` in the night's "
-        "own process (no server needed), `pool` as a run of the `train-and-evaluate/gpu` deployment "
-        "on the gpu work pool, the night waiting for it",
+    dispatch: DispatchPlan = Field(
+        default_factory=DispatchPlan,
+        description="where each task trains and how long the night waits for a worker (`dispatch: pool` "
+        "is short for `dispatch: {mode: pool}`)",
     )
+    scoring: ScoringHandoff = Field(default_factory=ScoringHandoff)
     pool_deployment: str = Field(
         "train-and-evaluate/gpu", description="dispatch: pool, the deployment each task runs as"
     )
