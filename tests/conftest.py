@@ -129,3 +129,15 @@ def s3_env() -> Iterator[dict[str, str]]:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+# The longest files (a real stack, whole nights) start first: with two pytest workers (`make test`
+# runs pytest-xdist by file, in this order) the suite then ends with short files on both workers, not
+# one long file on one worker while the other idles. The two real-stack files alternate with the
+# nights, so the first worker runs both stacks one after the other and never two stacks at once.
+LONGEST_FIRST = ("test_stack_e2e.py", "test_nightly.py", "test_stack_ops.py", "test_scoring_s3.py")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(LONGEST_FIRST)))
