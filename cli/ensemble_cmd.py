@@ -161,7 +161,7 @@ def register(app: typer.Typer) -> None:
         except ValueError as exc:
             raise typer.BadParameter(str(exc), param_hint="--member") from exc
         console = Console()
-        console.print(f"model: {target}")
+        console.print(f"model: {target}", soft_wrap=True)  # a path is copied whole, never wrapped
         metrics = json.loads((target / "metrics.json").read_text())
         console.print_json(json.dumps({"dev": metrics["dev"], "soup": metrics["soup"]}))
         if splits:
@@ -195,7 +195,7 @@ def _train_from_config(
 
 def _print_combined(console: Console, target: Path, home: Path, splits: list[tuple[str, str]]) -> None:
     """The stack's or soup's directory and dev metrics, then its evaluation on `splits`."""
-    console.print(f"model: {target}")
+    console.print(f"model: {target}", soft_wrap=True)
     metrics = json.loads((target / "metrics.json").read_text())
     console.print_json(
         json.dumps({"dev": metrics["dev"], "members": metrics.get("members_dev") or metrics.get("soup")})

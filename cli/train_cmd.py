@@ -77,7 +77,7 @@ def register(app: typer.Typer) -> None:
         home_path = settings.home_dir(home)
         result = train(cfg, home_path)
         console = Console()
-        console.print(f"model: {result.model_dir}")
+        console.print(f"model: {result.model_dir}", soft_wrap=True)
         console.print_json(json.dumps(result.metrics.get("dev", {})))
         if evaluate and cfg.evaluate_on:
             from simpair.evaluate import evaluate_model

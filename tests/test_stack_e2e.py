@@ -17,18 +17,16 @@ Everything started is stopped in a `finally`.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import signal
 import time
-import urllib.error
-import urllib.request
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from stack_helpers import prefect_api
 
 from simpair import local_stack, settings
 
@@ -38,28 +36,9 @@ NIGHT_TIMEOUT = 480.0
 FINAL = ("COMPLETED", "FAILED", "CRASHED", "CANCELLED")
 
 
-def _api(url: str, path: str, body: dict[str, Any] | None = None) -> Any:
-    """One call to the Prefect server's REST API, retried like Prefect's own client on 429/502/503
-    (the SQLite-backed server answers 503 while its database is busy)."""
-    request = urllib.request.Request(
-        f"{url}{path}",
-        data=None if body is None else json.dumps(body).encode(),
-        headers={"content-type": "application/json"},
-        method="GET" if body is None else "POST",
-    )
-    for attempt in range(10):
-        try:
-            with urllib.request.urlopen(request, timeout=30) as response:
-                return json.loads(response.read() or b"null")
-        except urllib.error.HTTPError as exc:
-            if exc.code not in (429, 502, 503) or attempt == 9:
-                raise
-            time.sleep(1 + attempt)
-
-
 def _flow_runs(url: str, deployment_id: str) -> list[dict[str, Any]]:
     body = {"flow_runs": {"deployment_id": {"any_": [deployment_id]}}, "sort": "EXPECTED_START_TIME_ASC"}
-    return _api(url, "/flow_runs/filter", body)
+    return prefect_api(url, "/flow_runs/filter", body)
 
 
 def _compose_stop(pid: int, grace: float = 10.0) -> None:
@@ -85,7 +64,7 @@ def _smoke_pool_profile(tmp_path: Path, pending_timeout: str = "15m") -> Path:
 
 
 def _final(url: str, run_id: str, deadline: float) -> dict[str, Any]:
-    while (run := _api(url, f"/flow_runs/{run_id}"))["state_type"] not in FINAL:
+    while (run := prefect_api(url, f"/flow_runs/{run_id}"))["state_type"] not in FINAL:
         assert time.monotonic() < deadline, f"flow run {run['name']} still {run['state_type']}"
         time.sleep(2)
     return run
@@ -113,9 +92,9 @@ def test_night_on_real_servers_survives_a_stopped_gpu_worker_and_fails_clearly_w
     try:
         url = stack.prefect_url
         assert url.startswith("http://127.0.0.1:") and stack.mlflow_url.startswith("http://127.0.0.1:")
-        night_dep = _api(url, "/deployments/name/nightly-retrain/nightly")
-        gpu_dep = _api(url, "/deployments/name/train-and-evaluate/gpu")
-        score_dep = _api(url, "/deployments/name/nightly-score/nightly")
+        night_dep = prefect_api(url, "/deployments/name/nightly-retrain/nightly")
+        gpu_dep = prefect_api(url, "/deployments/name/train-and-evaluate/gpu")
+        score_dep = prefect_api(url, "/deployments/name/nightly-score/nightly")
         assert (night_dep["work_pool_name"], gpu_dep["work_pool_name"]) == ("cpu", "gpu")
         assert score_dep["parameters"]["model"] == "simpair-paraphrase@challenger"
         # the server's scheduler fills in the crons' next runs (it does not with SQLAlchemy 2.1)
@@ -125,7 +104,7 @@ def test_night_on_real_servers_survives_a_stopped_gpu_worker_and_fails_clearly_w
         assert scheduled[0]["state_type"] == "SCHEDULED"
         next_night = datetime.fromisoformat(scheduled[0]["expected_start_time"]).astimezone(UTC)
         assert (next_night.hour, next_night.minute) == (2, 0)  # cron 0 2 * * * UTC
-        night = _api(
+        night = prefect_api(
             url,
             f"/deployments/{night_dep['id']}/create_flow_run",
             {"parameters": {"profile": str(profile), "force": False}},
@@ -136,7 +115,7 @@ def test_night_on_real_servers_survives_a_stopped_gpu_worker_and_fails_clearly_w
         gpu_worker = next(p for p in stack.processes if p.name == "worker-gpu")
         while not any(r["state_type"] == "RUNNING" for r in _flow_runs(url, gpu_dep["id"])):
             assert time.monotonic() < deadline, "no training run started on the gpu pool"
-            assert _api(url, f"/flow_runs/{night['id']}")["state_type"] not in ("FAILED", "CRASHED")
+            assert prefect_api(url, f"/flow_runs/{night['id']}")["state_type"] not in ("FAILED", "CRASHED")
             time.sleep(0.5)
         stopped = time.monotonic()
         _compose_stop(gpu_worker.pid)
@@ -151,7 +130,7 @@ def test_night_on_real_servers_survives_a_stopped_gpu_worker_and_fails_clearly_w
             time.sleep(1)
         crashed_after = time.monotonic() - stopped
         # marked by the server's heartbeat automation (the night's own backstop waits 600 s)
-        assert _api(url, f"/flow_runs/{first['id']}")["state"]["message"] == CRASH_MESSAGE
+        assert prefect_api(url, f"/flow_runs/{first['id']}")["state"]["message"] == CRASH_MESSAGE
         assert client.search_registered_models() == []  # lost mid-training: nothing registered, no alias
 
         state = _final(url, night["id"], deadline)
@@ -160,7 +139,7 @@ def test_night_on_real_servers_survives_a_stopped_gpu_worker_and_fails_clearly_w
         # a second night with no gpu worker at all: it gives up after its pending_timeout
         local_stack.stop_process(replacement)
         short = _smoke_pool_profile(tmp_path, pending_timeout="10s")
-        stuck = _api(
+        stuck = prefect_api(
             url,
             f"/deployments/{night_dep['id']}/create_flow_run",
             {"parameters": {"profile": str(short), "force": True}},
@@ -204,7 +183,7 @@ def test_night_on_real_servers_survives_a_stopped_gpu_worker_and_fails_clearly_w
         with nightly_lock(home, 0):  # the per-home lock is free for the next night
             pass
         limit = f"/v2/concurrency_limits/{night_dep['global_concurrency_limit']['id']}"
-        while _api(url, limit)["active_slots"] != 0:  # and so is the deployment's one slot
+        while prefect_api(url, limit)["active_slots"] != 0:  # and so is the deployment's one slot
             assert time.monotonic() < deadline + 260, "the failed night still holds its concurrency slot"
             time.sleep(1)
         print(f"stopped worker's run Crashed after {crashed_after:.0f} s")

@@ -22,8 +22,6 @@ import os
 import signal
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -31,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from stack_helpers import prefect_api
 
 from simpair import local_stack
 
@@ -65,35 +64,17 @@ def receiver() -> Iterator[tuple[str, list[dict[str, Any]]]]:
         server.server_close()
 
 
-def _api(url: str, path: str, body: dict[str, Any] | None = None) -> Any:
-    """One REST call, retried like Prefect's client on 429/502/503 (SQLite busy answers 503)."""
-    request = urllib.request.Request(
-        f"{url}{path}",
-        data=None if body is None else json.dumps(body).encode(),
-        headers={"content-type": "application/json"},
-        method="GET" if body is None else "POST",
-    )
-    for attempt in range(10):
-        try:
-            with urllib.request.urlopen(request, timeout=30) as response:
-                return json.loads(response.read() or b"null")
-        except urllib.error.HTTPError as exc:
-            if exc.code not in (429, 502, 503) or attempt == 9:
-                raise
-            time.sleep(1 + attempt)
-
-
 def _run_later(url: str, deployment: dict[str, Any], **parameters: Any) -> dict[str, Any]:
     """A run scheduled an hour ahead: no worker takes it, and it is not Late."""
     later = (datetime.now(UTC) + timedelta(hours=1)).isoformat()
     state = {"type": "SCHEDULED", "name": "Scheduled", "state_details": {"scheduled_time": later}}
     body = {"state": state, "parameters": parameters}
-    return _api(url, f"/deployments/{deployment['id']}/create_flow_run", body)
+    return prefect_api(url, f"/deployments/{deployment['id']}/create_flow_run", body)
 
 
 def _set_state(url: str, run: dict[str, Any], type_: str, name: str, message: str) -> None:
     body = {"state": {"type": type_, "name": name, "message": message}, "force": True}
-    assert _api(url, f"/flow_runs/{run['id']}/set_state", body)["status"] == "ACCEPT"
+    assert prefect_api(url, f"/flow_runs/{run['id']}/set_state", body)["status"] == "ACCEPT"
 
 
 def _kill_tree(pid: int) -> None:
@@ -147,14 +128,14 @@ def test_failed_and_late_nights_notify_and_dead_workers_are_seen_and_restarted(
         assert code == 1
         assert "DEAD" in _line(out, "worker-cpu") and "DEAD" in _line(out, "worker-gpu"), out
 
-        night_dep = _api(url, "/deployments/name/nightly-retrain/nightly")
-        score_dep = _api(url, "/deployments/name/nightly-score/nightly")
-        gpu_dep = _api(url, "/deployments/name/train-and-evaluate/gpu")
+        night_dep = prefect_api(url, "/deployments/name/nightly-retrain/nightly")
+        score_dep = prefect_api(url, "/deployments/name/nightly-score/nightly")
+        gpu_dep = prefect_api(url, "/deployments/name/train-and-evaluate/gpu")
         training = _run_later(url, gpu_dep, task_name="paraphrase")
         _set_state(url, training, "FAILED", "Failed", "retried by the night")
         score = _run_later(url, score_dep)
         _set_state(url, score, "FAILED", "Failed", "ScoringError: inbox batch b1 unreadable\nTraceback ...")
-        night = _api(url, f"/deployments/{night_dep['id']}/create_flow_run", {})  # now: no cpu worker
+        night = prefect_api(url, f"/deployments/{night_dep['id']}/create_flow_run", {})  # now: no cpu worker
 
         local_stack.start_worker(home, "gpu", worker_poll_seconds=1)  # replaces the dead gpu worker
         deadline = time.monotonic() + 60
