@@ -1,11 +1,10 @@
 """Candidate rows of one file collected in batches, checked, and spilled to Parquet parts.
 
-Rows that pass the contract's row checks go to candidate parts. The checks are pandera's; a
-vectorised polars filter first picks the rows that could fail one (an empty text, a label out of its
-domain, a score out of range, a null), so pandera only sees those few and its fixed cost per call
-does not grow with the batch. Candidate parts which dedupe and the final write read back; every rejected
-record goes to a quarantine part with its raw text and the keys that restore today's order of the
-quarantine file (see `QUARANTINE_ORDER`). Nothing grows with the file but counters.
+Rows that pass the contract's row checks go to candidate parts. The checks are one polars select
+(`checks`), so rows that pass cost no Python. Candidate parts are what dedupe and the final write
+read back; every rejected record goes to a quarantine part with its raw text and the keys that
+restore today's order of the quarantine file (see `QUARANTINE_ORDER`). Nothing grows with the
+file but counters.
 """
 
 from __future__ import annotations
@@ -18,6 +17,7 @@ import polars as pl
 
 from simpair.contracts import Contract
 from simpair.ingest import checks
+from simpair.ingest.background import BackgroundWrites
 from simpair.ingest.rows import Candidates, Rejected
 
 BATCH_ROWS = 250_000
@@ -74,6 +74,7 @@ class PartSink:
     sha256: str
     batch_rows: int = BATCH_ROWS
     stem: str = ""  # prefix of this sink's part names (the chunk number when chunks are parsed apart)
+    writes: BackgroundWrites | None = None  # writes parts on a second thread (else here, at once)
     parts: list[Path] = field(default_factory=list)
     quarantine_parts: list[Path] = field(default_factory=list)
     records_by_split: Counter[str] = field(default_factory=Counter)
@@ -113,16 +114,23 @@ class PartSink:
         number = f"{self.stem}{len(self.parts) + len(self.quarantine_parts):06d}"
         if frame.height:
             path = self.folder / f"part-{number}.parquet"
-            frame.with_columns(
+            part = frame.with_columns(
                 pl.lit(self.file_index, dtype=pl.Int32).alias("file_index"),
                 pl.lit(self.source_file).alias("source_file"),
                 pl.lit(self.sha256).alias("source_sha256"),
-            ).write_parquet(path, compression="uncompressed", statistics=False)  # scratch: fast beats small
+            )
+            self._write(part, path, compression="uncompressed", statistics=False)  # scratch: fast beats small
             self.parts.append(path)
         if quarantine:
             path = self.folder / f"quarantine-{number}.parquet"
-            pl.DataFrame(quarantine, schema=QUARANTINE_PART_SCHEMA, orient="row").write_parquet(path)
+            self._write(pl.DataFrame(quarantine, schema=QUARANTINE_PART_SCHEMA, orient="row"), path)
             self.quarantine_parts.append(path)
+
+    def _write(self, frame: pl.DataFrame, path: Path, **options: object) -> None:
+        if self.writes is None:
+            frame.write_parquet(path, **options)  # type: ignore[arg-type]
+        else:
+            self.writes.submit(frame.write_parquet, path, **options)
 
     def _parse_reject(self, r: Rejected) -> tuple[object, ...]:
         return self._row(r.line, r.raw, r.reason, r.detail, r.split, phase=0)
@@ -133,29 +141,9 @@ class PartSink:
         return (self.source_file, line, raw, reason, where, split, phase, 0, order, self.file_index)
 
 
-def _suspects(contract: Contract) -> pl.Expr:
-    """Rows that might fail a row check of `checks.build_schema`: a superset, so pandera decides alone."""
-    cols = ["pair_id", "text_a", "text_b", "label" if contract.label.kind == "binary" else "score"]
-    suspect = pl.any_horizontal(pl.col(c).is_null() for c in cols)
-    if contract.checks.non_empty_texts:
-        suspect |= (pl.col("text_a").str.len_bytes() == 0) | (pl.col("text_b").str.len_bytes() == 0)
-    if contract.label.kind == "binary" and contract.checks.label_domain:
-        suspect |= ~pl.col("label").is_in(contract.label.values)
-    if contract.label.kind != "binary" and contract.checks.score_range:
-        suspect |= ~pl.col("score").is_between(0.0, 1.0)
-    return suspect.fill_null(True)
-
-
 def _failing(frame: pl.DataFrame, contract: Contract) -> dict[int, list[str]]:
-    """`checks.failing_rows` of the frame, with pandera run on the suspect rows only."""
-    if frame.height == 0:
-        return {}
-    index = frame.select(pl.arg_where(_suspects(contract))).to_series()
-    if index.len() == 0:
-        return {}
-    found = checks.failing_rows(frame[index], contract)
-    rows = index.to_list()
-    return {rows[i]: problems for i, problems in found.items()}
+    """`checks.failing_rows` of the frame (one polars select: no per-row Python for rows that pass)."""
+    return checks.failing_rows(frame, contract) if frame.height else {}
 
 
 def _reason_rank(reason: str) -> int:

@@ -18,6 +18,7 @@ import numpy as np
 
 from simpair.contracts import Contract
 from simpair.ingest import fastpath, workers
+from simpair.ingest.background import BackgroundWrites
 from simpair.ingest.batches import PartSink, candidate_schema, candidates_frame
 from simpair.ingest.reader import RawRecord, decode_pieces
 from simpair.ingest.rows import build_candidates
@@ -47,8 +48,13 @@ class ChunkResult:
     quarantine_parts: list[Path] = field(default_factory=list)
 
 
-def parse_chunk(ctx: FileContext, number: int, first: int, chunk: bytes) -> ChunkResult:
-    """Parse, check and write one newline-aligned chunk whose first line is number `first`."""
+def parse_chunk(
+    ctx: FileContext, number: int, first: int, chunk: bytes, writes: BackgroundWrites | None = None
+) -> ChunkResult:
+    """Parse, check and write one newline-aligned chunk whose first line is number `first`.
+
+    With `writes` its parts are written on that thread (the caller drains it before reading them).
+    """
     contract = ctx.contract
     fmt = contract.format
     assert fmt.delimiter is not None
@@ -72,7 +78,9 @@ def parse_chunk(ctx: FileContext, number: int, first: int, chunk: bytes) -> Chun
     out.stats.update(cand.clean_stats.counts)
     rows = fast.rows.cast(candidate_schema(contract))  # type: ignore[arg-type]
     # one part per chunk (no batch limit), so parts in chunk order hold rows in line order
-    sink = PartSink(contract, ctx.folder, ctx.file_index, ctx.relative, ctx.sha256, 1 << 62, f"{number:06d}-")
+    sink = PartSink(
+        contract, ctx.folder, ctx.file_index, ctx.relative, ctx.sha256, 1 << 62, f"{number:06d}-", writes
+    )
     sink.add(rows, [])
     sink.add(candidates_frame(cand, contract), cand.rejected)
     sink.flush()
@@ -103,8 +111,9 @@ class ChunkRunner:
     in flight, which bounds the bytes held here whatever the file's size.
     """
 
-    def __init__(self, context: FileContext, workers_: int) -> None:
+    def __init__(self, context: FileContext, workers_: int, writes: BackgroundWrites | None = None) -> None:
         self.context = context
+        self.writes = writes  # for chunks parsed here; workers write their own parts
         self.workers = workers_
         self.count = 0
         self.held: list[tuple[int, int, bytes]] = []
@@ -116,7 +125,7 @@ class ChunkRunner:
     def add(self, first: int, chunk: bytes) -> None:
         self.count += 1
         if self.inline:
-            merge(self.result, parse_chunk(self.context, self.count, first, chunk))
+            merge(self.result, parse_chunk(self.context, self.count, first, chunk, self.writes))
             return
         if self.executor is None:  # one chunk alone is not worth a pool: wait for a second
             self.held.append((self.count, first, chunk))
@@ -127,7 +136,7 @@ class ChunkRunner:
             if self.executor is None:
                 self.inline = True
                 for number, start, data in held:
-                    merge(self.result, parse_chunk(self.context, number, start, data))
+                    merge(self.result, parse_chunk(self.context, number, start, data, self.writes))
                 return
             for number, start, data in held:
                 self._submit(number, start, data)
@@ -149,7 +158,7 @@ class ChunkRunner:
 
     def finish(self) -> ChunkResult:
         for number, first, chunk in self.held:
-            merge(self.result, parse_chunk(self.context, number, first, chunk))
+            merge(self.result, parse_chunk(self.context, number, first, chunk, self.writes))
         self.held = []
         while self.pending:
             self._collect()

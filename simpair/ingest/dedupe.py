@@ -56,6 +56,12 @@ def _pair_columns(contract: Contract) -> list[pl.Expr]:
     return [pl.col("split"), lo, hi, swapped.alias("swapped")]
 
 
+def _pair_hash(contract: Contract) -> pl.Expr:
+    """A hash of `_pair_columns`' exact key (split, lo, hi), built without ordering the texts."""
+    symmetric = contract.checks.symmetric_pairs
+    return spill.pair_hash("text_a", "text_b", 11, symmetric=symmetric, prefix="split")
+
+
 def _label_columns(contract: Contract) -> list[pl.Expr]:
     """The label copies of a pair are compared on (`lab`, and as text for details); scores for `mean`."""
     label = pl.col("label") if contract.label.kind == "binary" else pl.col("score_raw")
@@ -205,9 +211,7 @@ def find_duplicates(
     counts: list[pl.DataFrame] = []
     if parts and checks.drop_exact_duplicates:
         columns = [*_pair_columns(contract), *_label_columns(contract)]
-        cand = spill.repeated(
-            scan.select(_position(), pl.struct(columns[:3]).hash(11).alias("h")), k, work / "ph"
-        )
+        cand = spill.repeated(scan.select(_position(), _pair_hash(contract).alias("h")), k, work / "ph")
         rule = contract.duplicates.conflicting_labels
         for number, rows in enumerate(_exact(scan, columns, cand, _PAIR_KEY, bucket_rows, work / "p")):
             copies = _pair_copies(rows, rule)

@@ -25,7 +25,9 @@ from simpair.contracts import Contract
 _NUMBER = r"^[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?$"
 _SPACE, _TAB, _CR, _LF = 32, 9, 13, 10
 _INLINE = 12  # an Arrow string view holds strings up to 12 bytes itself, longer ones point to a buffer
-_K = np.arange(_INLINE, dtype=np.int64)
+_WORD = np.dtype("<u4")
+_MASKS = np.array([0, 0xFF, 0xFFFF, 0xFFFFFF, 0xFFFFFFFF], dtype=_WORD)  # the first 0..4 bytes of a word
+_WORD_START = np.array([0, 4, 8])  # the inline words' first bytes
 
 
 def eligible(contract: Contract) -> bool:
@@ -56,31 +58,38 @@ class FastChunk:
 
 @dataclass
 class _Bytes:
-    """The chunk as numpy bytes (padded so a view's inline bytes can be gathered past its end)."""
+    """The chunk as numpy bytes (padded so a view's inline bytes can be gathered past its end).
+
+    `inline[o]` is the 12 bytes from offset o, a strided view of the same memory (no copy), so the
+    inline part of every string view is one gather of 12 bytes per string.
+    """
 
     chunk: bytes
     padded: np.ndarray
     buffer: pa.Buffer
+    inline: np.ndarray
 
     @classmethod
     def of(cls, chunk: bytes) -> _Bytes:
         padded = np.zeros(len(chunk) + _INLINE, dtype=np.uint8)
         padded[: len(chunk)] = np.frombuffer(chunk, dtype=np.uint8)
-        return cls(chunk, padded, pa.py_buffer(chunk))
+        inline = np.ndarray((len(chunk) + 1,), dtype=f"V{_INLINE}", buffer=padded, strides=(1,))
+        return cls(chunk, padded, pa.py_buffer(chunk), inline)
 
     def strings(self, start: np.ndarray, stop: np.ndarray) -> pl.Series:
         """`chunk[start:stop]` for each pair, as a polars string column viewing the chunk's buffer.
 
         Only ever called on printable-ASCII bytes (polars trusts string views to be valid UTF-8).
+        A view is 16 bytes: the length, then up to 12 bytes inline (zero-padded), or for longer
+        strings a 4-byte prefix, the buffer (0: the chunk) and the offset.
         """
-        length = (stop - start).astype(np.int32)
-        views = np.zeros((len(start), 4), dtype=np.int32)  # 16 bytes: length, then inline or prefix/offset
-        inline = self.padded[start[:, None] + _K]
-        inline[length[:, None] <= _K] = 0
-        views.view(np.uint8)[:, 4:] = inline
+        length = stop - start
+        views = np.empty((len(start), 4), dtype=_WORD)
         views[:, 0] = length
-        far = np.flatnonzero(length > _INLINE)
-        views[far, 2] = 0  # buffer 0 (the chunk), at this offset
+        words = self.inline[start].view(_WORD).reshape(-1, 3)
+        views[:, 1:] = words & _MASKS[np.clip(length[:, None] - _WORD_START, 0, 4)]
+        far = length > _INLINE
+        views[far, 2] = 0
         views[far, 3] = start[far]
         array = pa.Array.from_buffers(pa.string_view(), len(start), [None, pa.py_buffer(views), self.buffer])
         return pl.from_arrow(array)  # type: ignore[return-value]
@@ -137,8 +146,9 @@ def parse_chunk(
     def edge_spaced(i: int) -> np.ndarray:
         """Whether field i of each good line starts or ends with a space."""
         k = base + i
-        edge = padded.padded[np.stack([field_start[k], field_end[k] - 1])]  # empty fields: masked below
-        return (field_end[k] > field_start[k]) & (edge == _SPACE).any(axis=0)
+        start, end = field_start[k], field_end[k]  # an empty field reads a neighbour byte: masked below
+        edge = (padded.padded[start] == _SPACE) | (padded.padded[end - 1] == _SPACE)
+        return (end > start) & edge
 
     # Ids and split values are stripped of spaces by the per-record path: leave those with edge spaces to it.
     base = first_cut[good]

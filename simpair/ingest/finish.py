@@ -19,6 +19,7 @@ import pyarrow.parquet as pq
 
 from simpair.contracts import Contract
 from simpair.ingest import dedupe, extras
+from simpair.ingest.background import BackgroundWrites
 from simpair.ingest.batches import QUARANTINE_ORDER, QUARANTINE_PART_SCHEMA, split_index
 from simpair.ingest.parse import FileResult
 from simpair.schema import PAIR_SCHEMA, QUARANTINE_SCHEMA
@@ -107,42 +108,11 @@ def write_outputs(
                for spec in contract.files}  # fmt: skip
     clean: Counter[str] = Counter()
     quarantine_parts = [p for r in results for p in r.quarantine_parts]
-    order = split_index(contract)
     try:
-        for number, part in enumerate(parts):
-            frame = pl.read_parquet(part)
-            mine = dups.get(int(frame["file_index"][0])) if frame.height else None
-            rejects: list[pl.DataFrame] = []
-            if mine is not None:
-                hit = frame.join(mine, on="line", how="inner")
-                rejects.append(_quarantine_rows(hit, pl.col("reason"), pl.col("detail"), 1, 0, order))
-                frame = frame.join(mine.select("line"), on="line", how="anti")
-            if frame.height and (new_scores := updates.get(int(frame["file_index"][0]))) is not None:
-                frame = _with_mean_scores(frame, new_scores)
-            bad = pl.Series([False] * frame.height)
-            typed = []
-            for position, spec in enumerate(contract.columns.extra):
-                values, failed, kind = extras.type_extra(spec, frame[spec.name], types[spec.name])
-                typed.append(values)
-                new = failed & ~bad
-                if new.any():  # rare: the detail quotes the value as Python's repr() does
-                    hits = frame.filter(new)
-                    said = [f"{spec.name} {v!r} is not {kind}" for v in hits[spec.name].to_list()]
-                    hits = hits.with_columns(pl.Series("_detail", said, dtype=pl.Utf8))
-                    rejects.append(
-                        _quarantine_rows(hits, pl.lit("bad_extra"), pl.col("_detail"), 2, position, order)
-                    )
-                bad = bad | failed
-            if typed:
-                frame = frame.with_columns(typed).filter(~bad)
-            if rejects:
-                path = work / f"quarantine-finish-{number:06d}.parquet"
-                pl.concat(rejects).write_parquet(path)
-                quarantine_parts.append(path)
-            table = _clean_select(contract, frame, meta["simpair.dataset_version"])
-            for (split,), rows in table.group_by("split"):
-                writers[str(split)].write_table(rows.to_arrow().cast(schema))
-                clean[str(split)] += rows.height
+        with BackgroundWrites() as writes:  # row groups are encoded while the next part is read
+            version_id = meta["simpair.dataset_version"]
+            _write_clean(contract, parts, dups, updates, types, schema, writers, writes, clean,
+                         quarantine_parts, work, version_id)  # fmt: skip
     finally:
         for writer in writers.values():
             writer.close()
@@ -151,6 +121,62 @@ def write_outputs(
     files["quarantine.parquet"] = out / "quarantine.parquet"
     clean_counts = {spec.split: clean[spec.split] for spec in contract.files}
     return Outputs(files, clean_counts, quarantine, types, found.conflicts)
+
+
+def _write_clean(
+    contract: Contract,
+    parts: list[Path],
+    dups: dict[int, pl.DataFrame],
+    updates: dict[int, pl.DataFrame],
+    types: dict[str, str],
+    schema: pa.Schema,
+    writers: dict[str, pq.ParquetWriter],
+    writes: BackgroundWrites,
+    clean: Counter[str],
+    quarantine_parts: list[Path],
+    work: Path,
+    version: str,
+) -> None:
+    """Each part's rows less its duplicates, extras typed, appended to its split's file as row groups."""
+    order = split_index(contract)
+    for number, part in enumerate(parts):
+        frame = pl.read_parquet(part)
+        mine = dups.get(int(frame["file_index"][0])) if frame.height else None
+        rejects: list[pl.DataFrame] = []
+        if mine is not None:
+            hit = frame.join(mine, on="line", how="inner")
+            rejects.append(_quarantine_rows(hit, pl.col("reason"), pl.col("detail"), 1, 0, order))
+            frame = frame.join(mine.select("line"), on="line", how="anti")
+        if frame.height and (new_scores := updates.get(int(frame["file_index"][0]))) is not None:
+            frame = _with_mean_scores(frame, new_scores)
+        bad = pl.Series([False] * frame.height)
+        typed = []
+        for position, spec in enumerate(contract.columns.extra):
+            values, failed, kind = extras.type_extra(spec, frame[spec.name], types[spec.name])
+            typed.append(values)
+            new = failed & ~bad
+            if new.any():  # rare: the detail quotes the value as Python's repr() does
+                hits = frame.filter(new)
+                said = [f"{spec.name} {v!r} is not {kind}" for v in hits[spec.name].to_list()]
+                hits = hits.with_columns(pl.Series("_detail", said, dtype=pl.Utf8))
+                rejects.append(
+                    _quarantine_rows(hits, pl.lit("bad_extra"), pl.col("_detail"), 2, position, order)
+                )
+            bad = bad | failed
+        if typed:
+            frame = frame.with_columns(typed).filter(~bad)
+        if rejects:
+            path = work / f"quarantine-finish-{number:06d}.parquet"
+            pl.concat(rejects).write_parquet(path)
+            quarantine_parts.append(path)
+        table = _clean_select(contract, frame, version)
+        for (split,), rows in table.group_by("split"):
+            writes.submit(_append, writers[str(split)], rows, schema)
+            clean[str(split)] += rows.height
+
+
+def _append(writer: pq.ParquetWriter, rows: pl.DataFrame, schema: pa.Schema) -> None:
+    writer.write_table(rows.to_arrow().cast(schema))
 
 
 def _with_mean_scores(frame: pl.DataFrame, scores: pl.DataFrame) -> pl.DataFrame:

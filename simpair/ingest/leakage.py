@@ -103,9 +103,9 @@ def compute_leakage(catalog: Catalog, bucket_rows: int = spill.BUCKET_ROWS) -> p
     parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f"{TMP_PREFIX}leakage-", dir=parent))
     try:
-        texts = scan.select("pos", *sorted_texts("text_a", "text_b"))
         k = spill.bucket_count(rows, bucket_rows * 8)
-        cand = spill.repeated(texts.select("pos", pl.struct("lo", "hi").hash(17).alias("h")), k, work / "h")
+        hashed = scan.select("pos", spill.pair_hash("text_a", "text_b", 17).alias("h"))
+        cand = spill.repeated(hashed, k, work / "h")
         found = scan.filter(pl.col("pos").is_in(cand["pos"].implode())).select(
             "dataset", "split", "trains", "evaluates", "pair_id", *sorted_texts("text_a", "text_b")
         )

@@ -22,6 +22,7 @@ import pyarrow as pa
 
 from simpair.contracts import Contract
 from simpair.ingest import fastpath
+from simpair.ingest.background import BackgroundWrites
 from simpair.ingest.batches import BATCH_ROWS, PartSink, candidates_frame
 from simpair.ingest.chunks import CHUNK_BYTES, TextChunks, chunk_pieces
 from simpair.ingest.chunktask import ChunkRunner, FileContext
@@ -80,14 +81,16 @@ def parse_file(job: FileJob) -> FileResult:
     """Parse one file into its folder of parts; a file that cannot be ingested raises SourceFileError."""
     root = SourceRoot.of(job.sources)
     folder = job.work / f"file-{job.file_index:06d}"
-    sink = PartSink(job.contract, folder, job.file_index, job.relative, job.sha256, job.batch_rows)
     stats: Counter[str] = Counter()
     try:
-        if job.contract.format.kind == "parquet":
-            records = _parquet(job, root, sink, stats)
-        else:
-            records = _text(job, root, sink, stats)
-        sink.flush()
+        with BackgroundWrites() as writes:  # every part is on disk once this block is left
+            sink = PartSink(job.contract, folder, job.file_index, job.relative, job.sha256, job.batch_rows)
+            sink.writes = writes
+            if job.contract.format.kind == "parquet":
+                records = _parquet(job, root, sink, stats)
+            else:
+                records = _text(job, root, sink, stats)
+            sink.flush()
     except EmptySourceFileError:
         shutil.rmtree(folder, ignore_errors=True)
         if job.only_file:
@@ -255,7 +258,7 @@ def _plain(job: FileJob, root: SourceRoot, chunks: TextChunks, sink: PartSink, s
                         contract, positions, job.split, job.tag, sink.folder, job.file_index, job.relative,
                         job.sha256,
                     )  # fmt: skip
-                    runner = ChunkRunner(context, job.workers or default_workers())
+                    runner = ChunkRunner(context, job.workers or default_workers(), sink.writes)
                 runner.add(first, chunk)
                 continue
             plain = list(_plain_records(decode_pieces(chunk_pieces(chunk), fmt, stats), fmt, first))

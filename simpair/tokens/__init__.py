@@ -74,11 +74,24 @@ def _source_files(path: Path) -> list[Path]:
 
 
 def iter_pair_batches(path: Path, batch_rows: int = BATCH_ROWS) -> Iterator[pa.RecordBatch]:
-    """The split's pairs in record batches of at most `batch_rows`, holding one batch at a time."""
+    """The split's pairs in record batches of `batch_rows` (the last of a file shorter), one row group held.
+
+    Row group by row group, re-cut into batches of `batch_rows` as `iter_batches` cut them: pyarrow's
+    `ParquetFile.iter_batches` kept about 56 bytes of Arrow memory per row read until the file was
+    closed (1.2M rows: 77 MB against 12 MB read this way), which made pretokenize grow with the split.
+    """
     for file in _source_files(path):
         source = pq.ParquetFile(file)
         columns = [c for c in SOURCE_COLUMNS if c in source.schema_arrow.names]
-        yield from source.iter_batches(batch_size=batch_rows, columns=columns)
+        pending: pa.Table | None = None
+        for group in range(source.num_row_groups):
+            table = source.read_row_group(group, columns=columns)
+            pending = table if pending is None else pa.concat_tables([pending, table])
+            while pending.num_rows >= batch_rows:
+                yield from pending.slice(0, batch_rows).combine_chunks().to_batches()
+                pending = pending.slice(batch_rows)
+        if pending is not None and pending.num_rows:
+            yield from pending.combine_chunks().to_batches()
 
 
 def write_tokens(
