@@ -164,8 +164,8 @@ def _peak_mb() -> float:
 
 
 def worker_ours(model: Path, pairs: Path, threads: int, scores_out: Path, backend: str) -> dict:
+    from simpair.runtime.loading import load_pinned
     from simpair.scoring import score_inbox
-    from simpair.scoring.scorer import load_pinned
 
     load_pinned(str(model), threads, backend)
     loaded = _rss_mb()
@@ -245,7 +245,8 @@ def worker_interleaved(
 
     from simpair.model_ref import ModelRef
     from simpair.models.device import native_bf16
-    from simpair.scoring.scorer import load_pinned, score_columns
+    from simpair.runtime.loading import load_pinned
+    from simpair.scoring.scorer import score_columns
 
     table = pq.read_table(pairs, columns=["text_a", "text_b"])
     text_a, text_b = table.column("text_a").to_pylist(), table.column("text_b").to_pylist()
@@ -313,7 +314,7 @@ def worker_impact(cross_model: Path, bi_model: Path, threads: int, limit: int) -
     from scipy.stats import spearmanr
 
     from simpair.models.device import native_bf16
-    from simpair.scoring.scorer import load_pinned
+    from simpair.runtime.loading import load_pinned
 
     def both(model: Path, a: list[str], b: list[str]) -> tuple[dict, dict, dict]:
         out, seconds = {}, {}

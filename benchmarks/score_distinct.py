@@ -121,8 +121,8 @@ def _peak_mb() -> float:
 
 
 def worker_ours(model: Path, pairs: Path, threads: int, scores_out: Path, store: bool) -> dict:
+    from simpair.runtime.loading import load_pinned
     from simpair.scoring import score_inbox
-    from simpair.scoring.scorer import load_pinned
 
     load_pinned(str(model), threads, "auto")  # model load (and ONNX export) before the clock
     work = Path(tempfile.mkdtemp(prefix="bench-distinct-"))

@@ -6,12 +6,19 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from pydantic import ValidationError
 from rich.console import Console
 
-from simpair.cli.common import BackendOption
-from simpair.cli.store_options import EmbeddingMemoryOption, EmbeddingStoreOption, OutputCacheOption
-from simpair.mining.encoder import DEFAULT_BATCH_SIZE, DEFAULT_STORE_MEMORY_MB
+from simpair.cli.common import BackendOption, validation_message
+from simpair.cli.store_options import (
+    EmbeddingMemoryOption,
+    EmbeddingStoreOption,
+    OutputCacheOption,
+    SentenceBatchOption,
+)
+from simpair.mining.encoder import DEFAULT_STORE_MEMORY_MB
 from simpair.mining.sentences import DEFAULT_BATCH_ROWS
+from simpair.runtime.options import DEFAULT_BATCH_SIZE, RuntimeOptions
 
 EXIT_NO_MODEL = 4
 MODEL_HELP = "name@alias, name/version or a model folder (a bi-encoder)"
@@ -29,9 +36,7 @@ def register(app: typer.Typer) -> None:
         id_column: Annotated[
             str | None, typer.Option(help="Column identifying each row (default: the row number).")
         ] = None,
-        batch_size: Annotated[
-            int, typer.Option(min=1, help="Sentences per forward pass.")
-        ] = DEFAULT_BATCH_SIZE,
+        batch_size: SentenceBatchOption = DEFAULT_BATCH_SIZE,
         batch_rows: Annotated[
             int, typer.Option(min=1, help="Rows read, encoded and written at a time (bounds memory).")
         ] = DEFAULT_BATCH_ROWS,
@@ -47,25 +52,25 @@ def register(app: typer.Typer) -> None:
         """Write every sentence's embedding (fixed-size float32 list) to Parquet, streamed by row batches."""
         from simpair.mining.encode import encode_file
         from simpair.model_ref import resolve_model_ref
-        from simpair.scoring.embedding_store import store_line
-        from simpair.scoring.scorer import BACKENDS
+        from simpair.runtime.embedding_store import store_line
         from simpair.settings import home_dir
 
         console = Console()
-        if backend not in BACKENDS:
-            raise typer.BadParameter(f"--backend must be one of {', '.join(BACKENDS)}; got {backend!r}")
-        if embedding_cache is not None and not embedding_store:
-            raise typer.BadParameter("--embedding-cache keeps the store: drop --no-embedding-store")
+        try:  # before the model resolves, so a wrong combination is a usage error
+            runtime = RuntimeOptions(
+                batch_size=batch_size, threads=threads, backend=backend, embedding_store=embedding_store,
+                embedding_cache=embedding_cache, embedding_memory_mb=embedding_memory_mb,
+            )  # fmt: skip
+        except ValidationError as exc:
+            raise typer.BadParameter(validation_message(exc)) from None
         try:
             ref = resolve_model_ref(model, home_dir(home))
         except LookupError as exc:
             console.print(f"[red]no model:[/] {exc}")
             raise typer.Exit(EXIT_NO_MODEL) from None
         summary = encode_file(
-            input, output, ref, column=column, id_column=id_column, batch_size=batch_size,
-            threads=threads, batch_rows=batch_rows, embedding_store=embedding_store,
-            embedding_cache=embedding_cache, embedding_memory_mb=embedding_memory_mb, backend=backend,
-        )  # fmt: skip
+            input, output, ref, column=column, id_column=id_column, batch_rows=batch_rows, runtime=runtime
+        )
         console.print(
             f"encoded {summary.encoded} of {summary.rows} rows with {summary.model} "
             f"({summary.dims} dims) into {summary.output} in {summary.seconds:.1f}s"

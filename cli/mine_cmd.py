@@ -15,11 +15,17 @@ from pydantic import ValidationError
 from rich.console import Console
 
 from simpair.cli.common import BackendOption, validation_message
-from simpair.cli.store_options import EmbeddingMemoryOption, EmbeddingStoreOption, OutputCacheOption
-from simpair.mining.encoder import DEFAULT_BATCH_SIZE, DEFAULT_MINE_MODEL, DEFAULT_STORE_MEMORY_MB
+from simpair.cli.store_options import (
+    EmbeddingMemoryOption,
+    EmbeddingStoreOption,
+    OutputCacheOption,
+    SentenceBatchOption,
+)
+from simpair.mining.encoder import DEFAULT_MINE_MODEL, DEFAULT_STORE_MEMORY_MB
 from simpair.mining.index import METHODS
 from simpair.mining.search import DEFAULT_MEMORY_MB, MineOptions
-from simpair.scoring.embedding_store import store_line
+from simpair.runtime.embedding_store import store_line
+from simpair.runtime.options import DEFAULT_BATCH_SIZE
 
 if TYPE_CHECKING:
     from simpair.mining.run import MineSummary
@@ -88,9 +94,7 @@ def register(app: typer.Typer) -> None:
             float,
             typer.Option(min=0.001, help="Memory for corpus vectors and index; larger corpora go in pieces."),
         ] = DEFAULT_MEMORY_MB,
-        batch_size: Annotated[
-            int, typer.Option(min=1, help="Sentences per forward pass.")
-        ] = DEFAULT_BATCH_SIZE,
+        batch_size: SentenceBatchOption = DEFAULT_BATCH_SIZE,
         threads: Annotated[int | None, typer.Option(min=1, help="Torch and faiss threads.")] = None,
         backend: BackendOption = "auto",
         embedding_store: EmbeddingStoreOption = True,

@@ -233,7 +233,7 @@ def register(app: typer.Typer) -> None:
         A recorded measurement is reused: given limits re-judge it, `--force` measures again.
         Exits 1 when int8 is refused, so a script can stop before scoring in int8.
         """
-        from simpair.scoring.int8_guard import Int8Limits, Int8Refused, check_version
+        from simpair.runtime.int8_guard import Int8Limits, Int8Refused, check_version
 
         console = Console()
         limits = None

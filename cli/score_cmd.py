@@ -20,14 +20,10 @@ from rich.table import Table
 from simpair.cli.common import BackendOption, validation_message
 from simpair.cli.failures import debug_enabled, quiet_prefect_console
 from simpair.cli.store_options import EmbeddingMemoryOption, EmbeddingStoreOption, ScoreCacheOption
-from simpair.scoring.embedding_store import DEFAULT_MEMORY_MB
-from simpair.scoring.options import (
-    DEFAULT_BACKEND,
-    DEFAULT_BATCH_SIZE,
-    DEFAULT_CHUNK_ROWS,
-    DEFAULT_PRECISION,
-    ScoringOptions,
-)
+from simpair.runtime.embedding_store import DEFAULT_MEMORY_MB
+from simpair.runtime.options import DEFAULT_BATCH_SIZE
+from simpair.runtime.precision import DEFAULT_BACKEND, DEFAULT_PRECISION
+from simpair.scoring.options import DEFAULT_CHUNK_ROWS, ScoringOptions
 from simpair.scoring.summary import ScoreSummary, precision_note, store_note
 
 EXIT_LOCKED = 3
@@ -132,8 +128,8 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Score every new batch in the inbox exactly once with one pinned model (once per model
         version: --rescore scores batches another version scored again)."""
-        from simpair.scoring.int8_guard import Int8Refused
-        from simpair.scoring.ledger import RunLocked
+        from simpair.runtime.int8_guard import Int8Refused
+        from simpair.scoring.lock import RunLocked
 
         console = Console()
         if no_prefect and (dask_address or local_cluster):

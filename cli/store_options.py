@@ -1,7 +1,8 @@
-"""The embedding-store options `simpair score`, `simpair mine` and `simpair encode` share.
+"""The runtime options `simpair score`, `simpair mine` and `simpair encode` share (`RuntimeOptions`).
 
-One definition, so the three commands spell and explain the store the same way; only the default
-folder (and the memory default) differ per command.
+One definition, so the three commands spell and explain the embedding store (and the sentence batch
+of the two that embed sentences) the same way; only the default folder (and the memory default)
+differ per command.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from typing import Annotated
 
 import typer
 
+SentenceBatchOption = Annotated[int, typer.Option(min=1, help="Sentences per forward pass.")]
 EmbeddingStoreOption = Annotated[
     bool,
     typer.Option(

@@ -30,15 +30,15 @@ from simpair.mining.search import MineOptions
 from simpair.mining.sentences import read_sentences
 from simpair.model_ref import resolve_model_ref
 from simpair.tasks.mine import (
-    PrefectStages,
     build_table_task,
     encode_sentences_task,
     find_pairs_task,
     read_sentences_task,
     rerank_pairs_task,
-    resolve_model_task,
     write_pairs_task,
 )
+from simpair.tasks.model_ref import resolve_model_task
+from simpair.tasks.stages import PrefectStages
 
 # stage of the mining DAG -> the Prefect task that runs it in this flow
 AS_TASKS = PrefectStages(
@@ -50,7 +50,8 @@ AS_TASKS = PrefectStages(
         build_table: build_table_task,
         rerank_pairs: rerank_pairs_task,
         write_mined: write_pairs_task,
-    }
+    },
+    quoted=True,  # arguments hold columns of texts and arrays of vectors
 )
 
 

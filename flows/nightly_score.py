@@ -11,8 +11,8 @@ Chunks fan out through whatever task runner the flow runs with: threads by defau
 with `prefect-dask` (`run(..., dask_address=...)` or `local_cluster=N`). The run lock is held by the
 flow process for the whole run; workers only touch the ledger rows of the chunks they were given.
 Like the pinned model, the precision (`fp32`, or the opt-in `bf16`) is decided once in the flow
-process and handed to every chunk task as an argument, as are the `ScoringOptions`, which is how Dask
-workers receive every setting.
+process and handed to every chunk task as an argument, with the runtime part of the `ScoringOptions`
+(`simpair.runtime.RuntimeOptions`), which is how Dask workers receive every setting.
 
 Each batch is scored once per model version. The `rescore` parameter scores batches that another
 version already scored again with the pinned one; the nightly `profile`'s
@@ -29,6 +29,7 @@ from prefect import flow, runtime
 
 from simpair.model_ref import resolve_model_ref
 from simpair.nightly.profile import load_profile
+from simpair.runtime.loading import default_threads
 from simpair.scoring.chunk import score_chunk
 from simpair.scoring.commit import finalize_file
 from simpair.scoring.inbox import list_inbox
@@ -36,20 +37,19 @@ from simpair.scoring.options import ScoringOptions
 from simpair.scoring.plan import hash_file, plan_files
 from simpair.scoring.rescore import decide_rescore
 from simpair.scoring.run import finish_run, run_scoring, start_run
-from simpair.scoring.scorer import default_threads
 from simpair.scoring.summary import ScoreSummary
+from simpair.tasks.model_ref import resolve_model_task
 from simpair.tasks.scoring import (
-    PrefectStages,
     decide_rescore_task,
     finalize_file_task,
     hash_file_task,
     list_inbox_task,
     plan_files_task,
     publish_summary_task,
-    resolve_model_task,
     score_chunk_task,
     start_run_task,
 )
+from simpair.tasks.stages import PrefectStages
 
 # stage of the scoring DAG -> the Prefect task that runs it in this flow
 AS_TASKS = PrefectStages(

@@ -1,23 +1,21 @@
 """Prefect tasks for mining: each wraps one stage of `simpair.mining.run.run_mine`, nothing more.
 
+`simpair.tasks.stages.PrefectStages` runs the mining DAG with each stage as its task here (and the
+shared `resolve-model` task of `simpair.tasks.model_ref`).
+
 Caching is off: a pairs file depends on the files' contents and the models' weights, not on the
-arguments' names, and every stage is cheap to redo next to encoding. Arguments are passed quoted:
-they hold whole columns of texts and arrays of vectors, which Prefect would otherwise walk element
-by element looking for futures.
+arguments' names, and every stage is cheap to redo next to encoding. The flow passes arguments
+quoted (`PrefectStages(..., quoted=True)`): they hold whole columns of texts and arrays of vectors,
+which Prefect would otherwise walk element by element looking for futures.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from pathlib import Path
-from typing import Any, TypeVar
-
 import numpy as np
 import pyarrow as pa
-from prefect import Task, task
+from prefect import task
 from prefect.artifacts import create_markdown_artifact
 from prefect.cache_policies import NO_CACHE
-from prefect.utilities.annotations import quote
 
 from simpair.mining.encoder import Encoded
 from simpair.mining.run import (
@@ -30,30 +28,8 @@ from simpair.mining.run import (
 )
 from simpair.mining.search import Candidates, MineOptions
 from simpair.mining.sentences import Sentences, read_sentences
-from simpair.model_ref import ModelRef, resolve_model_ref
-from simpair.scoring.embedding_store import StoreCounts
-
-T = TypeVar("T")
-
-
-class PrefectStages:
-    """Runs each stage of the mining DAG as its Prefect task (see `simpair.mining.run.StageRunner`)."""
-
-    def __init__(self, tasks: Mapping[Callable[..., Any], Task]) -> None:
-        self.tasks = dict(tasks)
-
-    def run(self, stage: Callable[..., T], /, **kwargs: Any) -> T:
-        try:
-            wrapped = self.tasks[stage]
-        except KeyError:
-            raise KeyError(f"no Prefect task wired for stage {stage.__qualname__}") from None
-        return wrapped(**{name: quote(value) for name, value in kwargs.items()})
-
-
-@task(name="resolve-model", cache_policy=NO_CACHE, retries=2, retry_delay_seconds=5)
-def resolve_model_task(spec: str | None, home: Path) -> ModelRef:
-    """Pin the alias to one version, once per run."""
-    return resolve_model_ref(spec, home)
+from simpair.model_ref import ModelRef
+from simpair.runtime.embedding_store import StoreCounts
 
 
 @task(name="read-sentences", task_run_name="read-{path}", cache_policy=NO_CACHE)

@@ -1,8 +1,8 @@
 """Prefect tasks for nightly scoring: each wraps one stage of `simpair.scoring.run`, nothing more.
 
-`PrefectStages` runs the scoring DAG (`simpair.scoring.run.run_scoring`) with each stage as its task
-here: `run` calls the task, `map` maps it over the task runner, `submit` submits it with futures as
-arguments. Every task takes the same keyword arguments as the stage it wraps.
+`simpair.tasks.stages.PrefectStages` runs the scoring DAG (`simpair.scoring.run.run_scoring`) with
+each stage as its task here (and the shared `resolve-model` task of `simpair.tasks.model_ref`). Every
+task takes the same keyword arguments as the stage it wraps.
 
 Caching is off: exactly-once is the ledger's job (keyed by file content), and a Prefect cache keyed
 on arguments would skip a run whose files changed under the same names. Chunk scoring is idempotent
@@ -11,16 +11,15 @@ on arguments would skip a run whose files changed under the same names. Chunk sc
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
 from uuid import UUID
 
-from prefect import Task, task, unmapped
+from prefect import task
 from prefect.artifacts import create_markdown_artifact
 from prefect.cache_policies import NO_CACHE
 
-from simpair.model_ref import ModelRef, resolve_model_ref
+from simpair.model_ref import ModelRef
+from simpair.runtime.options import RuntimeOptions
 from simpair.scoring.chunk import ChunkResult, score_chunk
 from simpair.scoring.commit import FileResult, finalize_file
 from simpair.scoring.contract import ScoringContract
@@ -30,12 +29,6 @@ from simpair.scoring.plan import FilePlan, HashedFile, hash_file, plan_files
 from simpair.scoring.rescore import Rescore, decide_rescore
 from simpair.scoring.run import finish_run, start_run
 from simpair.scoring.summary import ScoreSummary, summary_markdown
-
-
-@task(name="resolve-model", cache_policy=NO_CACHE, retries=2, retry_delay_seconds=5)
-def resolve_model_task(spec: str | None, home: Path) -> ModelRef:
-    """Pin the alias to one version, once per run."""
-    return resolve_model_ref(spec, home)
 
 
 @task(name="decide-rescore", cache_policy=NO_CACHE)
@@ -87,11 +80,11 @@ def score_chunk_task(
     model: ModelRef,
     run_id: str,
     contract: ScoringContract,
-    options: ScoringOptions,
+    runtime: RuntimeOptions,
     precision: str,
 ) -> ChunkResult:
     """Runs wherever the task runner puts it (a thread, a Dask worker): every setting is an argument."""
-    return score_chunk(plan, idx, model, run_id, contract, options, precision)
+    return score_chunk(plan, idx, model, run_id, contract, runtime, precision)
 
 
 @task(name="finalize-file", task_run_name="finalize-{plan.name}", cache_policy=NO_CACHE)
@@ -112,28 +105,3 @@ def publish_summary_task(out: Path, summary: ScoreSummary) -> UUID:
             f"nightly scoring with {summary.model_name}/{summary.model_version} in {summary.precision}"
         ),
     )
-
-
-class PrefectStages:
-    """Runs each stage of the scoring DAG as its Prefect task (see `simpair.scoring.run.StageRunner`)."""
-
-    def __init__(self, tasks: Mapping[Callable[..., Any], Task]) -> None:
-        self.tasks = dict(tasks)
-
-    def _task(self, stage: Callable[..., Any]) -> Task:
-        try:
-            return self.tasks[stage]
-        except KeyError:
-            raise KeyError(f"no Prefect task wired for stage {stage.__qualname__}") from None
-
-    def run(self, stage: Callable[..., Any], /, **kwargs: Any) -> Any:
-        return self._task(stage)(**kwargs)
-
-    def map(self, stage: Callable[..., Any], over: Mapping[str, Sequence[Any]], /, **fixed: Any) -> Any:
-        return self._task(stage).map(**over, **{k: unmapped(v) for k, v in fixed.items()})
-
-    def submit(self, stage: Callable[..., Any], /, **kwargs: Any) -> Any:
-        return self._task(stage).submit(**kwargs)
-
-    def result(self, started: Any) -> Any:
-        return started.result()

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 from prefect import task
 from prefect.artifacts import create_markdown_artifact
@@ -109,10 +108,3 @@ def evaluate_task(
         description=f"evaluation of {Path(model_dir).name}",
     )
     return result
-
-
-def result_summary(result: TrainResult | EvalResult) -> dict[str, Any]:
-    """A JSON-friendly digest for logging (e.g. by the nightly flow)."""
-    if isinstance(result, TrainResult):
-        return {"model_dir": str(result.model_dir), "dev": result.metrics.get("dev", {})}
-    return {"report": str(result.report_path), "splits": result.metrics.get("splits", {})}

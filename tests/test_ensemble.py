@@ -29,8 +29,8 @@ from simpair.ensemble import (
 from simpair.evaluate import evaluate_model
 from simpair.predictors import load_predictor
 from simpair.registry.pyfunc import log_pyfunc
+from simpair.runtime.loading import load_pinned
 from simpair.scoring import score_inbox
-from simpair.scoring.scorer import load_pinned
 from simpair.training import TrainConfig, train
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")

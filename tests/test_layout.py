@@ -169,7 +169,7 @@ def test_wheel_installs_one_namespace_and_finds_profiles_without_a_checkout(tmp_
 # simpair's packages from the bottom up, as docs/architecture.md lists them; a module may import its
 # own package, the foundation, and packages on earlier lines only
 DOMAIN_ORDER = [
-    "settings schema pairs contracts catalog atomic pair_tokens progress",
+    "settings schema pairs contracts catalog atomic pair_tokens progress stages locks",
     "losses",
     "models",
     "ingest tokens",
@@ -182,6 +182,7 @@ DOMAIN_ORDER = [
     "nightly",
     "model_ref",
     "evaluate_file transfer",
+    "runtime",
     "scoring",
     "mining",
     "local_stack",
@@ -208,3 +209,30 @@ def test_domain_packages_keep_the_documented_order() -> None:
                 upward.append(f"{a} -> {b} (same level)")
     assert not unranked, f"add {sorted(unranked)} to DOMAIN_ORDER and to docs/architecture.md"
     assert upward == []
+
+
+# inference backends: only `simpair.runtime` loads them (its backends export, quantize and run graphs)
+BACKEND_MODULES = ("onnxruntime", "onnx", "torch.onnx")
+
+
+def test_only_the_runtime_imports_an_inference_backend() -> None:
+    runtime = ROOT / "simpair" / "runtime"
+    offenders = []
+    for folder in FOLDERS:
+        for path in (ROOT / folder).rglob("*.py"):
+            if path.is_relative_to(runtime):
+                continue
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                names = []
+                if isinstance(node, ast.Import):
+                    names = [a.name for a in node.names]
+                elif isinstance(node, ast.ImportFrom) and not node.level:
+                    names = [node.module or ""] + [f"{node.module}.{a.name}" for a in node.names]
+                elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+                    names = [f"{node.value.id}.{node.attr}"]  # `torch.onnx.export(...)` after `import torch`
+                offenders += [
+                    f"{path.relative_to(ROOT)}: {n}"
+                    for n in names
+                    if any(n == b or n.startswith(b + ".") for b in BACKEND_MODULES)
+                ]
+    assert offenders == [], "inference backends belong in simpair/runtime/"

@@ -20,7 +20,7 @@ from simpair.mining.encode import embedding_matrix, read_encode_metadata
 from simpair.mining.index import exact_top_k, hnsw_top_k, search_pieces
 from simpair.mining.pairs import read_mine_metadata
 from simpair.models import Predictor, save_tiny_model
-from simpair.scoring.embedding_store import close_stores
+from simpair.runtime.embedding_store import close_stores
 
 SUBJECTS = ["The cat", "A man", "Two children", "The old dog", "A woman in red", "The team"]
 VERBS = ["is playing with", "looks at", "runs towards", "quietly ignores"]

@@ -27,7 +27,8 @@ from simpair.predictors import load_predictor
 from simpair.scoring import score_inbox
 from simpair.scoring.chunk import ChunkResult
 from simpair.scoring.contract import load_contract
-from simpair.scoring.ledger import Ledger, RunLocked, run_lock
+from simpair.scoring.ledger import Ledger
+from simpair.scoring.lock import RunLocked, run_lock
 from simpair.scoring.reader import inspect_file, read_chunk
 from simpair.scoring.scorer import truncation_flags
 

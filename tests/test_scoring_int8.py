@@ -29,10 +29,10 @@ from simpair.models.metadata import ModelMetadata
 from simpair.predictors import load_predictor
 from simpair.registry import registry
 from simpair.registry.record import register_trained_model
+from simpair.runtime import int8_guard as guard
+from simpair.runtime.int8_backend import use_int8
+from simpair.runtime.precision import check_precision
 from simpair.scoring import ScoringOptions, score_inbox
-from simpair.scoring import int8_guard as guard
-from simpair.scoring.int8_backend import use_int8
-from simpair.scoring.scorer import check_precision
 
 NAME = "simpair-paraphrase"
 tiny_cross = support.tiny_cross

@@ -29,7 +29,8 @@ from simpair.scoring import ScoringOptions, score_inbox
 from simpair.scoring.chunk import score_chunk
 from simpair.scoring.commit import finalize_file
 from simpair.scoring.plan import hash_file, plan_files
-from simpair.scoring.run import InProcess, run_scoring
+from simpair.scoring.run import run_scoring
+from simpair.stages import InProcess
 
 tiny_cross = support.tiny_cross
 

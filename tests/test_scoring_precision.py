@@ -22,10 +22,10 @@ from test_scoring_support import assert_exactly_once, make_pairs, read_outputs, 
 
 from simpair.models import device as devices
 from simpair.predictors import load_predictor
+from simpair.runtime.bf16_backend import Bf16Predictor
+from simpair.runtime.loading import load_pinned
 from simpair.scoring import score_inbox
-from simpair.scoring.bf16_backend import Bf16Predictor
 from simpair.scoring.ledger import Ledger
-from simpair.scoring.scorer import load_pinned
 from simpair.scoring.summary import summary_markdown
 
 tiny_cross = support.tiny_cross
@@ -283,7 +283,7 @@ def test_token_budget_batches_cap_tokens_and_restore_input_order(budget: int) ->
     """The batching the bf16 path (and ONNX) runs on: every output back at its input's position,
     no batch over the budget unless a single pair is longer. The forward pass here reports each
     row's unpadded length, so a misplaced output shows as a wrong length."""
-    from simpair.scoring.budget import run_budget_batches
+    from simpair.runtime.budget import run_budget_batches
 
     rng = np.random.default_rng(budget)
     ids = [list(range(1, int(n) + 1)) for n in rng.integers(1, 90, size=257)]

@@ -6,7 +6,7 @@ so memory stays that of one batch whatever the file's size. The vectors are a fi
 list<float32> column (readers get an (n, dims) array without copying lists); the width, the model's
 name and version and that vectors are L2-normalised travel in the file's metadata. Rows with a null
 or empty text go to `<output>.rejects.parquet` with their row number and reason; the rest go on.
-Vectors go through the embedding store as in `simpair mine` (`simpair.mining.encoder.StoredEncoder`):
+Vectors go through the embedding store as in `simpair mine` (`simpair.runtime.stored_predict`):
 a rerun after a kill, or tomorrow's file with `--embedding-cache`, encodes only what is new.
 """
 
@@ -22,21 +22,17 @@ import pyarrow.parquet as pq
 from pydantic import BaseModel
 
 from simpair.atomic import atomic_path
-from simpair.mining.encoder import (
-    DEFAULT_BATCH_SIZE,
-    DEFAULT_STORE_MEMORY_MB,
-    embedding_dims,
-    load_bi_encoder,
-    store_folder_for,
-    stored_encoder,
-)
+from simpair.mining.encoder import DEFAULT_STORE_MEMORY_MB, bi_encoder, embedding_dims, output_store
 from simpair.mining.pairs import write_rejects
 from simpair.mining.sentences import DEFAULT_BATCH_ROWS, Rejects, distinct, iter_sentences, open_sentences
 from simpair.model_ref import ModelRef
 from simpair.progress import progress
-from simpair.scoring.embedding_store import release_store
+from simpair.runtime.embedding_store import release_store
+from simpair.runtime.options import RuntimeOptions
 
 METADATA_KEY = b"simpair.encode"
+# the store's memory bound as in `simpair mine`: each distinct text is looked up once per batch
+ENCODE_RUNTIME = RuntimeOptions(embedding_memory_mb=DEFAULT_STORE_MEMORY_MB)
 
 
 class EncodeSummary(BaseModel):
@@ -89,23 +85,18 @@ def encode_file(
     *,
     column: str = "text",
     id_column: str | None = None,
-    batch_size: int = DEFAULT_BATCH_SIZE,
-    threads: int | None = None,
     batch_rows: int = DEFAULT_BATCH_ROWS,
     show_progress: bool = True,
-    embedding_store: bool = True,
-    embedding_cache: str | Path | None = None,
-    embedding_memory_mb: float = DEFAULT_STORE_MEMORY_MB,
-    backend: str = "auto",
+    runtime: RuntimeOptions = ENCODE_RUNTIME,
 ) -> EncodeSummary:
-    """Write the vectors of every usable row of `input` to `output`; see the module docstring."""
+    """Write the vectors of every usable row of `input` to `output`; see the module docstring.
+
+    `runtime` says how the model runs (batch size, threads, backend, the embedding store).
+    """
     started = time.monotonic()
     total = open_sentences(input, column, id_column).metadata.num_rows  # fails before the model loads
-    if embedding_cache is not None and not embedding_store:
-        raise ValueError("embedding_cache keeps the embedding store: it needs embedding_store on")
-    folder = store_folder_for(output, embedding_cache) if embedding_store else None
-    predictor = load_bi_encoder(model, threads, backend=backend)
-    encoder = stored_encoder(predictor, model, folder, embedding_memory_mb)
+    folder = output_store(output, runtime)
+    encoder = bi_encoder(model, runtime, folder)
     dims = embedding_dims(encoder)
     schema = output_schema(dims, model)
     rejects, encoded = Rejects(), 0
@@ -115,7 +106,7 @@ def encode_file(
             rejects.extend(part.rejects)
             if part.texts:
                 texts, inverse = distinct(part.texts)
-                vectors = encoder.embed(texts, batch_size=batch_size)
+                vectors = encoder.embed(texts, batch_size=runtime.batch_size)
                 flat = pa.array(vectors[np.asarray(inverse)].astype(np.float32).ravel(), pa.float32())
                 table = pa.table(
                     {
@@ -132,7 +123,7 @@ def encode_file(
     bar.close()
     rejects_file = write_rejects(output, {"input": rejects})
     if folder is not None:
-        release_store(folder, keep=embedding_cache is not None)
+        release_store(folder, keep=runtime.keeps_store)
     counts = encoder.counts
     return EncodeSummary(
         output=str(output),
@@ -144,7 +135,7 @@ def encode_file(
         rejected=len(rejects),
         seconds=round(time.monotonic() - started, 3),
         embedding_store=str(folder) if folder else None,
-        embedding_store_kept=embedding_cache is not None,
+        embedding_store_kept=runtime.keeps_store,
         sentences_encoded=counts.encoded,
         embedding_memory_hits=counts.memory_hits,
         embedding_disk_hits=counts.disk_hits,

@@ -5,10 +5,10 @@ sentences would hold a million token lists. Chunks of a few thousand distinct te
 small, show progress per chunk (a bar on a terminal, plain lines in a log) and let the caller drop
 each chunk's vectors once it has used them (corpus pieces).
 
-Vectors go through the embedding store `simpair score` uses (`StoredEncoder`): a text in both the
-input and the corpus is encoded once, a killed run's rerun reuses what it stored, and with
-`--embedding-cache` tomorrow's run encodes only the new sentences (the same folder serves scoring
-too, for the same model, precision and forward pass).
+Vectors go through the embedding store `simpair score` uses (`simpair.runtime.stored_predict`): a
+text in both the input and the corpus is encoded once, a killed run's rerun reuses what it stored,
+and with `--embedding-cache` tomorrow's run encodes only the new sentences (the same folder serves
+scoring too, for the same model, precision and forward pass).
 """
 
 from __future__ import annotations
@@ -21,10 +21,12 @@ import numpy as np
 
 from simpair.model_ref import ModelRef
 from simpair.progress import progress
-from simpair.scoring.embedding_store import EmbeddingStore, StoreCounts, model_identity, open_store
+from simpair.runtime.embedding_store import StoreCounts
+from simpair.runtime.loading import load_for_run
+from simpair.runtime.options import DEFAULT_BATCH_SIZE, RuntimeOptions
+from simpair.runtime.stored_predict import StoredEncoder, stored_encoder
 
 DEFAULT_ENCODE_CHUNK = 4096
-DEFAULT_BATCH_SIZE = 64
 # STS models are the ones trained for graded similarity: the natural default for mining
 DEFAULT_MINE_MODEL = "simpair-sts@champion"
 # the store's memory comes on top of --max-memory-mb; mining looks each distinct text up once or
@@ -36,9 +38,7 @@ class WrongModelKind(ValueError):
     """A model of the wrong kind for the job (a cross-encoder asked for embeddings, or the reverse)."""
 
 
-def load_bi_encoder(
-    model: ModelRef, threads: int | None = None, job: str = "simpair encode", backend: str = "auto"
-) -> object:
+def load_bi_encoder(model: ModelRef, runtime: RuntimeOptions, job: str = "simpair encode") -> object:
     """The pinned bi-encoder's `Predictor`; any other kind is refused with what to do instead."""
     if model.kind != "bi":
         hint = (
@@ -49,63 +49,37 @@ def load_bi_encoder(
         raise WrongModelKind(
             f"{job} needs a bi-encoder (sentence embeddings); {model.label} is a {model.kind} model{hint}"
         )
-    return _load(model, threads, backend)
+    return _load(model, runtime)
 
 
-def load_reranker(model: ModelRef, threads: int | None = None, backend: str = "auto") -> object:
+def load_reranker(model: ModelRef, runtime: RuntimeOptions) -> object:
     """The pinned pair scorer for re-ranking: a cross-encoder or a stacked model, never a bi-encoder."""
     if model.kind == "bi":
         raise WrongModelKind(
             f"--rerank needs a cross-encoder (or stacked model); {model.label} is a bi-encoder, "
             "which is what --model already scores with"
         )
-    return _load(model, threads, backend)
+    return _load(model, runtime)
 
 
-def _load(model: ModelRef, threads: int | None, backend: str) -> object:
+def _load(model: ModelRef, runtime: RuntimeOptions) -> object:
     """The model as `simpair score` loads it: same backend choice (`auto`: ONNX Runtime on CPU when
     installed), fp32 on purpose, so mined scores equal scored ones and the two share stored vectors."""
-    from simpair.scoring.scorer import default_threads, load_pinned
-
-    return load_pinned(model.local_dir, threads or default_threads(), backend, "fp32")
+    return load_for_run(model.local_dir, runtime, "fp32")
 
 
-def store_folder_for(output: str | Path, cache: str | Path | None) -> Path:
-    """`cache` when given (kept across runs), else `<output>.embeddings/` (removed when the run finishes)."""
-    return Path(cache).expanduser().resolve() if cache else Path(f"{output}.embeddings")
+def output_store(output: str | Path, runtime: RuntimeOptions) -> Path | None:
+    """The run's store: `embedding_cache` (kept), else `<output>.embeddings/` (removed at the end).
+
+    None when the store is off."""
+    return runtime.store_folder(f"{output}.embeddings") if runtime.embedding_store else None
 
 
-class StoredEncoder:
-    """A bi-encoder whose `embed` looks texts up in an embedding store first; counts what it did.
-
-    Without a store every text it is given is encoded (and counted as encoded).
-    """
-
-    def __init__(self, predictor: object, store: EmbeddingStore | None = None) -> None:
-        self.predictor = predictor
-        self.store = store
-        self.counts = StoreCounts()
-
-    def embed(self, texts: Sequence[str], batch_size: int = DEFAULT_BATCH_SIZE) -> np.ndarray:
-        def encode(misses: list[str]) -> np.ndarray:
-            return self.predictor.embed(misses, batch_size=batch_size)  # type: ignore[attr-defined]
-
-        if self.store is None:
-            self.counts.encoded += len(texts)
-            return encode(list(texts))
-        vectors, done = self.store.lookup(list(texts), encode)
-        self.counts.add(done)
-        return vectors
-
-
-def stored_encoder(
-    predictor: object, model: ModelRef, folder: str | Path | None, memory_mb: float = DEFAULT_STORE_MEMORY_MB
+def bi_encoder(
+    model: ModelRef, runtime: RuntimeOptions, store: str | Path | None, job: str = "simpair encode"
 ) -> StoredEncoder:
-    """`predictor` over the store in `folder` for its identity (fp32, its forward pass); None: no store."""
-    if folder is None:
-        return StoredEncoder(predictor)
-    identity = model_identity(model, "fp32", type(predictor).__name__)
-    return StoredEncoder(predictor, open_store(folder, identity, memory_mb))
+    """The pinned bi-encoder, its vectors looked up in the store in `store` first (None: no store)."""
+    return stored_encoder(load_bi_encoder(model, runtime, job), model, store, runtime.embedding_memory_mb)
 
 
 @dataclass

@@ -4,19 +4,18 @@
     -> encode-sentences (distinct input texts) -> find-pairs (within the input, or in the corpus,
     piece by piece) -> pairs-table -> rerank-pairs (if asked) -> write-pairs -> release the store
 
-Each stage is a plain function of plain values; the runner decides how it runs (`InProcess` here,
-`simpair.tasks.scoring.PrefectStages` in `flows/mine.py`), as scoring does. Texts are mined once per
-distinct text: a text on several rows is reported with the id of its first row. Encoding goes
-through the embedding store (`simpair.mining.encoder.StoredEncoder`); a finished run removes its
-own store, a killed run leaves it for the rerun, a store given as `embedding_cache` is kept.
+Each stage is a plain function of plain values; the runner (`simpair.stages`) decides how it runs
+(`InProcess` here, `simpair.tasks.stages.PrefectStages` in `flows/mine.py`), as scoring does. Texts
+are mined once per distinct text: a text on several rows is reported with the id of its first row.
+Encoding goes through the embedding store (`simpair.runtime.stored_predict.StoredEncoder`); a
+finished run removes its own store, a killed run leaves it for the rerun, a store given as
+`embedding_cache` is kept.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -25,38 +24,24 @@ from pydantic import BaseModel
 from simpair.mining.encoder import (
     DEFAULT_MINE_MODEL,
     Encoded,
+    bi_encoder,
     embed_all,
-    load_bi_encoder,
     load_reranker,
-    store_folder_for,
-    stored_encoder,
+    output_store,
 )
 from simpair.mining.pairs import first_ids, pairs_table, rerank, write_pairs, write_rejects
 from simpair.mining.search import Candidates, MineOptions, search_corpus, search_within
 from simpair.mining.sentences import Sentences, distinct, read_sentences
 from simpair.model_ref import ModelRef, resolve_model_ref
-from simpair.scoring.embedding_store import StoreCounts, release_store
+from simpair.runtime.embedding_store import StoreCounts, release_store
 from simpair.settings import home_dir
+from simpair.stages import InProcess, StageRunner
 
-T = TypeVar("T")
 # summary fields about this run, not about the pairs: kept out of the pairs file's metadata
 RUN_ONLY = {
     "output", "rejects", "seconds", "embedding_store", "embedding_store_kept", "sentences_encoded",
     "embedding_memory_hits", "embedding_disk_hits",
 }  # fmt: skip
-
-
-class StageRunner(Protocol):
-    """How a stage runs: now, in this process, or as its Prefect task (`PrefectStages`)."""
-
-    def run(self, stage: Callable[..., T], /, **kwargs: Any) -> T: ...
-
-
-class InProcess:
-    """Runs every stage here and now, in the order the DAG asks for them."""
-
-    def run(self, stage: Callable[..., T], /, **kwargs: Any) -> T:
-        return stage(**kwargs)
 
 
 class MineSummary(BaseModel):
@@ -84,16 +69,12 @@ class MineSummary(BaseModel):
     embedding_disk_hits: int = 0
 
 
-def _bi(model: ModelRef, options: MineOptions) -> object:
-    return load_bi_encoder(model, options.threads, job="simpair mine", backend=options.backend)
-
-
 def encode_sentences(
     model: ModelRef, sentences: Sentences, options: MineOptions, store: str | None = None
 ) -> Encoded:
     """Vectors of the distinct input texts, in first-seen order (through the store in `store`)."""
     texts, _ = distinct(sentences.texts)
-    encoder = stored_encoder(_bi(model, options), model, store, options.embedding_memory_mb)
+    encoder = bi_encoder(model, options, store, job="simpair mine")
     vectors = embed_all(
         encoder,
         texts,
@@ -116,7 +97,7 @@ def find_pairs(
     if corpus is None:
         return search_within(vectors, options)
     texts, _ = distinct(corpus.texts)
-    encoder = stored_encoder(_bi(model, options), model, store, options.embedding_memory_mb)
+    encoder = bi_encoder(model, options, store, job="simpair mine")
     candidates = search_corpus(vectors, encoder, texts, options)
     candidates.encoding = encoder.counts
     return candidates
@@ -138,7 +119,7 @@ def build_table(
 
 def rerank_pairs(table: pa.Table, reranker: ModelRef, options: MineOptions) -> pa.Table:
     """Add the re-ranker's scores (see `simpair.mining.pairs.rerank`)."""
-    return rerank(table, load_reranker(reranker, options.threads, options.backend), reranker, options)
+    return rerank(table, load_reranker(reranker, options), reranker, options)
 
 
 def write_mined(
@@ -173,9 +154,9 @@ def write_mined(
         index=candidates.method,
         seconds=round(time.monotonic() - started, 3),
     )
-    if options.embedding_store:
-        summary.embedding_store = str(store_folder_for(output, options.embedding_cache))
-        summary.embedding_store_kept = options.embedding_cache is not None
+    store = output_store(output, options)
+    if store is not None:
+        summary.embedding_store, summary.embedding_store_kept = str(store), options.keeps_store
     encoding = encoding or StoreCounts()
     summary.sentences_encoded = encoding.encoded
     summary.embedding_memory_hits, summary.embedding_disk_hits = encoding.memory_hits, encoding.disk_hits
@@ -216,7 +197,7 @@ def run_mine(
             column=options.corpus_column or options.column,
             id_column=options.corpus_id_column or options.id_column,
         )
-    folder = store_folder_for(output, options.embedding_cache) if options.embedding_store else None
+    folder = output_store(output, options)
     store = str(folder) if folder else None
     encoded = runner.run(encode_sentences, model=bi, sentences=inputs, options=options, store=store)
     candidates = runner.run(
@@ -242,5 +223,5 @@ def run_mine(
         encoding=encoding,
     )
     if folder is not None:
-        release_store(folder, keep=options.embedding_cache is not None)
+        release_store(folder, keep=options.keeps_store)
     return summary

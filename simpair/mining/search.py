@@ -13,49 +13,38 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Literal
 
 import numpy as np
-from pydantic import BaseModel, Field, model_validator
+from pydantic import ConfigDict, Field, PositiveFloat
 
-from simpair.mining.encoder import (
-    DEFAULT_BATCH_SIZE,
-    DEFAULT_ENCODE_CHUNK,
-    DEFAULT_STORE_MEMORY_MB,
-    embed_chunks,
-)
+from simpair.mining.encoder import DEFAULT_ENCODE_CHUNK, DEFAULT_STORE_MEMORY_MB, embed_chunks
 from simpair.mining.index import HNSW_M, choose_method, search_pieces
-from simpair.scoring.embedding_store import StoreCounts
+from simpair.runtime.embedding_store import StoreCounts
+from simpair.runtime.options import RuntimeOptions
 
 DEFAULT_MEMORY_MB = 512.0
 
 
-class MineOptions(BaseModel):
-    """How to mine (passed whole to every stage, so a Prefect run and an in-process run agree)."""
+class MineOptions(RuntimeOptions):
+    """How to mine (passed whole to every stage, so a Prefect run and an in-process run agree).
+
+    The runtime fields (batch size, threads, backend, embedding store) are `RuntimeOptions`'; the
+    store's memory bound is smaller by default here (it comes on top of `max_memory_mb`).
+    """
+
+    model_config = ConfigDict(extra="ignore")
 
     top_k: int = Field(10, ge=1)
     threshold: float | None = None
     index: str = "auto"
     max_memory_mb: float = Field(DEFAULT_MEMORY_MB, gt=0)
-    batch_size: int = Field(DEFAULT_BATCH_SIZE, ge=1)
     encode_chunk: int = Field(DEFAULT_ENCODE_CHUNK, ge=1)
-    threads: int | None = Field(None, ge=1)
     column: str = "text"
     id_column: str | None = None
     corpus_column: str | None = None
     corpus_id_column: str | None = None
     show_progress: bool = True
-    embedding_store: bool = True
-    embedding_cache: Path | None = None
-    embedding_memory_mb: float = Field(DEFAULT_STORE_MEMORY_MB, gt=0)
-    backend: Literal["auto", "torch", "onnx"] = "auto"
-
-    @model_validator(mode="after")
-    def _cache_needs_the_store(self) -> MineOptions:
-        if self.embedding_cache is not None and not self.embedding_store:
-            raise ValueError("embedding_cache keeps the embedding store: it needs embedding_store on")
-        return self
+    embedding_memory_mb: PositiveFloat = DEFAULT_STORE_MEMORY_MB
 
 
 @dataclass

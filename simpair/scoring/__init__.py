@@ -1,24 +1,25 @@
 """Nightly bulk scoring of Parquet pair batches: exactly once, streamed, quarantined, pinned to one model.
 
-Pieces, one job each (none imports Prefect; `tasks/scoring.py` and `flows/nightly_score.py` wire them):
+This package is the exactly-once ledger pipeline; how the model is loaded and run (backends,
+precision and the int8 guard, the embedding store) is `simpair.runtime`'s. Pieces, one job each (none
+imports Prefect; `tasks/scoring.py` and `flows/nightly_score.py` wire them):
 
-- `options`: `ScoringOptions`, every setting of a run in one typed object with one set of defaults.
+- `options`: `ScoringOptions`, every setting of a run in one typed object with one set of defaults
+  (the runtime ones are `simpair.runtime.RuntimeOptions`').
 - `contract`: the scoring-input contract (`data_contracts/scoring_input.yaml`).
 - `inbox`: list batches at any fsspec URL and hash their content (the exactly-once key).
-- `ledger`: SQLite ledger of files and chunks under the output location, plus the run lock.
+- `ledger`: SQLite ledger of files and chunks under the output location; `records`: its tables and
+  rows; `lock`: the run lock (one run per output at a time).
 - `reader`: stream one chunk of a batch and validate its rows (good rows vs. rejects).
-- `scorer`: score a chunk with the pinned model.
+- `scorer`: score a chunk with the pinned model (the output columns).
 - `writer`: atomic chunk parts, then one date-partitioned output (and rejects) file per batch.
 - `plan`: hash inbox files, decide each file's fate, claim the work (`hash_file`, `plan_files`).
 - `chunk`: score one chunk and record it (`score_chunk`).
 - `commit`: merge a file's chunks into its output, or quarantine it (`finalize_file`).
 - `summary`: the run summary (`ScoreSummary`, `summarize`, markdown).
 - `run`: the scoring DAG, defined once (`run_scoring`), and `score_inbox(...)`, which runs it here.
-- `onnx_backend`, `bf16_backend`, `budget`: the forward passes behind `--backend onnx` / `--precision bf16`.
-- `int8_backend`, `int8_guard`: the opt-in `--precision int8` graph and the dev-split parity check
-  that must pass before a model version may score in int8.
-- `embedding_store`: bi-encoder sentence vectors kept for a whole run (or across nights), so each
-  distinct sentence is encoded once.
+- `rescore`: whether batches another model version scored are scored again (`decide_rescore`).
+- `sample`: an inbox built from held-out test pairs (`simpair make-sample-inbox`).
 
 The model is pinned by `simpair.model_ref.resolve_model_ref` (a folder or a registry reference).
 """

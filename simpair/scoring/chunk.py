@@ -15,14 +15,16 @@ from typing import Any
 import pyarrow as pa
 
 from simpair.model_ref import ModelRef
+from simpair.runtime.embedding_store import EmbeddingStore, StoreCounts
+from simpair.runtime.loading import load_for_run
+from simpair.runtime.options import RuntimeOptions
+from simpair.runtime.stored_predict import open_stores
 from simpair.scoring.contract import ScoringContract
-from simpair.scoring.embedding_store import EmbeddingStore, StoreCounts, store_folder
-from simpair.scoring.ledger import ChunkRecord, Ledger
-from simpair.scoring.options import ScoringOptions
+from simpair.scoring.ledger import Ledger
 from simpair.scoring.plan import FilePlan
 from simpair.scoring.reader import FileProblem, read_chunk, validate_rows
-from simpair.scoring.scorer import default_threads, load_pinned, runnable_precision, score_columns
-from simpair.scoring.stored_predict import open_stores
+from simpair.scoring.records import ChunkRecord
+from simpair.scoring.scorer import score_columns
 from simpair.scoring.writer import REJECTS_SCHEMA, chunk_paths
 from simpair.scoring.writer import write_atomic as write_part
 
@@ -50,16 +52,16 @@ def score_chunk(
     model: ModelRef,
     run_id: str,
     contract: ScoringContract,
-    options: ScoringOptions,
+    runtime: RuntimeOptions,
     precision: str,
 ) -> ChunkResult:
     """Read, validate, score and write chunk `idx` of a planned file, then record it in the ledger.
 
-    `options` gives the batch size, threads, backend and embedding store (bi-encoders and a stack's
-    bi members: vectors kept across the run's chunks, `embedding_store`); `precision` is the run's
-    resolved precision (`resolve_precision`). A worker that cannot run it natively (bf16 pinned by
-    a driver with native bf16, on a worker without) fails the chunk rather than score it in another
-    precision than the rest of the run.
+    `runtime` gives the batch size, threads, backend and embedding store (bi-encoders and a stack's
+    bi members: vectors kept across the run's chunks); `precision` is the run's resolved precision
+    (`simpair.runtime.precision.resolve_precision`). A worker that cannot run it natively (bf16
+    pinned by a driver with native bf16, on a worker without) fails the chunk rather than score it
+    in another precision than the rest of the run (`simpair.runtime.loading.load_for_run`).
     """
     assert plan.sha256 and plan.layout and plan.output_schema, "score_chunk needs a file planned to score"
     began = time.perf_counter()
@@ -69,13 +71,8 @@ def score_chunk(
     except FileProblem as problem:
         return ChunkResult(plan.sha256, idx, problem=str(problem))
     checked = validate_rows(table, contract, start)
-    predictor = load_pinned(model.local_dir, options.threads or default_threads(), options.backend, precision)
-    if runnable_precision(precision, predictor.device) != precision:
-        raise RuntimeError(
-            f"this run is pinned to {precision}, but this worker ({predictor.device}) has no native "
-            f"{precision}; run the workers on hardware that has it, or score with --precision fp32"
-        )
-    stores, counts = _stores(plan, model, options, precision, predictor), StoreCounts()
+    predictor = load_for_run(model.local_dir, runtime, precision)
+    stores, counts = _stores(plan, model, runtime, precision, predictor), StoreCounts()
     scores = score_columns(
         predictor,
         model,
@@ -83,7 +80,7 @@ def score_chunk(
         checked.text_a,
         checked.text_b,
         checked.cut,
-        options.batch_size,
+        runtime.batch_size,
         precision=precision,
         stores=stores,
         counts=counts,
@@ -132,11 +129,16 @@ def score_chunk(
     return result
 
 
+def run_store(out: str | Path, runtime: RuntimeOptions) -> Path:
+    """The run's embedding store: the folder kept across runs, else `<out>/_ledger/embeddings/`."""
+    return runtime.store_folder(Path(out) / "_ledger" / "embeddings")
+
+
 def _stores(
-    plan: FilePlan, model: ModelRef, options: ScoringOptions, precision: str, predictor: Any
+    plan: FilePlan, model: ModelRef, runtime: RuntimeOptions, precision: str, predictor: Any
 ) -> dict[int, EmbeddingStore]:
     """The run's embedding stores (a bi-encoder's, a stack's bi members'); none when off."""
-    if not options.embedding_store:
+    if not runtime.embedding_store:
         return {}
-    folder = store_folder(plan.out, options.embedding_cache)
-    return open_stores(predictor, model, precision, str(folder), options.embedding_memory_mb)
+    folder = run_store(plan.out, runtime)
+    return open_stores(predictor, model, precision, str(folder), runtime.embedding_memory_mb)

@@ -1,4 +1,4 @@
-"""The exactly-once ledger and the run lock, both under `<out>/_ledger/`.
+"""The exactly-once ledger under `<out>/_ledger/` (its run lock is `simpair.scoring.lock`).
 
 SQLite in WAL mode: several worker processes (a Dask cluster on one machine) record finished
 chunks concurrently, readers never block the writer, and a SIGKILLed process leaves every
@@ -15,150 +15,17 @@ another version (`simpair score --rescore`) gets its own `rescores` row and its 
 from __future__ import annotations
 
 import json
-import os
-import socket
 import sqlite3
 from collections.abc import Iterator
 from contextlib import closing, contextmanager
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-import filelock
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS files (
-    sha256 TEXT PRIMARY KEY,
-    name TEXT NOT NULL,
-    size INTEGER NOT NULL,
-    status TEXT NOT NULL CHECK (status IN ('running', 'done', 'quarantined')),
-    reason TEXT,
-    n_rows INTEGER,
-    chunk_rows INTEGER,
-    n_chunks INTEGER,
-    day TEXT,
-    output_path TEXT,
-    rejects_path TEXT,
-    model_name TEXT,
-    model_version TEXT,
-    run_id TEXT,
-    rows_scored INTEGER,
-    rows_rejected INTEGER,
-    first_seen TEXT NOT NULL,
-    updated_at TEXT NOT NULL
-);
-CREATE TABLE IF NOT EXISTS chunks (
-    sha256 TEXT NOT NULL,
-    idx INTEGER NOT NULL,
-    rows_in INTEGER NOT NULL,
-    rows_scored INTEGER NOT NULL,
-    rows_rejected INTEGER NOT NULL,
-    rows_truncated INTEGER NOT NULL,
-    model_name TEXT NOT NULL,
-    model_version TEXT NOT NULL,
-    run_id TEXT NOT NULL,
-    seconds REAL NOT NULL,
-    updated_at TEXT NOT NULL,
-    precision TEXT,
-    PRIMARY KEY (sha256, idx)
-);
-CREATE TABLE IF NOT EXISTS rescores (
-    sha256 TEXT NOT NULL,
-    model_name TEXT NOT NULL,
-    model_version TEXT NOT NULL,
-    status TEXT NOT NULL CHECK (status IN ('running', 'done', 'quarantined')),
-    reason TEXT,
-    output_path TEXT NOT NULL,
-    rejects_path TEXT NOT NULL,
-    run_id TEXT,
-    rows_scored INTEGER,
-    rows_rejected INTEGER,
-    first_seen TEXT NOT NULL,
-    updated_at TEXT NOT NULL,
-    PRIMARY KEY (sha256, model_name, model_version)
-);
-CREATE TABLE IF NOT EXISTS runs (
-    run_id TEXT PRIMARY KEY,
-    status TEXT NOT NULL,
-    model_name TEXT,
-    model_version TEXT,
-    started_at TEXT NOT NULL,
-    finished_at TEXT,
-    summary_json TEXT
-);
-"""
+from simpair.scoring.records import SCHEMA, ChunkRecord, FileRecord, Scoring
 
 
 def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
-
-
-@dataclass(frozen=True)
-class FileRecord:
-    """One row of `files`."""
-
-    sha256: str
-    name: str
-    size: int
-    status: str
-    reason: str | None
-    n_rows: int | None
-    chunk_rows: int | None
-    n_chunks: int | None
-    day: str | None
-    output_path: str | None
-    rejects_path: str | None
-    model_name: str | None
-    model_version: str | None
-    run_id: str | None
-    rows_scored: int | None
-    rows_rejected: int | None
-    first_seen: str
-    updated_at: str
-
-
-@dataclass(frozen=True)
-class ChunkRecord:
-    """One finished chunk: its counts and the model version and precision that scored it.
-
-    `precision` is None for chunks recorded by a ledger from before precision was tracked; their
-    staged parts lack the `precision` column, so a resumed run scores them again.
-    """
-
-    idx: int
-    rows_in: int
-    rows_scored: int
-    rows_rejected: int
-    rows_truncated: int
-    model_name: str
-    model_version: str
-    run_id: str
-    seconds: float
-    precision: str | None = None
-
-
-@dataclass(frozen=True)
-class Scoring:
-    """One scoring of a batch by one model version: its first (from `files`) or a re-score.
-
-    `first` is True for the batch's first scoring, whose output lives in the top-level `date=` layout.
-    """
-
-    sha256: str
-    model_name: str
-    model_version: str
-    status: str
-    output_path: str | None
-    rejects_path: str | None
-    rows_scored: int | None
-    rows_rejected: int | None
-    run_id: str | None
-    reason: str | None
-    first: bool
-
-    @property
-    def key(self) -> tuple[str, str]:
-        return self.model_name, self.model_version
 
 
 def _add_column(conn: sqlite3.Connection, table: str, column: str, decl: str) -> None:
@@ -182,7 +49,7 @@ class Ledger:
         self.dir.mkdir(parents=True, exist_ok=True)
         with closing(sqlite3.connect(self.path, timeout=60)) as conn:
             conn.execute("PRAGMA journal_mode=WAL")
-            conn.executescript(_SCHEMA)
+            conn.executescript(SCHEMA)
             _add_column(conn, "chunks", "precision", "TEXT")
 
     @contextmanager
@@ -381,35 +248,3 @@ class Ledger:
                 "UPDATE runs SET status = 'finished', finished_at = ?, summary_json = ? WHERE run_id = ?",
                 (_now(), json.dumps(summary, default=str), run_id),
             )
-
-
-class RunLocked(RuntimeError):
-    """Another scoring run holds the lock on this output location."""
-
-
-@contextmanager
-def run_lock(out_dir: str | Path, wait_seconds: float = 0.0) -> Iterator[None]:
-    """Hold the exclusive run lock of an output location for the duration of a run.
-
-    An OS file lock (fcntl/LockFile via `filelock`): the kernel drops it when its holder dies, even
-    by SIGKILL, so a crash never leaves a stale lock. `wait_seconds=0` fails at once with a message
-    naming the holder; a positive value waits that long first.
-    """
-    ledger_dir = Path(out_dir) / "_ledger"
-    ledger_dir.mkdir(parents=True, exist_ok=True)
-    lock = filelock.FileLock(ledger_dir / "run.lock")
-    info = ledger_dir / "run.lock.holder"
-    try:
-        lock.acquire(timeout=max(wait_seconds, 0.0), poll_interval=0.2)
-    except filelock.Timeout:
-        holder = info.read_text(encoding="utf-8").strip() if info.exists() else "unknown"
-        raise RunLocked(
-            f"another scoring run holds {ledger_dir / 'run.lock'} ({holder}); "
-            f"waited {wait_seconds:g}s. Re-run later or pass a longer wait."
-        ) from None
-    try:
-        info.write_text(f"pid {os.getpid()} on {socket.gethostname()} since {_now()}\n", encoding="utf-8")
-        yield
-    finally:
-        info.unlink(missing_ok=True)
-        lock.release()

@@ -1,7 +1,9 @@
 """The scoring options, typed once: what `simpair score`, the flow, its tasks and `score_inbox` accept.
 
 One frozen object carries every setting of a run from the command line (or Python) to each stage,
-and to Dask workers as a task argument, with one set of defaults (documented in docs/scoring.md).
+with one set of defaults (documented in docs/scoring.md). How the model runs (batch size, threads,
+backend, embedding store) is `simpair.runtime.RuntimeOptions`, which this object extends; chunks get
+only that part and the run's resolved precision.
 """
 
 from __future__ import annotations
@@ -9,43 +11,28 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    NonNegativeFloat,
-    NonNegativeInt,
-    PositiveFloat,
-    PositiveInt,
-    model_validator,
-)
+from pydantic import NonNegativeFloat, NonNegativeInt, PositiveInt, model_validator
 
-from simpair.scoring.embedding_store import DEFAULT_MEMORY_MB
-from simpair.scoring.scorer import check_precision
+from simpair.runtime.options import RuntimeOptions
+from simpair.runtime.precision import DEFAULT_PRECISION, check_precision
 
 DEFAULT_CHUNK_ROWS = 8192
-DEFAULT_BATCH_SIZE = 64
-DEFAULT_BACKEND = "auto"  # ONNX Runtime on CPU when installed, else torch
-DEFAULT_PRECISION = "fp32"  # scores identical to fp32 by default; bf16 is an explicit opt-in
 
 
-class ScoringOptions(BaseModel):
+class ScoringOptions(RuntimeOptions):
     """How to score an inbox (where from and where to are the run's arguments, not options).
+
+    The runtime fields (`batch_size`, `threads`, `backend`, `embedding_store`, `embedding_cache`,
+    `embedding_memory_mb`) are `RuntimeOptions`'; a store with no `embedding_cache` lives in
+    `<out>/_ledger/embeddings/` and is removed when the run finishes. Scoring adds:
 
     - `model`: `name@alias`, `name/version` or a saved model folder; None = the paraphrase champion.
     - `home`: pipeline home holding the MLflow registry; None = `$SIMPAIR_HOME`.
     - `chunk_rows`: rows per chunk, the unit of resume and fan-out.
-    - `batch_size`: pairs per forward pass (with the ONNX backend an upper bound).
-    - `threads`: torch / ONNX Runtime threads per worker; None = CPUs / workers.
-    - `backend`: `auto`, `torch` or `onnx`.
     - `precision`: `fp32`, the opt-in `bf16` (not with backend `onnx`) or `int8` (not with `torch`;
-      refused unless the model passes the parity guard, `int8_guard`).
+      refused unless the model passes the parity guard, `simpair.runtime.int8_guard`).
     - `lock_wait`: seconds to wait for another run holding the output; 0 = give up at once.
     - `contract`: the scoring-input contract file; None = `data_contracts/scoring_input.yaml`.
-    - `embedding_store`: bi-encoders look sentence vectors up in a store kept for the whole run, so
-      each distinct sentence is encoded once (default on; off = dedup within a chunk only).
-    - `embedding_cache`: a folder keeping that store across runs (nights), per model identity;
-      None = `<out>/_ledger/embeddings/`, removed when a run finishes.
-    - `embedding_memory_mb`: the store's in-memory bound per worker process (more goes to disk).
     - `rescore`: also score batches that another model version already scored (each version once;
       the other versions' outputs stay), see `simpair.scoring.rescore`.
     - `rescore_days`: with `rescore`, only batches first claimed at most this many days ago.
@@ -53,29 +40,19 @@ class ScoringOptions(BaseModel):
       run on this output used, re-score the batches of the last N days; 0 = off.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
     model: str | None = None
     home: Path | None = None
     chunk_rows: PositiveInt = DEFAULT_CHUNK_ROWS
-    batch_size: PositiveInt = DEFAULT_BATCH_SIZE
-    threads: PositiveInt | None = None
-    backend: str = DEFAULT_BACKEND
     precision: str = DEFAULT_PRECISION
     lock_wait: NonNegativeFloat = 0.0
     contract: Path | None = None
-    embedding_store: bool = True
-    embedding_cache: Path | None = None
-    embedding_memory_mb: PositiveFloat = DEFAULT_MEMORY_MB
     rescore: bool = False
     rescore_days: NonNegativeInt | None = None
     rescore_days_after_promotion: NonNegativeInt = 0
 
     @model_validator(mode="after")
-    def _known_backend_and_precision(self) -> ScoringOptions:
+    def _known_precision_and_rescore(self) -> ScoringOptions:
         check_precision(self.precision, self.backend)
-        if self.embedding_cache is not None and not self.embedding_store:
-            raise ValueError("embedding_cache keeps the embedding store: it needs embedding_store on")
         if self.rescore_days is not None and not self.rescore:
             raise ValueError("rescore_days limits a re-score: it needs rescore on")
         return self

@@ -19,11 +19,13 @@ from pathlib import Path
 import pyarrow as pa
 
 from simpair.model_ref import ModelRef
+from simpair.runtime.precision import DEFAULT_PRECISION
 from simpair.scoring.contract import ScoringContract
 from simpair.scoring.inbox import InboxFile, content_hash
-from simpair.scoring.ledger import ChunkRecord, FileRecord, Ledger, Scoring
-from simpair.scoring.options import DEFAULT_CHUNK_ROWS, DEFAULT_PRECISION
+from simpair.scoring.ledger import Ledger
+from simpair.scoring.options import DEFAULT_CHUNK_ROWS
 from simpair.scoring.reader import FileLayout, FileProblem, inspect_file
+from simpair.scoring.records import ChunkRecord, FileRecord, Scoring
 from simpair.scoring.rescore import Rescore
 from simpair.scoring.scorer import SCORE_COLUMNS, SCORE_SCHEMA
 from simpair.scoring.writer import output_paths, rescore_paths

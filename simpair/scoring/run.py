@@ -14,14 +14,15 @@ state):
 6. `finalize_file`, one per file once its chunks are in: merge, or quarantine on corrupt data.
 7. `finish_run`: the summary (`summarize`) recorded in the ledger.
 
-The `runner` decides how a stage runs: `InProcess` calls each stage here, in the order above
-(`score_inbox`, `simpair score --no-prefect`); `simpair.tasks.scoring.PrefectStages` runs each as its
-Prefect task, mapped or submitted to the flow's task runner (threads, Dask). Both see the same calls
-in the same order, so they claim, score, quarantine and record the same things.
+The `runner` (`simpair.stages`) decides how a stage runs: `InProcess` calls each stage here, in the
+order above (`score_inbox`, `simpair score --no-prefect`); `simpair.tasks.stages.PrefectStages` runs
+each as its Prefect task, mapped or submitted to the flow's task runner (threads, Dask). Both see the
+same calls in the same order, so they claim, score, quarantine and record the same things.
 
-Precision (`fp32` default, `bf16` opt-in) is decided once per run (`resolve_precision`) and passed to
-every stage like the pinned model: chunks record it in the ledger and on every output row, and a
-resumed batch rescores chunks scored in another precision, so one output file never mixes them.
+Precision (`fp32` default, `bf16` and `int8` opt-in) is resolved once per run
+(`simpair.runtime.precision.resolve_precision`) and passed to every stage like the pinned model:
+chunks get it with the runtime options alone, record it in the ledger and on every output row, and
+a resumed batch rescores chunks scored in another precision, so one output file never mixes them.
 
 Bi-encoder runs share one embedding store across all their chunks and files (`embedding_store`); a
 finished run releases it (`release_store`), a killed one leaves it for the resumed run to reuse.
@@ -31,25 +32,25 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Any
 
 from simpair.model_ref import ModelRef, resolve_model_ref
-from simpair.scoring.chunk import ChunkResult, score_chunk
+from simpair.runtime.embedding_store import release_store
+from simpair.runtime.precision import resolve_precision
+from simpair.scoring.chunk import ChunkResult, run_store, score_chunk
 from simpair.scoring.commit import finalize_file
 from simpair.scoring.contract import load_contract
-from simpair.scoring.embedding_store import release_store, store_folder
 from simpair.scoring.inbox import list_inbox
-from simpair.scoring.ledger import Ledger, run_lock
+from simpair.scoring.ledger import Ledger
+from simpair.scoring.lock import run_lock
 from simpair.scoring.options import ScoringOptions
 from simpair.scoring.plan import hash_file, plan_files
 from simpair.scoring.rescore import decide_rescore
-from simpair.scoring.scorer import resolve_precision
 from simpair.scoring.summary import ScoreSummary, summarize
-
-T = TypeVar("T")
+from simpair.stages import InProcess, StageRunner
 
 
 def new_run_id() -> str:
@@ -64,49 +65,6 @@ def start_run(out: Path, run_id: str, model: ModelRef) -> None:
 def finish_run(out: Path, summary: ScoreSummary) -> None:
     """Record the finished run and its summary in the ledger."""
     Ledger(out).finish_run(summary.run_id, summary.to_dict())
-
-
-class StageRunner(Protocol):
-    """How the DAG's stages run. Stages are called with keyword arguments only.
-
-    `run` runs a stage now and returns its value; `map` starts a stage once per value of the one
-    keyword in `over` (the others fixed) and `submit` starts one stage whose arguments may be what
-    `map` returned; `result` waits for what `map` or `submit` returned and gives its value(s).
-    """
-
-    def run(self, stage: Callable[..., T], /, **kwargs: Any) -> T: ...
-
-    def map(self, stage: Callable[..., Any], over: Mapping[str, Sequence[Any]], /, **fixed: Any) -> Any: ...
-
-    def submit(self, stage: Callable[..., Any], /, **kwargs: Any) -> Any: ...
-
-    def result(self, started: Any) -> Any: ...
-
-
-class InProcess:
-    """Runs every stage here and now, one after the other, in the order the DAG asks for them.
-
-    `after(stage, value)` is called after each stage call (progress, or tests that act mid-run).
-    """
-
-    def __init__(self, after: Callable[[Callable[..., Any], Any], None] | None = None) -> None:
-        self.after = after
-
-    def run(self, stage: Callable[..., T], /, **kwargs: Any) -> T:
-        value = stage(**kwargs)
-        if self.after:
-            self.after(stage, value)
-        return value
-
-    def map(self, stage: Callable[..., Any], over: Mapping[str, Sequence[Any]], /, **fixed: Any) -> list:
-        ((key, values),) = over.items()
-        return [self.run(stage, **fixed, **{key: value}) for value in values]
-
-    def submit(self, stage: Callable[..., Any], /, **kwargs: Any) -> Any:
-        return self.run(stage, **kwargs)
-
-    def result(self, started: Any) -> Any:
-        return started
 
 
 def run_scoring(
@@ -142,10 +100,11 @@ def run_scoring(
         )  # fmt: skip
         began = time.perf_counter()
         to_score = [p for p in plans if p.action == "score"]
+        runtime = options.runtime  # all a chunk needs of the options, beside the resolved precision
         chunks = {
             p.sha256: runner.map(
                 score_chunk, {"idx": p.pending}, plan=p, model=model, run_id=run_id, contract=contract,
-                options=options, precision=precision,
+                runtime=runtime, precision=precision,
             )
             for p in to_score
         }  # fmt: skip
@@ -159,7 +118,7 @@ def run_scoring(
         file_results = [runner.result(f) for f in finals]
         chunk_results = [r for started in chunks.values() for r in runner.result(started)]
         seconds = time.perf_counter() - began
-        store = store_folder(out_dir, options.embedding_cache)
+        store = run_store(out_dir, options)
         # a bi-encoder always looks its sentences up; a stack only when it has bi members
         looked_up = model.kind == "bi" or any(
             c.sentences_encoded + c.memory_hits + c.disk_hits for c in chunk_results
@@ -167,11 +126,11 @@ def run_scoring(
         summary = summarize(
             run_id, model, plans, file_results, chunk_results, seconds, precision, options.precision,
             embedding_store=str(store) if options.embedding_store and looked_up else None,
-            embedding_store_kept=options.embedding_cache is not None,
+            embedding_store_kept=options.keeps_store,
             rescore=rescore.note if rescore else None,
         )  # fmt: skip
         runner.run(finish_run, out=out_dir, summary=summary)
-        release_store(store, keep=options.embedding_cache is not None)
+        release_store(store, keep=options.keeps_store)
     return summary
 
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 from simpair.model_ref import ModelRef
+from simpair.runtime.embedding_store import store_line
+from simpair.runtime.precision import DEFAULT_PRECISION
 from simpair.scoring.chunk import ChunkResult
 from simpair.scoring.commit import FileResult
-from simpair.scoring.embedding_store import store_line
-from simpair.scoring.options import DEFAULT_PRECISION
 from simpair.scoring.plan import FilePlan
 
 

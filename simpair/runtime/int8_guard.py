@@ -175,7 +175,7 @@ def _metric(predictor: Any, out: dict[str, np.ndarray], frame: Any) -> float:
 def measure(model_dir: Path, home: Path, limits: Int8Limits, threads: int = 1) -> Int8Check:
     """Score the model's dev pairs in fp32 and int8 and judge the difference under `limits`."""
     from simpair.predictors import load_predictor
-    from simpair.scoring.int8_backend import DEFAULT_MODE, use_int8
+    from simpair.runtime.int8_backend import DEFAULT_MODE, use_int8
 
     model_dir = Path(model_dir)
     split, frame = dev_pairs(model_dir, home)
@@ -207,7 +207,7 @@ def check_version(
     without, a recorded verdict is returned as it stands. `force` measures again.
     """
     from simpair.registry import registry
-    from simpair.scoring.int8_backend import DEFAULT_MODE
+    from simpair.runtime.int8_backend import DEFAULT_MODE
 
     c = registry.client(home)
     recorded = Int8Check.from_tags(dict(c.get_model_version(name, version).tags or {}))

@@ -25,7 +25,7 @@ from torch import nn
 
 from simpair.models import BiEncoder, Predictor
 from simpair.models.device import autocast
-from simpair.scoring.budget import MAX_BATCH_TOKENS, run_budget_batches
+from simpair.runtime.budget import MAX_BATCH_TOKENS, run_budget_batches
 
 
 class Bf16Predictor(Predictor):

@@ -33,7 +33,7 @@ import torch
 
 from simpair.models import Predictor
 from simpair.models.batching import pad_batch
-from simpair.scoring.onnx_backend import OrtEncoder, OrtPredictor, export_verified, open_session
+from simpair.runtime.onnx_backend import OrtEncoder, OrtPredictor, export_verified, open_session
 
 MODES = ("dynamic", "static")
 DEFAULT_MODE = "dynamic"

@@ -34,7 +34,7 @@ from torch import nn
 
 from simpair.models import Predictor
 from simpair.models.batching import pad_batch
-from simpair.scoring.budget import MAX_BATCH_TOKENS, run_budget_batches
+from simpair.runtime.budget import MAX_BATCH_TOKENS, run_budget_batches
 
 INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 VERIFY_ATOL = 1e-5

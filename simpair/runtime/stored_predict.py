@@ -1,4 +1,8 @@
-"""Scoring through the embedding store: a bi-encoder, or the bi-encoder members of a stacked model.
+"""Scores and vectors through the embedding store: a bi-encoder, or the bi-encoder members of a stack.
+
+`predict_stored` scores pairs (`simpair score`); `StoredEncoder` gives sentence vectors (`simpair mine`
+and `encode`). Both key the store the same way (`open_stores`), so the commands share stored vectors
+of the same model, precision and forward pass.
 
 Why stacks too: a stack's bi-encoder members embed sentences like any bi-encoder, so on a batch that
 repeats sentences they cost what a lone bi-encoder costs with the store; only the cross-encoder
@@ -9,12 +13,21 @@ float32), then go through the same `from_raw` or stack combiner.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from simpair.model_ref import ModelRef
-from simpair.scoring.embedding_store import EmbeddingStore, StoreCounts, model_identity, open_store
+from simpair.runtime.embedding_store import (
+    DEFAULT_MEMORY_MB,
+    EmbeddingStore,
+    StoreCounts,
+    model_identity,
+    open_store,
+)
+from simpair.runtime.options import DEFAULT_BATCH_SIZE
 
 # a bi-encoder's own store; a stack's members' stores are keyed by member index
 SELF = -1
@@ -82,3 +95,35 @@ def predict_stored(
     if counts is not None:
         counts.add(done)
     return out
+
+
+class StoredEncoder:
+    """A bi-encoder whose `embed` looks texts up in an embedding store first; counts what it did.
+
+    Without a store every text it is given is encoded (and counted as encoded).
+    """
+
+    def __init__(self, predictor: Any, store: EmbeddingStore | None = None) -> None:
+        self.predictor = predictor
+        self.store = store
+        self.counts = StoreCounts()
+
+    def embed(self, texts: Sequence[str], batch_size: int = DEFAULT_BATCH_SIZE) -> np.ndarray:
+        def encode(misses: list[str]) -> np.ndarray:
+            return self.predictor.embed(misses, batch_size=batch_size)
+
+        if self.store is None:
+            self.counts.encoded += len(texts)
+            return encode(list(texts))
+        vectors, done = self.store.lookup(list(texts), encode)
+        self.counts.add(done)
+        return vectors
+
+
+def stored_encoder(
+    predictor: Any, model: ModelRef, folder: str | Path | None, memory_mb: float = DEFAULT_MEMORY_MB
+) -> StoredEncoder:
+    """A bi-encoder `predictor` over the store in `folder` for its identity (fp32); None: no store."""
+    if folder is None:
+        return StoredEncoder(predictor)
+    return StoredEncoder(predictor, open_stores(predictor, model, "fp32", str(folder), memory_mb).get(SELF))

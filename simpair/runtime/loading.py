@@ -1,0 +1,117 @@
+"""Load a pinned model once per process, with the forward pass the options ask for.
+
+`load_for_run` is what a run's stages call (scoring chunks, mining, encoding): the precision is the
+run's, already resolved (`precision.resolve_precision`), and a process that cannot run it natively
+refuses rather than fall back. `load_pinned` is the same loader on its own (benchmarks, notebooks):
+it checks the names and resolves the precision itself, falling back from bf16 with a warning.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import os
+import threading
+from functools import lru_cache
+from typing import Any, Protocol
+
+import numpy as np
+
+from simpair.runtime.options import RuntimeOptions
+from simpair.runtime.precision import check_precision, require_native, runnable_precision, warn_fallback
+
+log = logging.getLogger(__name__)
+
+_LOAD_LOCK = threading.Lock()
+
+
+class PairPredictor(Protocol):
+    """What scoring needs from a loaded model (implemented by `simpair.predictors.load_predictor`)."""
+
+    task: str
+    kind: str
+
+    def predict(
+        self, text_a: list[str], text_b: list[str], batch_size: int = 64, progress: bool = False
+    ) -> dict[str, np.ndarray]: ...
+
+    def truncated(self, text_a: list[str], text_b: list[str]) -> np.ndarray: ...
+
+
+def default_threads(workers: int = 1) -> int:
+    """Torch threads per worker: the CPUs this process may use, shared among workers on the host."""
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return max(1, cpus // max(workers, 1))
+
+
+def load_for_run(local_dir: str, runtime: RuntimeOptions, precision: str = "fp32") -> PairPredictor:
+    """The pinned model for a run's stage, in the run's resolved `precision` (never another one).
+
+    Each process (a Dask worker too) loads it once; `runtime` gives the threads and the backend.
+    """
+    from simpair.models.device import pick_device
+
+    require_native(precision, pick_device("auto"))
+    with _LOAD_LOCK:
+        return _load(local_dir, runtime.threads or default_threads(), runtime.backend, precision, precision)
+
+
+def load_pinned(
+    local_dir: str, threads: int, backend: str = "torch", precision: str = "fp32"
+) -> PairPredictor:
+    """Load a pinned model once per process (each Dask worker process keeps its own copy).
+
+    The lock stops several chunk threads of one process from all loading the same model at once.
+    `backend="onnx"` runs the forward pass in ONNX Runtime (see `onnx_backend`). `precision="bf16"`
+    runs the torch forward pass under bf16 autocast (members of a stacked model too) where bf16 is
+    native, and falls back to fp32 with a warning elsewhere; `backend="auto"` then means torch.
+    """
+    from simpair.models.device import pick_device
+
+    check_precision(precision, backend)
+    effective = runnable_precision(precision, pick_device("auto"))
+    with _LOAD_LOCK:
+        # keyed by the precision run *and* the one asked for: a fallback warns once per process
+        return _load(local_dir, threads, backend, effective, precision)
+
+
+@lru_cache(maxsize=4)
+def _load(local_dir: str, threads: int, backend: str, precision: str, requested: str) -> PairPredictor:
+    import torch
+
+    from simpair.predictors import load_predictor
+
+    torch.set_num_threads(threads)
+    if precision == "int8":  # fp32 weights on CPU, quantized for ONNX Runtime's CPU provider
+        from simpair.runtime.int8_backend import use_int8
+
+        return use_int8(load_predictor(local_dir, device="cpu", precision="fp32"), threads)
+    # Always explicit: load_predictor's own default ("auto") would pick bf16 on CUDA.
+    predictor = load_predictor(local_dir, precision=precision)
+    if precision != requested:
+        warn_fallback(predictor.device)
+    if precision == "bf16":  # a torch autocast path: ONNX Runtime has no fast bf16 on CPU
+        from simpair.runtime.bf16_backend import use_bf16
+
+        return use_bf16(predictor)
+    if backend == "auto":
+        if predictor.device.type != "cpu" or importlib.util.find_spec("onnxruntime") is None:
+            return predictor
+        try:
+            return _with_onnx(predictor, threads)
+        except Exception as exc:  # an architecture the exporter cannot handle: torch scores it the same
+            log.warning("ONNX Runtime unavailable for %s (%s); scoring with torch", local_dir, exc)
+            return load_predictor(local_dir, precision="fp32")
+    if backend == "onnx":
+        return _with_onnx(predictor, threads)
+    return predictor
+
+
+def _with_onnx(predictor: Any, threads: int) -> Any:
+    """ONNX Runtime forward passes; a stacked model gets them in each of its members."""
+    from simpair.runtime.onnx_backend import use_onnx
+
+    if predictor.kind == "stacked":
+        predictor.members = [use_onnx(member, threads) for member in predictor.members]
+        return predictor
+    return use_onnx(predictor, threads)

@@ -1,0 +1,68 @@
+"""The runtime options, typed once: how a model runs in this process for `score`, `mine` and `encode`.
+
+Six settings say how a pinned model runs, whatever the job: pairs (or sentences) per forward pass,
+threads, the forward pass (`backend`) and the embedding store (on or off, a folder kept across runs,
+its memory bound). `ScoringOptions` and `MineOptions` extend this object with their job's own
+settings, and `encode_file` takes it as it is, so the three commands share one definition, one set
+of checks and one rule for where the store lives.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, PositiveFloat, PositiveInt, field_validator, model_validator
+
+from simpair.runtime.embedding_store import DEFAULT_MEMORY_MB
+from simpair.runtime.precision import DEFAULT_BACKEND, check_backend
+
+DEFAULT_BATCH_SIZE = 64
+
+
+class RuntimeOptions(BaseModel):
+    """How the pinned model runs (frozen: it travels whole to every stage, thread and Dask worker).
+
+    - `batch_size`: pairs (or sentences) per forward pass (with the ONNX backend an upper bound).
+    - `threads`: torch / ONNX Runtime threads per worker; None = CPUs / workers.
+    - `backend`: `auto` (ONNX Runtime on CPU when installed, else torch), `torch` or `onnx`.
+    - `embedding_store`: bi-encoders look sentence vectors up in a store kept for the whole run, so
+      each distinct sentence is encoded once.
+    - `embedding_cache`: a folder keeping that store across runs, per model identity; None = the
+      job's own folder, removed when a run finishes (`store_folder`).
+    - `embedding_memory_mb`: the store's in-memory bound per worker process (more goes to disk).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    batch_size: PositiveInt = DEFAULT_BATCH_SIZE
+    threads: PositiveInt | None = None
+    backend: str = DEFAULT_BACKEND
+    embedding_store: bool = True
+    embedding_cache: Path | None = None
+    embedding_memory_mb: PositiveFloat = DEFAULT_MEMORY_MB
+
+    @field_validator("backend")
+    @classmethod
+    def _known_backend(cls, backend: str) -> str:
+        return check_backend(backend)
+
+    @model_validator(mode="after")
+    def _cache_needs_the_store(self) -> RuntimeOptions:
+        if self.embedding_cache is not None and not self.embedding_store:
+            raise ValueError("embedding_cache keeps the embedding store: it needs embedding_store on")
+        return self
+
+    @property
+    def runtime(self) -> RuntimeOptions:
+        """These six settings alone (what a stage that runs the model needs of a job's options)."""
+        return RuntimeOptions(**{name: getattr(self, name) for name in RuntimeOptions.model_fields})
+
+    @property
+    def keeps_store(self) -> bool:
+        """Whether the store outlives the run (a folder given as `embedding_cache`)."""
+        return self.embedding_cache is not None
+
+    def store_folder(self, default: str | Path) -> Path:
+        """Where the run's store lives: the folder kept across runs, else `default` (the job's own)."""
+        cache = self.embedding_cache
+        return Path(cache).expanduser().resolve() if cache else Path(default)
