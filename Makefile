@@ -14,11 +14,13 @@ install: $(STAMP)
 
 # torch is pinned here, not in pyproject: this machine carries a CPU wheel of 2.13.0 on disk, and a
 # looser requirement would pull a multi-GB CUDA build. Users keep the open range from pyproject.toml.
+# One pip run resolves torch and the project together (two runs resolved and checked everything twice).
+# --no-compile: pip would byte-compile every file of 2.3 GB of packages; Python compiles the modules
+# a run imports, once, on first import.
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q torch==2.13.0
-	$(BIN)/python -m pip install -q -e '.[dev]'
+	$(BIN)/python -m pip install -q --no-compile torch==2.13.0 -e '.[dev]'
 	touch $(STAMP)
 
 # Everything the pipeline writes goes under SIMPAIR_HOME (gitignored). `make run ARGS=--force` retrains

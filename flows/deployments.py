@@ -16,6 +16,8 @@ Usage (PREFECT_API_URL must point at a real Prefect server: `make stack-up`, or 
     python -m simpair.flows.deployments apply     # register the three deployments, the trigger, the
                                                   # failure notification (flows/notifications.py) and
                                                   # the crash detection of dispatched runs
+    python -m simpair.flows.deployments apply --profile smoke   # the night runs that profile; its
+                                                  # `notify:` section is the notification target
     prefect worker start --pool cpu --type process   # on CPU machines
     prefect worker start --pool gpu --type process   # on GPU machines
     python -m simpair.flows.deployments serve     # one machine, no workers: this process runs them all
@@ -127,10 +129,10 @@ def gpu_deployment(work_pool: str | None = GPU_POOL) -> RunnerDeployment:
     )
 
 
-def all_deployments(work_pools: bool = True) -> list[RunnerDeployment]:
+def all_deployments(work_pools: bool = True, profile: str = "default") -> list[RunnerDeployment]:
     if work_pools:
-        return [nightly_deployment(), score_deployment(), gpu_deployment()]
-    return [nightly_deployment(None), score_deployment(None), gpu_deployment(None)]
+        return [nightly_deployment(profile=profile), score_deployment(), gpu_deployment()]
+    return [nightly_deployment(None, profile=profile), score_deployment(None), gpu_deployment(None)]
 
 
 def api_url() -> str | None:
@@ -141,25 +143,32 @@ def api_url() -> str | None:
 
 def main(argv: list[str]) -> None:
     command = argv[0] if argv else "apply"
+    profile = "default"
+    if argv[1:2] == ["--profile"] and len(argv) == 3:
+        profile = argv[2]
+    elif len(argv) > 1:
+        command = "?"
     if command not in ("apply", "serve"):
-        raise SystemExit(f"usage: python -m simpair.flows.deployments [apply|serve], got {command!r}")
+        raise SystemExit(
+            f"usage: python -m simpair.flows.deployments [apply|serve] [--profile NAME|PATH], got {argv}"
+        )
     url = api_url()
     if url is None:
         raise SystemExit(f"{command}: {NO_SERVER}")
     if command == "apply":
-        for deployment in all_deployments():
+        for deployment in all_deployments(profile=profile):
             deployment_id = deployment.apply()
             print(
                 f"applied {deployment.flow_name}/{deployment.name} on pool {deployment.work_pool_name}: "
                 f"{deployment_id}"
             )
-        print(apply_notifications())
+        print(apply_notifications(profile=profile))
         ensure_crash_detection()  # the first `dispatch: pool` night makes it too; here it exists at once
         print(f"crash detection: automation {CRASH_AUTOMATION!r}")
         print(f"on {url}")
     else:
-        print(apply_notifications())
-        serve(*all_deployments(work_pools=False))
+        print(apply_notifications(profile=profile))
+        serve(*all_deployments(work_pools=False, profile=profile))
 
 
 if __name__ == "__main__":

@@ -7,13 +7,15 @@ itself sends the message through a Prefect notification block, so it arrives whe
 flow run's process is still alive to report anything. Training runs on the `gpu` pool are left out:
 the night retries them, and the night's own failure is what a person acts on.
 
-Where it sends to, read at `python -m simpair.flows.deployments apply` (`make stack-up` runs it):
-- `SIMPAIR_NOTIFY_WEBHOOK=URL`: a `CustomWebhookNotificationBlock` named `simpair-notify` POSTs
-  `{"text": subject + body, "subject": ..., "body": ...}` to URL (Slack's, Mattermost's and most chat
-  tools' incoming-webhook shape), so a Slack incoming-webhook URL works as it is;
-- `SIMPAIR_NOTIFY_BLOCK=TYPE/NAME`: an existing notification block (e.g. `slack-webhook/alerts`,
-  `sendgrid-email/on-call`), created by the team in the UI or in Python;
-- neither: nothing is changed on the server and apply says notifications are off.
+Where it sends to, read at `python -m simpair.flows.deployments apply` (`make stack-up` runs it),
+from the environment of that command first, else from the nightly profile's `notify:` section
+(`notify: {webhook: URL}` or `notify: {block: TYPE/NAME}`, in the profile the nightly deployment runs):
+- `SIMPAIR_NOTIFY_WEBHOOK=URL` / `notify.webhook`: a `CustomWebhookNotificationBlock` named
+  `simpair-notify` POSTs `{"text": subject + body, "subject": ..., "body": ...}` to URL (Slack's,
+  Mattermost's and most chat tools' incoming-webhook shape), so a Slack incoming-webhook URL works as it is;
+- `SIMPAIR_NOTIFY_BLOCK=TYPE/NAME` / `notify.block`: an existing notification block (e.g.
+  `slack-webhook/alerts`, `sendgrid-email/on-call`), created by the team in the UI or in Python;
+- none of these: nothing is changed on the server and apply says notifications are off.
 
 The message names the deployment, the run, the state and its reason on one line, for example:
     simpair: nightly-retrain/nightly Failed
@@ -26,10 +28,13 @@ The message names the deployment, the run, the state and its reason on one line,
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 from prefect.automations import Automation, EventTrigger, SendNotification
 from prefect.blocks.core import Block
 from prefect.blocks.notifications import CustomWebhookNotificationBlock
+
+from simpair.nightly.profile import NotifyPlan, load_profile
 
 WEBHOOK_ENV = "SIMPAIR_NOTIFY_WEBHOOK"
 BLOCK_ENV = "SIMPAIR_NOTIFY_BLOCK"
@@ -88,33 +93,51 @@ def failure_automation(block_document_id: object) -> Automation:
     )
 
 
-def _block_document_id(environ: dict[str, str]) -> tuple[object, str] | None:
-    """(block document id, what it is) from the environment; None when notifications are off."""
-    if slug := environ.get(BLOCK_ENV, "").strip():
-        try:
-            block = Block.load(slug)
-        except ValueError as exc:
-            raise SystemExit(
-                f"{BLOCK_ENV}={slug}: no such notification block on the server ({exc})"
-            ) from None
-        if "notify" not in block.get_block_capabilities():
-            raise SystemExit(f"{BLOCK_ENV}={slug}: block is not a notification block")
-        return block._block_document_id, f"block {slug}"
-    if url := environ.get(WEBHOOK_ENV, "").strip():
-        if not url.startswith(("http://", "https://")):
-            raise SystemExit(f"{WEBHOOK_ENV}: expected an http(s) URL, got {url!r}")
-        block_id = webhook_block(url).save(WEBHOOK_BLOCK_NAME, overwrite=True)
-        return block_id, f"webhook (block custom-webhook/{WEBHOOK_BLOCK_NAME})"
+def _target(environ: dict[str, str], profile: str | Path | None) -> tuple[str, str, str] | None:
+    """("block" or "webhook", its value, where it was set): the environment first, then the profile."""
+    for kind, name in (("block", BLOCK_ENV), ("webhook", WEBHOOK_ENV)):
+        if value := environ.get(name, "").strip():
+            return kind, value, name
+    if profile is None:
+        return None
+    plan: NotifyPlan = load_profile(profile).notify
+    if plan.block:
+        return "block", plan.block, f"profile {profile} notify.block"
+    if plan.webhook:
+        return "webhook", plan.webhook, f"profile {profile} notify.webhook"
     return None
 
 
-def apply_notifications(environ: dict[str, str] | None = None) -> str:
-    """Create or update the automation on the server of PREFECT_API_URL; one line saying what it did."""
-    found = _block_document_id(dict(os.environ if environ is None else environ))
+def _block_document_id(environ: dict[str, str], profile: str | Path | None) -> tuple[object, str] | None:
+    """(block document id, what it is) from the environment or the profile; None when notifications
+    are off."""
+    target = _target(environ, profile)
+    if target is None:
+        return None
+    kind, value, origin = target
+    if kind == "block":
+        try:
+            block = Block.load(value)
+        except ValueError as exc:
+            raise SystemExit(f"{origin}={value}: no such notification block on the server ({exc})") from None
+        if "notify" not in block.get_block_capabilities():
+            raise SystemExit(f"{origin}={value}: block is not a notification block")
+        return block._block_document_id, f"block {value} (from {origin})"
+    if not value.startswith(("http://", "https://")):
+        raise SystemExit(f"{origin}: expected an http(s) URL, got {value!r}")
+    block_id = webhook_block(value).save(WEBHOOK_BLOCK_NAME, overwrite=True)
+    return block_id, f"webhook (block custom-webhook/{WEBHOOK_BLOCK_NAME}, from {origin})"
+
+
+def apply_notifications(environ: dict[str, str] | None = None, profile: str | Path | None = None) -> str:
+    """Create or update the automation on the server of PREFECT_API_URL; one line saying what it did.
+    The target comes from `environ` (default: this process's environment), else from `profile`'s
+    `notify:` section (the nightly profile the deployment runs)."""
+    found = _block_document_id(dict(os.environ if environ is None else environ), profile)
     if found is None:
         return (
-            f"notifications: off (set {WEBHOOK_ENV}=URL or {BLOCK_ENV}=TYPE/NAME and apply again; "
-            "docs/nightly.md)"
+            f"notifications: off (set {WEBHOOK_ENV}=URL or {BLOCK_ENV}=TYPE/NAME, or `notify:` in the "
+            "nightly profile, and apply again; docs/nightly.md)"
         )
     block_id, what = found
     automation = failure_automation(block_id)

@@ -1,26 +1,49 @@
-"""The night as deployed: a real Prefect server, MLflow server and cpu/gpu workers (`simpair.local_stack`).
+"""The night as deployed, and operating it: one real stack (`simpair.local_stack`) for both stories.
 
-One story, against real processes only (no temporary API, no in-process flow): the stack starts
-(`make stack-up`'s code), `nightly-retrain/nightly` is triggered through the server's REST API with
-the smoke profile and `dispatch: pool`. The gpu worker is stopped as `docker compose stop` stops it
-(SIGTERM, then SIGKILL for what is left after 10 s) while the first training run runs: the run stops
-sending Prefect heartbeats and the server's automation marks it Crashed within a minute; the night
-retries it, and a fresh `gpu` worker runs it. Then it checks, from the servers: every training run
-belonged to the gpu deployment and pool and was executed by a gpu worker; exactly one version per
-model was registered on the MLflow *server*; `nightly-score` was started by its trigger (the retrain
-run's Completed event) and wrote Parquet. Meanwhile a second night runs with no gpu worker at all and
-a 10 s `dispatch.pending_timeout`: it cancels its training run, fails with one line naming the pool,
-and leaves the per-home lock and the deployment's concurrency slot free.
-Everything started is stopped in a `finally`.
+One stack (`make stack-up`'s code): a Prefect server with its scheduler, trigger, automation and
+late-runs services, an MLflow server, a cpu and a gpu process worker, the deployments applied with
+`SIMPAIR_NOTIFY_WEBHOOK` pointing at an HTTP receiver on 127.0.0.1 in this process. It is started
+once for the module (a start costs about a minute of CPU on 2 cores) and the two stories run on it in
+order, against real processes only (no temporary API, no in-process flow).
+
+1. The night. The scheduler fills in the next 02:00 UTC run; then both crons are switched off, so a
+   run crossing 02:00 or 06:00 UTC sees no run it did not make. The Prefect CLI's listing commands
+   (`deployment ls`, `work-pool ls`, `flow-run ls`, `automation ls`) exit 0 and list what `apply`
+   made: with fastapi 0.151-0.154 they fail with 422 on Prefect's `"limit": null`.
+   `nightly-retrain/nightly` is triggered through the REST API with the smoke profile and
+   `dispatch: pool`. The gpu worker is stopped as `docker compose stop` stops it (SIGTERM, then
+   SIGKILL for what is left after 10 s) while the first training runs: the run stops sending
+   heartbeats and the server's automation marks it Crashed within 90 s; the night retries it on a
+   fresh `gpu` worker. Every training run belonged to the gpu deployment and pool and was executed by
+   a gpu worker; exactly one version per model was registered on the MLflow *server*;
+   `nightly-score` was started by its trigger (the retrain run's Completed event) and wrote Parquet.
+   A second night with no gpu worker and a 10 s `dispatch.pending_timeout` cancels its training run,
+   fails with one line naming the pool, notifies the receiver with that line, and leaves the
+   per-home lock and the deployment's concurrency slot free.
+2. Operating it. Every worker is SIGKILLed: `status` names them DEAD and exits 1. A
+   `train-and-evaluate/gpu` run and a `nightly-score/nightly` run are set Failed through the REST API
+   and a `nightly-retrain/nightly` run is scheduled now with no cpu worker, so the server marks it
+   Late: the receiver gets one message for the score run and one for the night, each naming the
+   deployment, the run, the state and a one-line reason, and none for the training run. `worker gpu`
+   adds a numbered gpu worker (status counts the dead ones as replaced); `restart worker-cpu` and
+   `restart mlflow` bring those back: status exits 0, with the same ports and an untouched env file.
+Everything started is stopped when the module ends.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
+import subprocess
+import sys
+import threading
 import time
-from datetime import UTC, datetime
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime, timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +56,90 @@ from simpair import local_stack, settings
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
 
 NIGHT_TIMEOUT = 480.0
+# How often each worker asks the server for runs. Every poll is server work: two workers polling each
+# second cost the SQLite-backed server about 8 s of CPU a minute (2.4 s a minute with none; 2026-11-26),
+# one to two minutes of CPU over this module; every 3 s costs a third of that, a run waits 1.5 s longer.
+POLL_SECONDS = 3
 FINAL = ("COMPLETED", "FAILED", "CRASHED", "CANCELLED")
+PREFECT = Path(sys.executable).with_name("prefect")
+
+
+class _Receiver(BaseHTTPRequestHandler):
+    """Records every JSON body POSTed to it (what a chat tool's incoming webhook would get)."""
+
+    received: list[dict[str, Any]] = []
+
+    def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
+        body = self.rfile.read(int(self.headers.get("content-length", 0)))
+        type(self).received.append(json.loads(body))
+        self.send_response(200)
+        self.end_headers()
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture(scope="module")
+def receiver() -> Iterator[tuple[str, list[dict[str, Any]]]]:
+    handler = type("Receiver", (_Receiver,), {"received": []})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/hook", handler.received
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU of a process and of the children it has reaped (a worker's flow runs)."""
+    with contextlib.suppress(OSError, IndexError, ValueError):
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return sum(int(f) for f in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+    return 0.0
+
+
+@pytest.fixture(scope="module")
+def stack(
+    tmp_path_factory: pytest.TempPathFactory, shared_data: Path, receiver: tuple[str, list[dict[str, Any]]]
+) -> Iterator[local_stack.Stack]:
+    """The stack both stories run on, with an ingested home and an inbox for the triggered scoring."""
+    started = time.monotonic()
+    home = tmp_path_factory.mktemp("stack") / "home"
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        monkeypatch.setenv("SIMPAIR_SOURCES", str(shared_data))
+        # the smoke night's first paraphrase version may lose its gate (no champion): score the challenger
+        monkeypatch.setenv("SIMPAIR_SCORE_MODEL", "simpair-paraphrase@challenger")
+        monkeypatch.setenv("OMP_NUM_THREADS", "1")
+        from simpair.ingest import run_ingest
+        from simpair.scoring.sample import make_sample_inbox
+
+        assert run_ingest(sources=shared_data, home=home).ok
+        make_sample_inbox(home, home / "inbox", None, 40)
+        # a generous start-up limit: on 2 shared cores the servers and the apply may take minutes
+        running = local_stack.up(
+            home,
+            ui=False,
+            worker_poll_seconds=POLL_SECONDS,
+            timeout=480,
+            extra_env={
+                "SIMPAIR_NOTIFY_WEBHOOK": receiver[0],
+                "PREFECT_SERVER_SERVICES_LATE_RUNS_AFTER_SECONDS": "5",
+                "PREFECT_SERVER_SERVICES_LATE_RUNS_LOOP_SECONDS": "2",
+            },
+        )
+        print(f"stack up after {time.monotonic() - started:.0f} s")
+        try:
+            yield running
+        finally:
+            recorded = local_stack.read_stack(home) or running
+            cpu = ", ".join(f"{p.name} {_cpu_seconds(p.pid):.0f}" for p in recorded.processes)
+            print(f"stack CPU seconds (live processes): {cpu}")
+            local_stack.down(home)
+            print(f"stack wall time: {time.monotonic() - started:.0f} s")
+    ok, lines = local_stack.status(home)
+    assert not ok and all("DEAD" in line for line in lines if " pid " in line)
 
 
 def _flow_runs(url: str, deployment_id: str) -> list[dict[str, Any]]:
@@ -70,130 +176,267 @@ def _final(url: str, run_id: str, deadline: float) -> dict[str, Any]:
     return run
 
 
+def _prefect_cli(api_url: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """The installed `prefect` command, as a user types it (a wide terminal: one name per line)."""
+    env = {**os.environ, "PREFECT_API_URL": api_url, "COLUMNS": "400", "NO_COLOR": "1"}
+    return subprocess.run(
+        [str(PREFECT), *args], capture_output=True, text=True, env=env, timeout=180, check=False
+    )
+
+
+def _cells(table: str) -> set[str]:
+    """Every cell of the tables rich printed (columns split on its box-drawing bar)."""
+    return {cell.strip() for line in table.splitlines() for cell in line.split("│")} - {""}
+
+
+def _switch_off_crons(url: str, *deployments: dict[str, Any]) -> None:
+    """Deactivate each deployment's schedules: the server deletes their future auto-scheduled runs."""
+    for deployment in deployments:
+        for schedule in deployment["schedules"]:
+            path = f"/deployments/{deployment['id']}/schedules/{schedule['id']}"
+            prefect_api(url, path, {"active": False}, method="PATCH")
+    for deployment in deployments:
+        assert not [r for r in _flow_runs(url, deployment["id"]) if r.get("auto_scheduled")]
+
+
 def test_night_on_real_servers_survives_a_stopped_gpu_worker_and_fails_clearly_without_one(
-    tmp_path: Path, shared_data: Path, monkeypatch: pytest.MonkeyPatch
+    stack: local_stack.Stack, receiver: tuple[str, list[dict[str, Any]]], tmp_path: Path
 ) -> None:
     started = time.monotonic()
-    home = tmp_path / "home"
-    monkeypatch.setenv("SIMPAIR_SOURCES", str(shared_data))
-    # the smoke night's first paraphrase version may lose its gate (no champion): score the challenger
-    monkeypatch.setenv("SIMPAIR_SCORE_MODEL", "simpair-paraphrase@challenger")
-    monkeypatch.setenv("OMP_NUM_THREADS", "1")
-    # an inbox for the triggered scoring run: held-out pairs of the ingested sources
-    from simpair.ingest import run_ingest
-    from simpair.scoring.sample import make_sample_inbox
-
-    assert run_ingest(sources=shared_data, home=home).ok
-    make_sample_inbox(home, home / "inbox", None, 40)
+    home = Path(stack.home)
+    _, received = receiver
+    url = stack.prefect_url
+    assert url.startswith("http://127.0.0.1:") and stack.mlflow_url.startswith("http://127.0.0.1:")
+    night_dep = prefect_api(url, "/deployments/name/nightly-retrain/nightly")
+    gpu_dep = prefect_api(url, "/deployments/name/train-and-evaluate/gpu")
+    score_dep = prefect_api(url, "/deployments/name/nightly-score/nightly")
+    assert (night_dep["work_pool_name"], gpu_dep["work_pool_name"]) == ("cpu", "gpu")
+    assert score_dep["parameters"]["model"] == "simpair-paraphrase@challenger"
+    # the server's scheduler fills in the crons' next runs (it does not with SQLAlchemy 2.1)
+    while not (scheduled := _flow_runs(url, night_dep["id"])):
+        assert time.monotonic() - started < 300, "the scheduler created no run for the cron"
+        time.sleep(1)
+    assert scheduled[0]["state_type"] == "SCHEDULED"
+    next_night = datetime.fromisoformat(scheduled[0]["expected_start_time"]).astimezone(UTC)
+    assert (next_night.hour, next_night.minute) == (2, 0)  # cron 0 2 * * * UTC
+    _switch_off_crons(url, night_dep, score_dep)
     profile = _smoke_pool_profile(tmp_path)
+    night = prefect_api(
+        url,
+        f"/deployments/{night_dep['id']}/create_flow_run",
+        {"parameters": {"profile": str(profile), "force": False}},
+    )
+    # the CLI's list commands, while the night starts (each spends seconds importing Prefect)
+    from simpair.flows.notifications import AUTOMATION_NAME
+    from simpair.flows.pool_dispatch import CRASH_AUTOMATION, CRASH_MESSAGE
 
-    # a generous start-up limit: on 2 shared cores the servers and the apply may take minutes
-    stack = local_stack.up(home, ui=False, worker_poll_seconds=1, timeout=480)
-    try:
-        url = stack.prefect_url
-        assert url.startswith("http://127.0.0.1:") and stack.mlflow_url.startswith("http://127.0.0.1:")
-        night_dep = prefect_api(url, "/deployments/name/nightly-retrain/nightly")
-        gpu_dep = prefect_api(url, "/deployments/name/train-and-evaluate/gpu")
-        score_dep = prefect_api(url, "/deployments/name/nightly-score/nightly")
-        assert (night_dep["work_pool_name"], gpu_dep["work_pool_name"]) == ("cpu", "gpu")
-        assert score_dep["parameters"]["model"] == "simpair-paraphrase@challenger"
-        # the server's scheduler fills in the crons' next runs (it does not with SQLAlchemy 2.1)
-        while not (scheduled := _flow_runs(url, night_dep["id"])):
-            assert time.monotonic() - started < 300, "the scheduler created no run for the cron"
-            time.sleep(1)
-        assert scheduled[0]["state_type"] == "SCHEDULED"
-        next_night = datetime.fromisoformat(scheduled[0]["expected_start_time"]).astimezone(UTC)
-        assert (next_night.hour, next_night.minute) == (2, 0)  # cron 0 2 * * * UTC
-        night = prefect_api(
-            url,
-            f"/deployments/{night_dep['id']}/create_flow_run",
-            {"parameters": {"profile": str(profile), "force": False}},
-        )
+    expected = {
+        ("deployment", "ls"): {"nightly-retrain/nightly", "nightly-score/nightly", "train-and-evaluate/gpu"},
+        ("work-pool", "ls"): {"cpu", "gpu"},
+        ("flow-run", "ls"): {night["name"]},
+        ("automation", "ls"): {AUTOMATION_NAME, CRASH_AUTOMATION, "nightly-score after nightly-retrain"},
+    }
+    cli_pool = ThreadPoolExecutor(max_workers=len(expected))
+    cli_runs = {args: cli_pool.submit(_prefect_cli, url, *args) for args in expected}
 
-        # stop the gpu worker politely (as `docker compose stop` does) while the first training runs
-        deadline = time.monotonic() + NIGHT_TIMEOUT
-        gpu_worker = next(p for p in stack.processes if p.name == "worker-gpu")
-        while not any(r["state_type"] == "RUNNING" for r in _flow_runs(url, gpu_dep["id"])):
-            assert time.monotonic() < deadline, "no training run started on the gpu pool"
-            assert prefect_api(url, f"/flow_runs/{night['id']}")["state_type"] not in ("FAILED", "CRASHED")
-            time.sleep(0.5)
-        stopped = time.monotonic()
-        _compose_stop(gpu_worker.pid)
-        replacement = local_stack.start_worker(home, "gpu", worker_poll_seconds=1)
-        from mlflow import MlflowClient
+    # stop the gpu worker politely (as `docker compose stop` does) while the first training runs
+    deadline = time.monotonic() + NIGHT_TIMEOUT
+    gpu_worker = next(p for p in stack.processes if p.name == "worker-gpu")
+    while not any(r["state_type"] == "RUNNING" for r in _flow_runs(url, gpu_dep["id"])):
+        assert time.monotonic() < deadline, "no training run started on the gpu pool"
+        assert prefect_api(url, f"/flow_runs/{night['id']}")["state_type"] not in ("FAILED", "CRASHED")
+        time.sleep(0.5)
+    stopped = time.monotonic()
+    _compose_stop(gpu_worker.pid)
+    replacement = local_stack.start_worker(home, "gpu", worker_poll_seconds=POLL_SECONDS)
+    from mlflow import MlflowClient
 
-        from simpair.flows.pool_dispatch import CRASH_MESSAGE
+    client = MlflowClient(tracking_uri=stack.mlflow_url, registry_uri=stack.mlflow_url)
+    while (first := _flow_runs(url, gpu_dep["id"])[0])["state_type"] != "CRASHED":
+        assert time.monotonic() - stopped < 90, f"the stopped worker's run still {first['state_type']}"
+        time.sleep(1)
+    crashed_after = time.monotonic() - stopped
+    # marked by the server's heartbeat automation (the night's own backstop waits 600 s)
+    assert prefect_api(url, f"/flow_runs/{first['id']}")["state"]["message"] == CRASH_MESSAGE
+    assert client.search_registered_models() == []  # lost mid-training: nothing registered, no alias
 
-        client = MlflowClient(tracking_uri=stack.mlflow_url, registry_uri=stack.mlflow_url)
-        while (first := _flow_runs(url, gpu_dep["id"])[0])["state_type"] != "CRASHED":
-            assert time.monotonic() - stopped < 90, f"the stopped worker's run still {first['state_type']}"
-            time.sleep(1)
-        crashed_after = time.monotonic() - stopped
-        # marked by the server's heartbeat automation (the night's own backstop waits 600 s)
-        assert prefect_api(url, f"/flow_runs/{first['id']}")["state"]["message"] == CRASH_MESSAGE
-        assert client.search_registered_models() == []  # lost mid-training: nothing registered, no alias
+    failures = []
+    for args, names in expected.items():
+        result = cli_runs[args].result()
+        if result.returncode != 0 or not names <= _cells(result.stdout):
+            tail = (result.stderr.strip().splitlines() or [""])[-1][:400]
+            missing = sorted(names - _cells(result.stdout))
+            failures.append(f"prefect {' '.join(args)}: exit {result.returncode}, missing {missing}; {tail}")
+    cli_pool.shutdown()
+    assert not failures, "\n".join(failures)
 
-        state = _final(url, night["id"], deadline)
-        assert state["state_type"] == "COMPLETED", state["state"]["message"]
-        assert state["work_pool_name"] == "cpu"
-        # a second night with no gpu worker at all: it gives up after its pending_timeout
-        local_stack.stop_process(replacement)
-        short = _smoke_pool_profile(tmp_path, pending_timeout="10s")
-        stuck = prefect_api(
-            url,
-            f"/deployments/{night_dep['id']}/create_flow_run",
-            {"parameters": {"profile": str(short), "force": True}},
-        )
+    state = _final(url, night["id"], deadline)
+    assert state["state_type"] == "COMPLETED", state["state"]["message"]
+    assert state["work_pool_name"] == "cpu"
+    # a second night with no gpu worker at all: it gives up after its pending_timeout
+    local_stack.stop_process(replacement)
+    short = _smoke_pool_profile(tmp_path, pending_timeout="10s")
+    stuck = prefect_api(
+        url,
+        f"/deployments/{night_dep['id']}/create_flow_run",
+        {"parameters": {"profile": str(short), "force": True}},
+    )
 
-        trainings = [r for r in _flow_runs(url, gpu_dep["id"]) if night["id"][:8] in r["name"]]
-        names = {r["name"].split("-")[0] + "-" + r["name"].rsplit("-", 1)[1]: r for r in trainings}
-        assert names["paraphrase-1"]["state_type"] == "CRASHED"  # stopped with its worker
-        assert names["paraphrase-2"]["state_type"] == names["sts-1"]["state_type"] == "COMPLETED"
-        assert {r["work_pool_name"] for r in trainings} == {"gpu"} and len(trainings) == 3
-        replacement_log = Path(replacement.log).read_text()
-        for key in ("paraphrase-2", "sts-1"):
-            assert names[key]["id"] in replacement_log  # executed by the (new) gpu-pool worker
+    trainings = [r for r in _flow_runs(url, gpu_dep["id"]) if night["id"][:8] in r["name"]]
+    names = {r["name"].split("-")[0] + "-" + r["name"].rsplit("-", 1)[1]: r for r in trainings}
+    assert names["paraphrase-1"]["state_type"] == "CRASHED"  # stopped with its worker
+    assert names["paraphrase-2"]["state_type"] == names["sts-1"]["state_type"] == "COMPLETED"
+    assert {r["work_pool_name"] for r in trainings} == {"gpu"} and len(trainings) == 3
+    replacement_log = Path(replacement.log).read_text()
+    for key in ("paraphrase-2", "sts-1"):
+        assert names[key]["id"] in replacement_log  # executed by the (new) gpu-pool worker
 
-        for model in ("simpair-paraphrase", "simpair-sts"):
-            versions = client.search_model_versions(f"name='{model}'")
-            assert [v.version for v in versions] == ["1"]  # the lost attempt registered nothing
-            assert client.get_registered_model(model).aliases["challenger"] == "1"
+    for model in ("simpair-paraphrase", "simpair-sts"):
+        versions = client.search_model_versions(f"name='{model}'")
+        assert [v.version for v in versions] == ["1"]  # the lost attempt registered nothing
+        assert client.get_registered_model(model).aliases["challenger"] == "1"
 
-        def triggered_scoring() -> list[dict[str, Any]]:
-            # The deployment's own 06:00 UTC cron may fire while the test runs (before any champion
-            # exists, so that run fails): only runs the trigger created count here.
-            return [r for r in _flow_runs(url, score_dep["id"]) if not r.get("auto_scheduled")]
+    while not [r for r in _flow_runs(url, score_dep["id"]) if r["state_type"] == "COMPLETED"]:
+        runs = _flow_runs(url, score_dep["id"])
+        assert not [r for r in runs if r["state_type"] in ("FAILED", "CRASHED")], runs
+        assert time.monotonic() < deadline + 120, "nightly-score did not run after the night"
+        time.sleep(2)
+    # the crons are off: the only scoring run is the one the trigger made
+    (score_run,) = _flow_runs(url, score_dep["id"])
+    # started by the trigger's automation (the retrain run's Completed event), not by its cron
+    assert score_run["created_by"]["type"] == "AUTOMATION"
+    assert score_run["created_by"]["display_value"] == "nightly-score after nightly-retrain"
+    scored = sorted((home / "scoring").glob("date=*/*.parquet"))
+    assert len(scored) == 2, sorted(str(p) for p in (home / "scoring").rglob("*"))
 
-        while not [r for r in triggered_scoring() if r["state_type"] == "COMPLETED"]:
-            runs = triggered_scoring()
-            assert not [r for r in runs if r["state_type"] in ("FAILED", "CRASHED")], runs
-            assert time.monotonic() < deadline + 120, "nightly-score did not run after the night"
-            time.sleep(2)
-        score_run = next(r for r in triggered_scoring() if r["state_type"] == "COMPLETED")
-        # started by the trigger's automation (the retrain run's Completed event), not by its cron
-        assert score_run["created_by"]["type"] == "AUTOMATION"
-        assert score_run["created_by"]["display_value"] == "nightly-score after nightly-retrain"
-        scored = sorted((home / "scoring").glob("date=*/*.parquet"))
-        assert len(scored) == 2, sorted(str(p) for p in (home / "scoring").rglob("*"))
+    failed = _final(url, stuck["id"], deadline + 240)
+    message = failed["state"]["message"] or ""
+    assert failed["state_type"] == "FAILED", message
+    assert "no worker of work pool 'gpu' started flow run paraphrase-" in message, message
+    assert "within 10 s" in message and "\n" not in message.strip()
+    (waiting,) = [r for r in _flow_runs(url, gpu_dep["id"]) if stuck["id"][:8] in r["name"]]
+    assert waiting["state_type"] == "CANCELLED"
+    from simpair.nightly.lock import nightly_lock
 
-        failed = _final(url, stuck["id"], deadline + 240)
-        message = failed["state"]["message"] or ""
-        assert failed["state_type"] == "FAILED", message
-        assert "no worker of work pool 'gpu' started flow run paraphrase-" in message, message
-        assert "within 10 s" in message and "\n" not in message.strip()
-        (waiting,) = [r for r in _flow_runs(url, gpu_dep["id"]) if stuck["id"][:8] in r["name"]]
-        assert waiting["state_type"] == "CANCELLED"
-        from simpair.nightly.lock import nightly_lock
+    with nightly_lock(home, 0):  # the per-home lock is free for the next night
+        pass
+    limit = f"/v2/concurrency_limits/{night_dep['global_concurrency_limit']['id']}"
+    while prefect_api(url, limit)["active_slots"] != 0:  # and so is the deployment's one slot
+        assert time.monotonic() < deadline + 260, "the failed night still holds its concurrency slot"
+        time.sleep(1)
+    # someone hears of it: the failure automation sent the night's one-line reason to the webhook
+    while not (told := [m for m in received if stuck["id"] in m["body"]]):
+        assert time.monotonic() < deadline + 320, f"no notification for the failed night: {received}"
+        time.sleep(0.5)
+    assert told[0]["subject"] == "simpair: nightly-retrain/nightly Failed"
+    assert f"reason: {message.strip().splitlines()[0][:200]}" in told[0]["body"]
+    assert not [m for m in received if night["id"] in m["body"] and "state: Failed" in m["body"]]
+    story = time.monotonic() - started
+    print(f"stopped worker's run Crashed after {crashed_after:.0f} s; night story {story:.0f} s")
 
-        with nightly_lock(home, 0):  # the per-home lock is free for the next night
-            pass
-        limit = f"/v2/concurrency_limits/{night_dep['global_concurrency_limit']['id']}"
-        while prefect_api(url, limit)["active_slots"] != 0:  # and so is the deployment's one slot
-            assert time.monotonic() < deadline + 260, "the failed night still holds its concurrency slot"
-            time.sleep(1)
-        print(f"stopped worker's run Crashed after {crashed_after:.0f} s")
-    finally:
-        local_stack.down(home)
-        print(f"stack e2e wall time: {time.monotonic() - started:.0f} s")
-    ok, lines = local_stack.status(home)
-    assert not ok and all("DEAD" in line for line in lines if " pid " in line)
+
+def _run_later(url: str, deployment: dict[str, Any], **parameters: Any) -> dict[str, Any]:
+    """A run scheduled an hour ahead: no worker takes it, and it is not Late."""
+    later = (datetime.now(UTC) + timedelta(hours=1)).isoformat()
+    state = {"type": "SCHEDULED", "name": "Scheduled", "state_details": {"scheduled_time": later}}
+    body = {"state": state, "parameters": parameters}
+    return prefect_api(url, f"/deployments/{deployment['id']}/create_flow_run", body)
+
+
+def _set_state(url: str, run: dict[str, Any], type_: str, name: str, message: str) -> None:
+    body = {"state": {"type": type_, "name": name, "message": message}, "force": True}
+    assert prefect_api(url, f"/flow_runs/{run['id']}/set_state", body)["status"] == "ACCEPT"
+
+
+def _kill_tree(pid: int) -> None:
+    for target in [*local_stack._descendants(pid), pid]:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(target, signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while local_stack.alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+
+
+def _status(home: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    capsys.readouterr()
+    code = local_stack.main(["status", "--home", str(home)])
+    return code, capsys.readouterr().out
+
+
+def _line(out: str, name: str) -> str:
+    return next(line for line in out.splitlines() if line.startswith(f"{name} "))
+
+
+def test_failed_and_late_nights_notify_and_dead_workers_are_seen_and_restarted(
+    stack: local_stack.Stack,
+    receiver: tuple[str, list[dict[str, Any]]],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    started = time.monotonic()
+    _, received = receiver
+    home = Path(stack.home)
+    root = home / "stack"
+    url = stack.prefect_url
+    assert "notifications: created automation" in (root / "logs" / "apply.log").read_text()
+    env_before, env_mtime = (root / "env").read_text(), (root / "env").stat().st_mtime_ns
+    recorded = local_stack.read_stack(home)
+    assert recorded is not None
+    for proc in recorded.processes:
+        if proc.name.startswith("worker-") and local_stack.alive(proc.pid):
+            _kill_tree(proc.pid)
+    code, out = _status(home, capsys)
+    assert code == 1
+    assert "DEAD" in _line(out, "worker-cpu") and "DEAD" in _line(out, "worker-gpu"), out
+
+    night_dep = prefect_api(url, "/deployments/name/nightly-retrain/nightly")
+    score_dep = prefect_api(url, "/deployments/name/nightly-score/nightly")
+    gpu_dep = prefect_api(url, "/deployments/name/train-and-evaluate/gpu")
+    training = _run_later(url, gpu_dep, task_name="paraphrase")
+    _set_state(url, training, "FAILED", "Failed", "retried by the night")
+    score = _run_later(url, score_dep)
+    _set_state(url, score, "FAILED", "Failed", "ScoringError: inbox batch b1 unreadable\nTraceback ...")
+    night = prefect_api(url, f"/deployments/{night_dep['id']}/create_flow_run", {})  # now: no cpu worker
+
+    def about_these() -> list[dict[str, Any]]:
+        return [m for m in received if any(r["id"] in m["body"] for r in (training, score, night))]
+
+    # replaces the dead gpu workers
+    added = local_stack.start_worker(home, "gpu", worker_poll_seconds=POLL_SECONDS)
+    deadline = time.monotonic() + 60
+    while len(about_these()) < 2:
+        assert time.monotonic() < deadline, f"notifications after 60 s: {received}"
+        time.sleep(0.5)
+    _set_state(url, night, "CANCELLED", "Cancelled", "late test night")  # before a worker returns
+    notified = about_these()
+    by_deployment = {m["body"].splitlines()[0]: m for m in notified}
+    assert len(notified) == 2 and set(by_deployment) == {
+        "deployment: nightly-score/nightly",
+        "deployment: nightly-retrain/nightly",
+    }, notified
+    score_msg = by_deployment["deployment: nightly-score/nightly"]
+    assert score_msg["subject"] == "simpair: nightly-score/nightly Failed"
+    assert f"run: {score['name']} ({score['id']})" in score_msg["body"]
+    assert "state: Failed" in score_msg["body"]
+    assert "reason: ScoringError: inbox batch b1 unreadable\n" in score_msg["body"]
+    assert "Traceback" not in score_msg["body"]
+    assert f"ui: {stack.ui_url}/runs/flow-run/{score['id']}" in score_msg["body"]
+    assert score_msg["text"] == f"{score_msg['subject']}\n{score_msg['body']}"
+    night_msg = by_deployment["deployment: nightly-retrain/nightly"]["body"]
+    assert f"run: {night['name']} ({night['id']})" in night_msg
+    assert "state: Late" in night_msg and "reason: no worker of pool cpu started it" in night_msg
+
+    code, out = _status(home, capsys)
+    assert code == 1 and "DEAD" in _line(out, "worker-cpu")
+    assert f"dead, replaced by {added.name}" in _line(out, "worker-gpu"), out
+
+    assert local_stack.main(["restart", "worker-cpu", "--home", str(home)]) == 0
+    assert local_stack.main(["restart", "mlflow", "--home", str(home)]) == 0
+    code, out = _status(home, capsys)
+    assert code == 0, out
+    assert "alive" in _line(out, "worker-cpu") and "alive" in _line(out, "mlflow-server")
+    assert "cpu-local online" in _line(out, "pool cpu"), out
+    after = local_stack.read_stack(home)
+    assert (after.prefect_url, after.mlflow_url) == (stack.prefect_url, stack.mlflow_url)
+    assert (root / "env").read_text() == env_before and (root / "env").stat().st_mtime_ns == env_mtime
+    assert len(about_these()) == 2  # the cancelled night and the restarts notified nobody
+    print(f"operations story {time.monotonic() - started:.0f} s")

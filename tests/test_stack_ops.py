@@ -1,186 +1,18 @@
-"""Operating the deployed stack: failure notifications, a dead worker seen, replaced and restarted.
+"""Operating the deployed stack without starting one: `restart`'s errors, and where the failure
+notification goes (the environment of `deployments apply`, else the nightly profile's `notify:`).
 
-One real stack (`simpair.local_stack.up`: Prefect server with its event, automation and late-run
-services, MLflow server, a cpu and a gpu process worker, the deployments applied with
-`SIMPAIR_NOTIFY_WEBHOOK` pointing at an HTTP receiver on 127.0.0.1 in this process). Then:
-- both workers are SIGKILLed: `status` names them DEAD and exits 1;
-- a `train-and-evaluate/gpu` run and a `nightly-score/nightly` run are set Failed through the REST
-  API, and a `nightly-retrain/nightly` run is scheduled now with no cpu worker alive, so the server
-  marks it Late: the receiver gets exactly one message for the score run and one for the night, each
-  naming the deployment, the run, the state and a one-line reason, and none for the training run;
-- `worker gpu` adds a numbered gpu worker: status counts the dead one as replaced; `restart
-  worker-cpu` brings the cpu worker back (the server sees its heartbeat) and `restart mlflow` the
-  MLflow server: status exits 0, with the same ports and an untouched env file.
-No run executes a flow, so the file costs the stack's start (about 45 s) and a few worker starts.
+The real stack (dead workers seen, replaced and restarted; notifications received from real failed
+and late runs) is the second story of tests/test_stack_e2e.py, on the stack its night ran on.
 """
 
 from __future__ import annotations
 
-import contextlib
-import json
-import os
-import signal
-import threading
-import time
-from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
 
 import pytest
-from stack_helpers import prefect_api
+import yaml
 
-from simpair import local_stack
-
-pytestmark = [pytest.mark.slow, pytest.mark.integration]
-
-
-class _Receiver(BaseHTTPRequestHandler):
-    """Records every JSON body POSTed to it (what a chat tool's incoming webhook would get)."""
-
-    received: list[dict[str, Any]] = []
-
-    def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
-        body = self.rfile.read(int(self.headers.get("content-length", 0)))
-        type(self).received.append(json.loads(body))
-        self.send_response(200)
-        self.end_headers()
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-
-@pytest.fixture
-def receiver() -> Iterator[tuple[str, list[dict[str, Any]]]]:
-    handler = type("Receiver", (_Receiver,), {"received": []})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/hook", handler.received
-    finally:
-        server.shutdown()
-        server.server_close()
-
-
-def _run_later(url: str, deployment: dict[str, Any], **parameters: Any) -> dict[str, Any]:
-    """A run scheduled an hour ahead: no worker takes it, and it is not Late."""
-    later = (datetime.now(UTC) + timedelta(hours=1)).isoformat()
-    state = {"type": "SCHEDULED", "name": "Scheduled", "state_details": {"scheduled_time": later}}
-    body = {"state": state, "parameters": parameters}
-    return prefect_api(url, f"/deployments/{deployment['id']}/create_flow_run", body)
-
-
-def _set_state(url: str, run: dict[str, Any], type_: str, name: str, message: str) -> None:
-    body = {"state": {"type": type_, "name": name, "message": message}, "force": True}
-    assert prefect_api(url, f"/flow_runs/{run['id']}/set_state", body)["status"] == "ACCEPT"
-
-
-def _kill_tree(pid: int) -> None:
-    for target in [*local_stack._descendants(pid), pid]:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(target, signal.SIGKILL)
-    deadline = time.monotonic() + 10
-    while local_stack.alive(pid) and time.monotonic() < deadline:
-        time.sleep(0.1)
-
-
-def _status(home: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
-    capsys.readouterr()
-    code = local_stack.main(["status", "--home", str(home)])
-    return code, capsys.readouterr().out
-
-
-def _line(out: str, name: str) -> str:
-    return next(line for line in out.splitlines() if line.startswith(f"{name} "))
-
-
-def test_failed_and_late_nights_notify_and_dead_workers_are_seen_and_restarted(
-    tmp_path: Path,
-    receiver: tuple[str, list[dict[str, Any]]],
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    started = time.monotonic()
-    hook, received = receiver
-    home = tmp_path / "home"
-    stack = local_stack.up(
-        home,
-        ui=False,
-        worker_poll_seconds=1,
-        timeout=420,  # ~45 s on 2 idle cores; room for a machine shared with other test runs
-        extra_env={
-            "SIMPAIR_NOTIFY_WEBHOOK": hook,
-            "PREFECT_SERVER_SERVICES_LATE_RUNS_AFTER_SECONDS": "5",
-            "PREFECT_SERVER_SERVICES_LATE_RUNS_LOOP_SECONDS": "2",
-        },
-    )
-    root = home / "stack"
-    phases = [f"up {time.monotonic() - started:.0f} s"]
-    try:
-        url = stack.prefect_url
-        assert "notifications: created automation" in (root / "logs" / "apply.log").read_text()
-        env_before, env_mtime = (root / "env").read_text(), (root / "env").stat().st_mtime_ns
-        workers = {p.name: p for p in stack.processes if p.name.startswith("worker-")}
-        for proc in workers.values():
-            _kill_tree(proc.pid)
-        code, out = _status(home, capsys)
-        assert code == 1
-        assert "DEAD" in _line(out, "worker-cpu") and "DEAD" in _line(out, "worker-gpu"), out
-
-        night_dep = prefect_api(url, "/deployments/name/nightly-retrain/nightly")
-        score_dep = prefect_api(url, "/deployments/name/nightly-score/nightly")
-        gpu_dep = prefect_api(url, "/deployments/name/train-and-evaluate/gpu")
-        training = _run_later(url, gpu_dep, task_name="paraphrase")
-        _set_state(url, training, "FAILED", "Failed", "retried by the night")
-        score = _run_later(url, score_dep)
-        _set_state(url, score, "FAILED", "Failed", "ScoringError: inbox batch b1 unreadable\nTraceback ...")
-        night = prefect_api(url, f"/deployments/{night_dep['id']}/create_flow_run", {})  # now: no cpu worker
-
-        local_stack.start_worker(home, "gpu", worker_poll_seconds=1)  # replaces the dead gpu worker
-        deadline = time.monotonic() + 60
-        while len(received) < 2:
-            assert time.monotonic() < deadline, f"notifications after 60 s: {received}"
-            time.sleep(0.5)
-        _set_state(url, night, "CANCELLED", "Cancelled", "late test night")  # before a worker returns
-        phases.append(f"notified {time.monotonic() - started:.0f} s")
-        by_deployment = {m["body"].splitlines()[0]: m for m in received}
-        assert len(received) == 2 and set(by_deployment) == {
-            "deployment: nightly-score/nightly",
-            "deployment: nightly-retrain/nightly",
-        }, received
-        score_msg = by_deployment["deployment: nightly-score/nightly"]
-        assert score_msg["subject"] == "simpair: nightly-score/nightly Failed"
-        assert f"run: {score['name']} ({score['id']})" in score_msg["body"]
-        assert "state: Failed" in score_msg["body"]
-        assert "reason: ScoringError: inbox batch b1 unreadable\n" in score_msg["body"]
-        assert "Traceback" not in score_msg["body"]
-        assert f"ui: {stack.ui_url}/runs/flow-run/{score['id']}" in score_msg["body"]
-        assert score_msg["text"] == f"{score_msg['subject']}\n{score_msg['body']}"
-        night_msg = by_deployment["deployment: nightly-retrain/nightly"]["body"]
-        assert f"run: {night['name']} ({night['id']})" in night_msg
-        assert "state: Late" in night_msg and "reason: no worker of pool cpu started it" in night_msg
-
-        code, out = _status(home, capsys)
-        assert code == 1 and "DEAD" in _line(out, "worker-cpu")
-        assert "dead, replaced by worker-gpu-2" in _line(out, "worker-gpu"), out
-
-        assert local_stack.main(["restart", "worker-cpu", "--home", str(home)]) == 0
-        assert local_stack.main(["restart", "mlflow", "--home", str(home)]) == 0
-        phases.append(f"restarted {time.monotonic() - started:.0f} s")
-        code, out = _status(home, capsys)
-        assert code == 0, out
-        assert "alive" in _line(out, "worker-cpu") and "alive" in _line(out, "mlflow-server")
-        assert "cpu-local online" in _line(out, "pool cpu"), out
-        after = local_stack.read_stack(home)
-        assert (after.prefect_url, after.mlflow_url) == (stack.prefect_url, stack.mlflow_url)
-        assert (root / "env").read_text() == env_before and (root / "env").stat().st_mtime_ns == env_mtime
-        assert len(received) == 2  # the cancelled night and the restarts notified nobody
-    finally:
-        local_stack.down(home)
-        print(f"stack ops wall time: {time.monotonic() - started:.0f} s ({', '.join(phases)})")
-    ok, lines = local_stack.status(home)
-    assert not ok and all("DEAD" in line for line in lines if " pid " in line)
+from simpair import local_stack, settings
 
 
 def test_restart_names_what_is_missing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -228,3 +60,65 @@ def test_apply_notifications_is_off_without_a_target_and_updates_one_automation(
         "prefect.flow-run.TimedOut",
         "prefect.flow-run.Late",
     }
+
+
+def _notify_profile(tmp_path: Path, notify: dict[str, str]) -> Path:
+    profile = yaml.safe_load((settings.PROJECT_ROOT / "configs" / "nightly-smoke.yaml").read_text())
+    path = tmp_path / f"notify-{len(list(tmp_path.iterdir()))}.yaml"
+    path.write_text(yaml.safe_dump({**profile, "notify": notify}))
+    return path
+
+
+def _action_target(name: str) -> tuple[object, dict]:
+    """(block document id, its data) of the failure automation's one action."""
+    from prefect.client.orchestration import get_client
+
+    with get_client(sync_client=True) as client:
+        (automation,) = client.read_automations_by_name(name)
+        (action,) = automation.actions
+        document = client.read_block_document(action.block_document_id, include_secrets=True)
+    return action.block_document_id, document.data
+
+
+def test_notification_target_comes_from_the_profile_and_the_environment_wins(
+    prefect_api: None, tmp_path: Path
+) -> None:
+    """`notify: {webhook: URL}` in the profile the night runs makes the automation's webhook block;
+    SIMPAIR_NOTIFY_WEBHOOK in apply's environment overrides it; `notify: {block: ...}` names a saved block."""
+    from prefect.blocks.notifications import SlackWebhook
+
+    from simpair.flows import notifications
+
+    from_profile = _notify_profile(tmp_path, {"webhook": "http://127.0.0.1:9/from-profile"})
+    line = notifications.apply_notifications({}, profile=from_profile)
+    assert f"from profile {from_profile} notify.webhook" in line, line
+    _, data = _action_target(notifications.AUTOMATION_NAME)
+    assert data["url"] == "http://127.0.0.1:9/from-profile"
+
+    line = notifications.apply_notifications(
+        {"SIMPAIR_NOTIFY_WEBHOOK": "http://127.0.0.1:9/from-env"}, profile=from_profile
+    )
+    assert "from SIMPAIR_NOTIFY_WEBHOOK" in line, line
+    assert _action_target(notifications.AUTOMATION_NAME)[1]["url"] == "http://127.0.0.1:9/from-env"
+
+    block_id = SlackWebhook(url="https://hooks.slack.com/services/T0/B0/p").save("profile-alerts")
+    by_block = _notify_profile(tmp_path, {"block": "slack-webhook/profile-alerts"})
+    line = notifications.apply_notifications({"SIMPAIR_NOTIFY_WEBHOOK": " "}, profile=by_block)
+    assert "block slack-webhook/profile-alerts" in line, line
+    assert _action_target(notifications.AUTOMATION_NAME)[0] == block_id
+
+    from simpair.nightly.profile import load_profile
+
+    bad_url = r"(?s)notify\.webhook.*expected an http\(s\) URL, got 'hooks.example'"
+    with pytest.raises(ValueError, match=bad_url):
+        load_profile(_notify_profile(tmp_path, {"webhook": "hooks.example"}))
+
+
+def test_compose_passes_the_notification_target_to_apply() -> None:
+    """The shared env block of infra/docker-compose.yaml (the `deploy` service's environment) carries
+    both variables through from the shell or `.env`, empty when unset (then the profile decides)."""
+    compose = yaml.safe_load((settings.PROJECT_ROOT / "infra" / "docker-compose.yaml").read_text())
+    env = compose["x-simpair-env"]
+    assert env["SIMPAIR_NOTIFY_WEBHOOK"] == "${SIMPAIR_NOTIFY_WEBHOOK:-}"
+    assert env["SIMPAIR_NOTIFY_BLOCK"] == "${SIMPAIR_NOTIFY_BLOCK:-}"
+    assert compose["services"]["deploy"]["environment"] == env

@@ -91,6 +91,32 @@ class DispatchPlan(BaseModel):
         return value
 
 
+class NotifyPlan(BaseModel):
+    """Where the deployed nights report a failed, crashed or late run (flows/notifications.py). Read
+    when the deployments are applied; SIMPAIR_NOTIFY_WEBHOOK / SIMPAIR_NOTIFY_BLOCK in that
+    environment win, so a secret URL can stay out of the profile."""
+
+    webhook: str | None = Field(
+        None, description="http(s) URL that gets a JSON POST per failure (a Slack-style incoming webhook)"
+    )
+    block: str | None = Field(
+        None, description="TYPE/NAME of a saved Prefect notification block, e.g. `slack-webhook/alerts`"
+    )
+
+    @field_validator("webhook")
+    @classmethod
+    def _http(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("http://", "https://")):
+            raise ValueError(f"expected an http(s) URL, got {value!r}")
+        return value
+
+    @model_validator(mode="after")
+    def _one_target(self) -> NotifyPlan:
+        if self.webhook and self.block:
+            raise ValueError("set notify.webhook or notify.block, not both")
+        return self
+
+
 class NightlyProfile(BaseModel):
     """A nightly profile file, validated (errors name the file and the field)."""
 
@@ -105,6 +131,10 @@ class NightlyProfile(BaseModel):
         "is short for `dispatch: {mode: pool}`)",
     )
     scoring: ScoringHandoff = Field(default_factory=ScoringHandoff)
+    notify: NotifyPlan = Field(
+        default_factory=NotifyPlan,
+        description="failure notifications of the deployed nights: `{webhook: URL}` or `{block: TYPE/NAME}`",
+    )
     pool_deployment: str = Field(
         "train-and-evaluate/gpu", description="dispatch: pool, the deployment each task runs as"
     )
