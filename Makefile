@@ -24,7 +24,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 # Everything the pipeline writes goes under SIMPAIR_HOME (gitignored). `make run ARGS=--force` retrains
-# even when no source changed; `make run PROFILE=smoke` runs the tiny-model profile in about 2 minutes.
+# even when no source changed; `make run PROFILE=smoke` runs the tiny-model profile (docs/nightly.md, Durations).
 SIMPAIR_HOME ?= $(CURDIR)/.simpair
 export SIMPAIR_HOME
 PROFILE ?= default

@@ -23,7 +23,6 @@ import argparse
 import json
 import platform
 import random
-import sys
 import tempfile
 import time
 from datetime import UTC, datetime
@@ -31,17 +30,15 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from common import ROOT  # benchmarks/common.py
 from transformers import AutoConfig, AutoModel
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from simpair.losses import build_objective  # noqa: E402
-from simpair.models.io import build_model, save_model  # noqa: E402
-from simpair.models.metadata import ModelMetadata  # noqa: E402
-from simpair.models.tokenizer import load_tokenizer  # noqa: E402
-from simpair.predictors import load_predictor  # noqa: E402
-from simpair.training.loop import TrainModule  # noqa: E402
+from simpair.losses import build_objective
+from simpair.models.io import build_model, save_model
+from simpair.models.metadata import ModelMetadata
+from simpair.models.tokenizer import load_tokenizer
+from simpair.predictors import load_predictor
+from simpair.training.loop import TrainModule
 
 RESULTS = ROOT / "benchmarks" / "results" / "gpu.json"
 TOKENIZER_FILES = (

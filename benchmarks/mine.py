@@ -37,11 +37,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
+from common import BATCH, RESULTS_DIR, SHARED, save_backbone  # benchmarks/common.py
 
-ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "benchmarks" / "results" / "mine.json"
-SHARED = ROOT.parent / "shared" / "data"
-BATCH = 64
+RESULTS = RESULTS_DIR / "mine.json"
 K = 10
 LEADS = ["Reportedly, ", "In short, ", "According to officials, ", "Meanwhile, ", "Notably, ", "Still, "]
 TAILS = [", sources said.", ", it was reported.", " again.", ", officials added.", " this week.", " as well."]
@@ -80,10 +78,7 @@ def sentence_pool(shared: Path, n: int, seed: int = 0) -> list[str]:
 
 def build_model(work: Path) -> Path:
     """The bundled backbone saved as our bi-encoder: the same folder the scoring benchmark builds."""
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    from score_distinct import build_bi
-
-    return build_bi(work)
+    return save_backbone("bi", work)
 
 
 def _peak_mb() -> float:
@@ -258,7 +253,6 @@ def main() -> None:
     parser.add_argument("--results", type=Path, default=RESULTS)
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    sys.path.insert(0, str(ROOT))
     if args.worker is not None:
         role, model, sentences, out = args.worker
         worker = worker_ours if role == "ours" else worker_st

@@ -62,7 +62,7 @@ def _cpu(row: dict[str, Any], runs: dict[str, Any]) -> str:
 
 
 def _metric(m: dict[str, Any]) -> str:
-    # 4 decimals: targets sit at the third (0.865, 0.87), so 0.8698 must not print as 0.870
+    # 4 decimals: configs differ at the third (stacks 0.8690 and 0.8697), so 0.8698 must not print as 0.870
     if "accuracy" in m and "f1" in m:
         return f"{m['accuracy']:.4f} / {m['f1']:.4f}"
     return f"{m.get('spearman', 0):.4f}"
@@ -395,18 +395,18 @@ def scoring_detail_block(result: dict[str, Any]) -> list[str]:
     """The full scoring tables (fresh processes, interleaved, bf16 opt-in of the latest quick run)."""
     if not result:
         return ["(no scoring run recorded)"]
-    import score  # benchmarks/score.py: its tables, without the page's section heading
+    import score_tables  # benchmarks/score_tables.py: the tables, without the section heading
 
     lines = [
         f"Command: `{result['command']}`, {result['when']}, {result['machine']}.",
         "",
-        *score.tables(result),
+        *score_tables.tables(result),
     ]
     quick = [r for r in result.get("quick_runs", []) if "bf16_impact" in r]
     if quick:
         run = quick[-1]
         lines += ["", f"bf16 opt-in, quick run: `{run['command']}`, {run['when']}, {run['machine']}."]
-        lines += score.bf16_markdown(run)
+        lines += score_tables.bf16_markdown(run)
     return lines
 
 

@@ -34,11 +34,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import scale_data  # benchmarks/scale_data.py, beside this file (a script's folder is on its import path)
 import yaml
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import scale_data  # noqa: E402 - benchmarks/scale_data.py, beside this file
-from scale_measure import PYTHON, fit, machine, measure  # noqa: E402
+from scale_measure import PYTHON, fit, machine, measure
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "benchmarks" / "results" / "scale.json"

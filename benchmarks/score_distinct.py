@@ -6,8 +6,8 @@ Run by hand, niced (the machine is shared):
     nice -n 10 .venv/bin/python benchmarks/score_distinct.py --pairs 100000 --st-pairs 5000
 
 Nightly batches repeat sentences: a few appear in thousands of pairs (Zipf-like). The pair file here
-draws both sides of every pair from the MSRP + STS-B sentences (`score.sentence_pool` plus STS-B)
-with Zipf frequencies (rank^-s over a shuffled pool), written by `score.write_pairs`.
+draws both sides of every pair from the MSRP + STS-B sentences (`common.sentence_pool` plus STS-B)
+with Zipf frequencies (rank^-s over a shuffled pool), written by `common.write_pairs`.
 
 What is measured, each in a fresh subprocess (peak RSS is that process's alone), model load
 excluded, same weights (the bundled backbone saved as our bi-encoder, max length 128, batch 64):
@@ -46,26 +46,20 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow.parquet as pq
-
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "benchmarks"))
-from score import BATCH, MAX_LENGTH, sentence_pool, write_pairs  # noqa: E402
+from common import (  # benchmarks/common.py
+    BATCH,
+    MAX_LENGTH,
+    RESULTS_DIR,
+    SHARED,
+    save_backbone,
+    sentence_pool,
+    stsb_sentences,
+    write_pairs,
+)
 
 from simpair.scoring.options import DEFAULT_CHUNK_ROWS  # noqa: E402
 
-RESULTS = ROOT / "benchmarks" / "results" / "score_distinct.json"
-SHARED = ROOT.parent / "shared" / "data"
-
-
-def stsb_sentences(shared: Path) -> list[str]:
-    """STS-B sentences of every split (tab-separated, quoting off; some lines carry extra fields)."""
-    out: list[str] = []
-    for name in ("sts-train.csv", "sts-dev.csv", "sts-test.csv"):
-        for line in (shared / "stsb" / name).read_text(encoding="utf-8-sig").splitlines():
-            fields = line.split("\t")
-            if len(fields) >= 7:
-                out += [t.strip() for t in fields[5:7] if t.strip()]
-    return out
+RESULTS = RESULTS_DIR / "score_distinct.json"
 
 
 def zipf_pool(shared: Path, s: float, seed: int) -> tuple[list[str], int]:
@@ -79,16 +73,6 @@ def zipf_pool(shared: Path, s: float, seed: int) -> tuple[list[str], int]:
     weights = np.arange(1, len(distinct) + 1, dtype=np.float64) ** -s
     copies = np.maximum(1, np.rint(weights / weights[-1])).astype(np.int64)
     return [text for text, k in zip(distinct, copies, strict=True) for _ in range(k)], len(distinct)
-
-
-def build_bi(work: Path) -> Path:
-    """The bundled backbone saved as our bi-encoder (as `score.build_models` does, without the rest)."""
-    from simpair.models import ModelMetadata, build_model, default_backbone, save_model
-    from simpair.models.tokenizer import load_tokenizer
-
-    backbone = default_backbone()
-    meta = ModelMetadata(kind="bi", task="sts", objective="cosent", max_length=MAX_LENGTH, backbone=backbone)
-    return save_model(build_model("bi", backbone), load_tokenizer(backbone), work / "backbone-bi", meta)
 
 
 def build_stack(work: Path) -> Path:
@@ -239,7 +223,7 @@ def main() -> None:
         head = prefix(pairs, st_n, work / "head.parquet")
         plain_n = min(args.plain_pairs or max(st_n, 3 * DEFAULT_CHUNK_ROWS), args.pairs)
         plain_head = prefix(pairs, plain_n, work / "plain-head.parquet")
-        model = build_bi(work)
+        model = save_backbone("bi", work)
         runs = {
             "ours": run_worker(["ours", str(model), str(pairs), str(work / "ours.npy")], args.threads),
             "ours_no_store": run_worker(

@@ -8,7 +8,7 @@ What is measured, in one process, taking turns slice by slice so every contender
 
 - speed: pairs/s of `CrossEncoder.predict` (fp32, batch 64), ours in fp32 (ONNX Runtime) and ours in
   int8, dynamic and static, on the same weights (the bundled all-MiniLM-L6-v2 saved as our
-  cross-encoder with a seeded head, `benchmarks/score.py::build_models`) and the same random pairs of
+  cross-encoder with a seeded head, `benchmarks/common.py::build_models`) and the same random pairs of
   MSRP sentences; ratios are against sentence-transformers from this one run;
 - score change of each int8 mode against fp32 on those pairs (max and mean absolute difference);
 - decisions: MSRP test pairs through a trained paraphrase cross-encoder (`--model`, default the one
@@ -33,12 +33,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
+from common import BATCH, MAX_LENGTH, RESULTS_DIR, SHARED, build_models, msrp_test_pairs, sentence_pool
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "benchmarks"))
-from score import BATCH, MAX_LENGTH, SHARED, build_models, msrp_test_pairs, sentence_pool  # noqa: E402
-
-RESULTS = ROOT / "benchmarks" / "results" / "score_int8.json"
+RESULTS = RESULTS_DIR / "score_int8.json"
 TRAINED_CROSS = Path("/tmp/xfer/models/msrp-cross")
 SLICES = 8
 

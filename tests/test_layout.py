@@ -87,8 +87,8 @@ def test_every_import_points_down() -> None:
     assert upward == [], "imports that reach a higher layer (domain < tasks < flows < cli)"
 
 
-def test_import_graph_has_no_circle() -> None:
-    graph = _graph()
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Every circle a depth-first walk of the import graph closes, each as the chain of modules."""
     done: set[str] = set()
     cycles: list[list[str]] = []
 
@@ -107,6 +107,36 @@ def test_import_graph_has_no_circle() -> None:
     for start in sorted(graph):
         if start not in done:
             visit(start, [], set())
+    return cycles
+
+
+def test_import_graph_has_no_circle() -> None:
+    cycles = _cycles(_graph())
+    assert cycles == [], "\n".join(" -> ".join(c) for c in cycles)
+
+
+def test_benchmarks_share_code_through_common_without_a_circle() -> None:
+    """Benchmarks run as scripts (their folder is on the import path): they import each other by file name.
+
+    What several share lives in benchmarks/common.py; none edits `sys.path` to reach another script
+    (common.py alone may add the checkout, for a tree that was never installed), and none forms a circle.
+    """
+    folder = ROOT / "benchmarks"
+    scripts = {path.stem: path for path in folder.glob("*.py")}
+    graph: dict[str, set[str]] = {}
+    path_calls, path_edits = ("sys.path.insert", "sys.path.append", "sys.path.extend"), []
+    for name, path in scripts.items():
+        graph[name] = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                graph[name].update(a.name for a in node.names if a.name in scripts)
+            elif isinstance(node, ast.ImportFrom) and not node.level and node.module in scripts:
+                graph[name].add(node.module)
+            elif isinstance(node, ast.Attribute) and name != "common" and ast.unparse(node) in path_calls:
+                path_edits.append(f"benchmarks/{name}.py:{node.lineno}")
+        graph[name].discard(name)
+    assert path_edits == [], "import shared helpers from benchmarks/common.py instead"
+    cycles = _cycles(graph)
     assert cycles == [], "\n".join(" -> ".join(c) for c in cycles)
 
 

@@ -1,0 +1,145 @@
+"""Read the head of a raw file and sniff what it is: its format kind, compression and text encoding.
+
+Only the first decompressed bytes are read (a draft needs the first records, not the whole file), and
+anything that is not text records (a missing file, a binary, UTF-16) is refused with one line naming it.
+"""
+
+from __future__ import annotations
+
+import codecs
+import unicodedata
+from pathlib import Path, PurePosixPath
+
+import pyarrow as pa
+
+from simpair.ingest.infer.errors import InferError
+from simpair.ingest.sources import SourceAccessError, SourceRoot, compression_of, decompress
+
+# Beyond this much decompressed text the sample is cut at a line break: the first records are enough.
+MAX_SAMPLE_BYTES = 64 << 20
+# Lines of the sample that do not decode, named in the review note (the count covers the rest).
+_BAD_LINES_SHOWN = 10
+
+
+def _split_location(location: str | Path) -> tuple[SourceRoot, str]:
+    text = str(location)
+    if "://" in text and not text.startswith("file://"):
+        root, _, name = text.rstrip("/").rpartition("/")
+        return SourceRoot.of(root), name
+    path = Path(text.removeprefix("file://"))
+    return SourceRoot.of(path.parent), path.name
+
+
+def _read_local_head(path: Path, codec: str | None, shown: str) -> bytes:
+    """The first decompressed bytes (one more than the sample cap, to tell a cut), not the whole file."""
+    try:
+        if not path.is_file():
+            path.open("rb").close()  # says why: missing, a folder, no permission
+            raise InferError(f"{shown}: cannot read: not a regular file")
+        raw = pa.OSFile(str(path))
+    except OSError as exc:
+        raise InferError(f"{shown}: cannot read: {exc.strerror or exc}") from exc
+    with raw:
+        if codec is None:
+            return raw.read(MAX_SAMPLE_BYTES + 1)
+        try:
+            return pa.CompressedInputStream(raw, codec).read(MAX_SAMPLE_BYTES + 1)
+        except (OSError, pa.ArrowException) as exc:
+            raise InferError(f"{shown}: cannot decompress as {codec}: {exc}") from exc
+
+
+def read_head(location: str | Path) -> tuple[str, bytes]:
+    """(file name, decompressed bytes); anything unreadable becomes an InferError naming the file."""
+    root, name = _split_location(location)
+    shown = str(location)
+    codec = compression_of(name)
+    if not root.is_remote and kind_by_name(name) != "parquet":
+        data = _read_local_head(Path(root.display(name)), codec, shown)
+    else:
+        try:
+            stored = root.read_bytes(name)
+        except SourceAccessError as exc:  # names the URL already
+            raise InferError(str(exc)) from exc
+        except OSError as exc:
+            raise InferError(f"{shown}: cannot read: {exc.strerror or exc}") from exc
+        try:
+            data = decompress(stored, codec, shown)
+        except OSError as exc:
+            raise InferError(str(exc)) from exc
+    if not data.removeprefix(codecs.BOM_UTF8).strip():
+        raise InferError(f"{shown}: file is empty; nothing to infer a contract from")
+    return name, data
+
+
+def kind_by_name(name: str) -> str:
+    """`parquet`, `jsonl` or `delimited`, by the file's suffix once a compression suffix is dropped."""
+    path = PurePosixPath(name.lower())
+    if compression_of(name) is not None:
+        path = path.with_suffix("")
+    if path.suffix in (".parquet", ".pq"):
+        return "parquet"
+    if path.suffix in (".jsonl", ".ndjson"):
+        return "jsonl"
+    return "delimited"
+
+
+def decode(data: bytes, shown: str, notes: list[str]) -> tuple[str, str, bool]:
+    """(text, encoding, had_bom) of the sample; binary-looking content is refused."""
+    if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        raise InferError(f"{shown}: looks like UTF-16 text; convert it to UTF-8 first")
+    if b"\x00" in data[:65536]:
+        raise InferError(f"{shown}: looks binary (NUL bytes); expected text records")
+    bom = data.startswith(codecs.BOM_UTF8)
+    data = data.removeprefix(codecs.BOM_UTF8)
+    if len(data) > MAX_SAMPLE_BYTES:
+        data = data[: data.rfind(b"\n", 0, MAX_SAMPLE_BYTES) + 1 or MAX_SAMPLE_BYTES]
+    try:
+        text, encoding = data.decode("utf-8"), "utf-8"
+    except UnicodeDecodeError as exc:
+        text, encoding = _mostly_utf8(data, exc, notes)
+    probe = text[:65536]
+    controls = sum(1 for ch in probe if ch not in "\t\n\r" and unicodedata.category(ch) == "Cc")
+    if probe and controls > 0.01 * len(probe):
+        raise InferError(f"{shown}: looks binary ({controls} control characters in the first {len(probe)})")
+    return text, encoding, bom
+
+
+def _mostly_utf8(data: bytes, error: UnicodeDecodeError, notes: list[str]) -> tuple[str, str]:
+    """(text, encoding) of a sample that is not valid UTF-8 as a whole.
+
+    A UTF-8 export with a few broken bytes is still UTF-8: most of its lines with non-ASCII bytes
+    decode. Reading it as latin-1 would turn every accent and curly quote into mojibake (and C1
+    control characters), so it stays utf-8 and the lines that do not decode are named; ingest
+    quarantines those with reason `encoding`. In a latin-1 or cp1252 file almost no line with
+    accents decodes as UTF-8, so latin-1 is proposed there, as the encoding that reads any byte.
+    """
+    decoded = undecodable = 0
+    bad_lines: list[int] = []
+    for number, line in enumerate(data.split(b"\n"), start=1):
+        if line.isascii():
+            continue
+        try:
+            line.decode("utf-8")
+            decoded += 1
+        except UnicodeDecodeError:
+            undecodable += 1
+            if len(bad_lines) < _BAD_LINES_SHOWN:
+                bad_lines.append(number)
+    if decoded > undecodable:
+        shown = ", ".join(str(n) for n in bad_lines) + (", ..." if undecodable > len(bad_lines) else "")
+        which = f"line {shown} is" if undecodable == 1 else f"{undecodable} sampled lines are"
+        notes.append(
+            f"{which} not valid UTF-8 ({'lines ' + shown if undecodable > 1 else 'a bad byte'}), while "
+            f"{decoded} lines with "
+            "accents or other non-ASCII characters are: encoding utf-8 is proposed, and ingest quarantines "
+            "the lines that do not decode with reason encoding; fix them at the source if they matter"
+        )
+        return data.decode("utf-8", errors="backslashreplace"), "utf-8"
+    line = data.count(b"\n", 0, error.start) + 1
+    notes.append(
+        f"the file is not valid UTF-8 (first bad byte on line {line}; {undecodable} of "
+        f"{decoded + undecodable} lines with non-ASCII bytes do not decode); encoding latin-1 is "
+        "proposed because it reads any byte: check the source's real encoding "
+        "(often cp1252 for Windows exports)"
+    )
+    return data.decode("latin-1"), "latin-1"
