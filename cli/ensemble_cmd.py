@@ -1,4 +1,5 @@
-"""CLI commands that combine models: `simpair stack` (outputs, fitted on dev), `simpair soup` (weights).
+"""CLI commands that combine models: `simpair stack` (outputs, fitted on dev), `simpair soup` (weights),
+`simpair cascade` (a bi-encoder first, the cross-encoder on the pairs it is unsure of).
 
 Both also train from a config (`--config`) through one domain path,
 `simpair.ensemble.train.train_stack_file`.
@@ -24,7 +25,8 @@ from simpair.cli.common import (
 
 
 def register(app: typer.Typer) -> None:
-    """Add the stack and soup commands to the top-level app."""
+    """Add the stack, soup and cascade commands to the top-level app."""
+    _register_cascade(app)
 
     @app.command("stack")
     def stack_cmd(
@@ -170,6 +172,69 @@ def register(app: typer.Typer) -> None:
             print_eval(console, evaluate_model(target, home_path, splits))
 
 
+def _register_cascade(app: typer.Typer) -> None:
+    @app.command("cascade")
+    def cascade_cmd(
+        cross: Annotated[
+            str | None, typer.Option(help="A trained paraphrase cross-encoder (directory or registry ref).")
+        ] = None,
+        bi: Annotated[
+            str | None,
+            typer.Option(
+                help="A trained paraphrase bi-encoder (default: the cross-encoder's backbone, untouched)."
+            ),
+        ] = None,
+        config: Annotated[
+            Path | None,
+            typer.Option(
+                help="Or: a cascade config (combine: cascade): trains its members, then fits the band."
+            ),
+        ] = None,
+        max_disagreement: Annotated[
+            float,
+            typer.Option(
+                min=0.0, max=0.999, help="Share of dev decisions that may differ from the cross-encoder's."
+            ),
+        ] = 0.005,
+        out: Annotated[Path | None, typer.Option(help="Output model directory.")] = None,
+        home: HomeOption = None,
+        split: Annotated[
+            list[str] | None,
+            typer.Option(
+                help="Evaluate on DATASET/SPLIT afterwards (repeatable). Default with --config: evaluate_on."
+            ),
+        ] = None,
+        jobs: JobsOption = 1,
+    ) -> None:
+        """A bi -> cross cascade: the bi stage scores every pair, the cross-encoder only the pairs in a band
+        of uncertain bi probabilities, fitted on dev to agree with the cross-encoder alone.
+        """
+        from simpair import settings
+        from simpair.ensemble import fit_cascade
+        from simpair.models.io import new_model_dir
+
+        if (config is None) == (cross is None):
+            raise typer.BadParameter("give either --config or --cross", param_hint="--config")
+        home_path = settings.home_dir(home)
+        splits = [parse_split_option(s) for s in split] if split else []
+        if config is not None:
+            _train_from_config(config, home_path, None, jobs, out, splits, combine="cascade")
+            return
+        try:
+            members = [resolve_model_option(cross, home_path)]
+            members += [resolve_model_option(bi, home_path)] if bi else []
+            target = fit_cascade(
+                members,
+                home_path,
+                out or new_model_dir(home_path / "models", "cascade"),
+                max_disagreement,
+                zero_shot=bi is None,
+            )
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc), param_hint="--cross") from exc
+        _print_combined(Console(), target, home_path, splits)
+
+
 def _train_from_config(
     config: Path,
     home: Path,
@@ -194,11 +259,16 @@ def _train_from_config(
 
 
 def _print_combined(console: Console, target: Path, home: Path, splits: list[tuple[str, str]]) -> None:
-    """The stack's or soup's directory and dev metrics, then its evaluation on `splits`."""
+    """The stack's, soup's or cascade's directory and dev metrics, then its evaluation on `splits`."""
     console.print(f"model: {target}", soft_wrap=True)
     metrics = json.loads((target / "metrics.json").read_text())
     console.print_json(
-        json.dumps({"dev": metrics["dev"], "members": metrics.get("members_dev") or metrics.get("soup")})
+        json.dumps(
+            {
+                "dev": metrics["dev"],
+                "members": metrics.get("members_dev") or metrics.get("soup") or metrics.get("cascade"),
+            }
+        )
     )
     if splits:
         from simpair.evaluate import evaluate_model

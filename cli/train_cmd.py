@@ -271,7 +271,8 @@ def register(app: typer.Typer) -> None:
         if as_json:
             typer.echo(json.dumps(result))
             return
-        kind = "stacked ensemble" if predictor.kind == "stacked" else f"{predictor.kind}-encoder"
+        names = {"stacked": "stacked ensemble", "cascade": "bi -> cross cascade"}
+        kind = names.get(predictor.kind, f"{predictor.kind}-encoder")
         table = Table("field", "value", title=f"{kind}, task {predictor.task}")
         for key, value in result.items():
             table.add_row(key, f"{value:.4f}" if isinstance(value, float) else str(value))

@@ -31,6 +31,7 @@ from simpair.evaluation.groups import compile_group_pattern, metrics_by_group, p
 from simpair.evaluation.leaked_pairs import leaked_pair_ids, trained_pairs
 from simpair.evaluation.plots import confusion_matrix_png, histogram_png, scatter_png
 from simpair.models.inference import raw_outputs
+from simpair.models.metadata import COMPOSITE_KINDS
 from simpair.pair_tokens import PairTokens, open_pairs
 from simpair.predictors import load_predictor
 from simpair.tokens import pretokenize
@@ -72,7 +73,7 @@ def _raw_and_truncated(
     texts through its members, each with its own tokenizer.
     """
     meta = predictor.meta
-    if meta.kind == "stacked":
+    if meta.kind in COMPOSITE_KINDS:
         a, b = frame["text_a"].to_list(), frame["text_b"].to_list()
         return predictor.predict_raw(a, b, batch_size=batch_size), int(predictor.truncated(a, b).sum())
     assert pairs is not None
@@ -118,7 +119,7 @@ def evaluate_model(
     for dataset, split in datasets:
         label = f"{dataset}/{split}"
         pairs = None
-        if meta.kind == "stacked":  # members tokenize for themselves: score from texts
+        if meta.kind in COMPOSITE_KINDS:  # members tokenize for themselves: score from texts
             frame = catalog.read_split(dataset, split)
         else:
             tokens = pretokenize(home, dataset, split, predictor.tokenizer, meta.max_length, meta.kind)

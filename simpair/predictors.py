@@ -1,4 +1,4 @@
-"""Load any saved model directory for prediction: plain (cross, bi, soup) or stacked.
+"""Load any saved model directory for prediction: plain (cross, bi, soup), stacked or a cascade.
 
 The one door from a model directory to scores: evaluation, the registry (gate, pyfunc), bulk scoring
 and the CLI all call `load_predictor`. It sits above `simpair.ensemble` because it knows every model
@@ -14,12 +14,13 @@ from simpair.models.metadata import METADATA_FILE, ModelMetadata
 from simpair.models.predictor import Predictor
 
 if TYPE_CHECKING:
+    from simpair.ensemble.cascade import CascadePredictor
     from simpair.ensemble.stacked import StackedPredictor
 
 
 def load_predictor(
     model_dir: str | Path, device: str = "auto", precision: str = "fp32"
-) -> Predictor | StackedPredictor:
+) -> Predictor | StackedPredictor | CascadePredictor:
     """Load a directory written by training (or `save_tiny_model`, or `simpair stack`) for prediction.
 
     A plain directory gives a `simpair.models.Predictor`; a stacked one gives a
@@ -29,8 +30,11 @@ def load_predictor(
     and decisions, and take this default; only bulk scoring opts in to bf16.
     """
     model_dir = Path(model_dir)
-    if ModelMetadata.read(model_dir).kind == "stacked":
+    kind = ModelMetadata.read(model_dir).kind
+    if kind == "stacked":
         return load_stacked(model_dir, device=device, precision=precision)
+    if kind == "cascade":
+        return load_cascade(model_dir, device=device, precision=precision)
     return Predictor.load(model_dir, device=device, precision=precision)
 
 
@@ -49,3 +53,19 @@ def load_stacked(model_dir: str | Path, device: str = "auto", precision: str = "
             raise FileNotFoundError(f"{model_dir / 'stack.json'}: member {rel!r} is missing ({path})")
         members.append(load_predictor(path, device=device, precision=precision))
     return StackedPredictor(meta, spec, members, model_dir=model_dir)
+
+
+def load_cascade(model_dir: str | Path, device: str = "auto", precision: str = "fp32") -> CascadePredictor:
+    """Load a `kind: cascade` directory: its bi stage and cross-encoder (each through `load_predictor`)."""
+    from simpair.ensemble.cascade import CASCADE_FILE, CascadePredictor, CascadeSpec
+
+    model_dir = Path(model_dir)
+    meta = ModelMetadata.read(model_dir)
+    spec = CascadeSpec.read(model_dir)
+    members = []
+    for rel in spec.members:
+        path = model_dir / rel
+        if not (path / METADATA_FILE).is_file():
+            raise FileNotFoundError(f"{model_dir / CASCADE_FILE}: member {rel!r} is missing ({path})")
+        members.append(load_predictor(path, device=device, precision=precision))
+    return CascadePredictor(meta, spec, members, model_dir=model_dir)

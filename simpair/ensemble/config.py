@@ -36,22 +36,28 @@ class StackConfig(BaseModel):
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
     task: Literal["paraphrase", "sts"]
     members: list[str | MemberRef] = Field(min_length=1)
-    # stack: a linear model on the members' outputs; soup: one model, the members' averaged weights
-    combine: Literal["stack", "soup"] = "stack"
+    # stack: a linear model on the members' outputs; soup: one model, the members' averaged weights;
+    # cascade: a bi-encoder scores every pair, the cross-encoder only those in a band fitted on dev
+    combine: Literal["stack", "soup", "cascade"] = "stack"
     seeds: list[int] | None = None  # train every member config once per seed (soups of seeds)
     lexical: bool = True
     # stack only: add the members' outputs squared and multiplied pairwise (a degree-2 combiner)
     products: bool = False
-    # stack only: add the members' pre-trained backbone, untouched, as one more member (its cosine)
+    # stack: add the members' pre-trained backbone, untouched, as one more member (its cosine);
+    # cascade: the backbone, untouched, is the bi stage (members: the cross-encoder alone)
     zero_shot: bool = False
+    # cascade only: share of dev decisions allowed to differ from the full cross-encoder's
+    max_disagreement: float = Field(default=0.005, ge=0.0, lt=1.0)
     threshold_metric: Literal["accuracy", "f1"] = "accuracy"
     evaluate_on: list[SplitRef] = Field(default_factory=list)
     source: str | None = None  # the YAML file it was read from (member paths are relative to it)
 
     @model_validator(mode="after")
     def _zero_shot_only_in_stacks(self) -> StackConfig:
-        if self.zero_shot and self.combine != "stack":
+        if self.zero_shot and self.combine == "soup":
             raise ValueError("zero_shot adds a member to a stack; a soup averages trained weights only")
+        if self.combine == "cascade" and self.task != "paraphrase":
+            raise ValueError("a cascade decides paraphrase labels: task must be paraphrase")
         if self.products and self.combine != "stack":
             raise ValueError("products are features of a stack's combiner; a soup has no combiner")
         return self

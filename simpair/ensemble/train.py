@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from simpair.ensemble.cascade_fit import fit_cascade
 from simpair.ensemble.config import StackConfig
 from simpair.ensemble.fit import fit_stack
 from simpair.ensemble.soup import fit_soup
@@ -170,10 +171,12 @@ def train_configs(configs: list[TrainConfig], home: Path, jobs: int = 1) -> list
 
 
 def combine_members(config: StackConfig, member_dirs: list[Path], home: Path) -> Path:
-    """The stack or soup of trained members, as `<home>/models/<name>-<UTC time>`."""
+    """The stack, soup or cascade of trained members, as `<home>/models/<name>-<UTC time>`."""
     out = new_model_dir(Path(home) / "models", config.name)
     if config.combine == "soup":
         return fit_soup(member_dirs, home, out)
+    if config.combine == "cascade":
+        return fit_cascade(member_dirs, home, out, config.max_disagreement, zero_shot=config.zero_shot)
     return fit_stack(
         member_dirs,
         home,

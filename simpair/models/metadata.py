@@ -15,7 +15,9 @@ from pydantic import BaseModel, ConfigDict, Field
 METADATA_FILE = "simpair.json"
 FORMAT_VERSION = 1
 
-Kind = Literal["cross", "bi", "stacked"]
+Kind = Literal["cross", "bi", "stacked", "cascade"]
+# Kinds made of member models (`members/` inside the directory), loaded by `simpair.predictors`
+COMPOSITE_KINDS = ("stacked", "cascade")
 Task = Literal["paraphrase", "sts"]
 
 

@@ -175,8 +175,9 @@ class Predictor(ModelFacts):
         `simpair.predictors.load_predictor` is the door for every model kind, stacks included.
         """
         model_dir = Path(model_dir)
-        if ModelMetadata.read(model_dir).kind == "stacked":
-            raise ValueError(f"{model_dir} is a stacked model: use simpair.predictors.load_predictor")
+        kind = ModelMetadata.read(model_dir).kind
+        if kind in ("stacked", "cascade"):
+            raise ValueError(f"{model_dir} is a {kind} model: use simpair.predictors.load_predictor")
         model, tokenizer, metadata = load_model(model_dir)
         return cls(model, tokenizer, metadata, model_dir=model_dir, device=device, precision=precision)
 

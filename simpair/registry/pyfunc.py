@@ -29,12 +29,15 @@ ENTRY_FILE = Path(__file__).with_name("_pyfunc_entry.py")
 INPUT_COLUMNS = ("text_a", "text_b")
 
 
-def signature_for(task: str) -> ModelSignature:
-    """Input: two string columns. Output: score in [0, 1]; paraphrase models add probability and label."""
+def signature_for(task: str, kind: str | None = None) -> ModelSignature:
+    """Input: two string columns. Output: score in [0, 1]; paraphrase models add probability and label,
+    a cascade the stage that scored each pair (`scored_by`: `bi` or `cross`)."""
     inputs = Schema([ColSpec("string", "text_a"), ColSpec("string", "text_b")])
     outputs = [ColSpec("float", "score")]
     if task == "paraphrase":
         outputs += [ColSpec("float", "probability"), ColSpec("integer", "label")]
+    if kind == "cascade":
+        outputs.append(ColSpec("string", "scored_by"))
     params = ParamSchema([ParamSpec("batch_size", "long", 64)])
     return ModelSignature(inputs=inputs, outputs=Schema(outputs), params=params)
 
@@ -45,6 +48,8 @@ def predictions_frame(task: str, out: dict[str, Any]) -> pd.DataFrame:
     if task == "paraphrase":
         frame["probability"] = out["probability"].astype("float32")
         frame["label"] = out["label"].astype("int32")
+    if "scored_by" in out:
+        frame["scored_by"] = [str(stage) for stage in out["scored_by"]]
     return frame
 
 
@@ -129,6 +134,15 @@ def stage_code(dest: Path) -> Path:
     return target
 
 
+def _kind(model_dir: Path) -> str | None:
+    from simpair.models.metadata import ModelMetadata
+
+    try:
+        return ModelMetadata.read(Path(model_dir)).kind
+    except (FileNotFoundError, ValueError):
+        return None
+
+
 def log_pyfunc(model_dir: Path, task: str, name: str = "model", registered_model_name: str | None = None):
     """Log `model_dir` as a pyfunc in the active run (optionally registering it); return ModelInfo.
 
@@ -146,7 +160,7 @@ def log_pyfunc(model_dir: Path, task: str, name: str = "model", registered_model
             python_model=str(ENTRY_FILE),
             artifacts={MODEL_DIR_ARTIFACT: str(Path(model_dir).resolve())},
             code_paths=[str(code)],
-            signature=signature_for(task),
+            signature=signature_for(task, _kind(model_dir)),
             input_example=example,
             pip_requirements=pip_requirements(),
             registered_model_name=registered_model_name,

@@ -66,6 +66,15 @@ def _model_files(model_dir: Path, meta: ModelMetadata) -> list[Path]:
     return [model_dir / n for n in names]
 
 
+def _cascade_tags(model_dir: Path, meta: ModelMetadata) -> dict[str, str]:
+    """A cascade's band and what it did on dev (`cascade.*`), so the version shows them in MLflow."""
+    if meta.kind != "cascade":
+        return {}
+    from simpair.ensemble.cascade import CascadeSpec
+
+    return CascadeSpec.read(model_dir).tags()
+
+
 def register_trained_model(
     home: Path,
     model_dir: Path,
@@ -112,6 +121,7 @@ def register_trained_model(
         **{f"dataset_version.{k}": v for k, v in meta.dataset_versions.items()},
         **{f"metric.{k}": f"{v:.6g}" for k, v in {**final, **evaluated}.items()},
         **{k: v for k, v in tags.items() if k.startswith(("prefect.", "mlflow.source.git"))},
+        **_cascade_tags(model_dir, meta),
     }
     registry.tag_version(c, name, version, version_tags)
     return RegisteredVersion(task=meta.task, name=name, version=version, run_id=run_id)

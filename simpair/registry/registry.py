@@ -88,9 +88,16 @@ def version_for(c: MlflowClient, name: str, alias: str) -> str | None:
 
 
 def _complete(path: Path) -> bool:
-    """simpair.json and weights present; for a stacked model, in every member directory too."""
+    """simpair.json and weights present; for a stacked model or a cascade, in every member directory too."""
     if not (path / "simpair.json").exists():
         return False
+    if (path / "cascade.json").exists():
+        from simpair.ensemble.cascade import CascadeSpec
+
+        try:
+            return all(_complete(path / rel) for rel in CascadeSpec.read(path).members)
+        except ValueError:
+            return False
     if (path / "stack.json").exists():
         from simpair.ensemble import StackSpec
 

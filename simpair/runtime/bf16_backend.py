@@ -63,8 +63,8 @@ class Bf16Predictor(Predictor):
 
 
 def use_bf16(predictor: Any) -> Any:
-    """The bf16 forward pass for a predictor; a stacked model gets it in each of its members."""
-    if predictor.kind == "stacked":
+    """The bf16 forward pass for a predictor; a stacked model or a cascade gets it in each of its members."""
+    if predictor.kind in ("stacked", "cascade"):
         predictor.members = [Bf16Predictor(member) for member in predictor.members]
         return predictor
     return Bf16Predictor(predictor)

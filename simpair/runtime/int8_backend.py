@@ -144,7 +144,18 @@ class Int8Predictor(OrtPredictor):
 
 
 def use_int8(predictor: Any, threads: int, mode: str = DEFAULT_MODE) -> Any:
-    """The int8 forward pass for a predictor; a stacked model gets it in each of its members."""
+    """The int8 forward pass for a predictor; a stacked model gets it in each of its members.
+
+    A cascade gets it in its bi stage only: int8 is there to make the cheap stage cheaper, while the
+    cross-encoder, which decides the uncertain pairs, keeps its fp32 ONNX Runtime graph. The parity
+    guard measures the cascade as a whole, so the band's decisions are what it judges.
+    """
+    if predictor.kind == "cascade":
+        from simpair.runtime.onnx_backend import use_onnx
+
+        bi, cross = predictor.members
+        predictor.members = [use_int8(bi, threads, mode), use_onnx(cross, threads)]
+        return predictor
     if predictor.kind == "stacked":
         predictor.members = [use_int8(member, threads, mode) for member in predictor.members]
         return predictor

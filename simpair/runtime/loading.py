@@ -17,6 +17,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from simpair.models.metadata import COMPOSITE_KINDS
 from simpair.runtime.options import RuntimeOptions
 from simpair.runtime.precision import check_precision, require_native, runnable_precision, warn_fallback
 
@@ -108,10 +109,10 @@ def _load(local_dir: str, threads: int, backend: str, precision: str, requested:
 
 
 def _with_onnx(predictor: Any, threads: int) -> Any:
-    """ONNX Runtime forward passes; a stacked model gets them in each of its members."""
+    """ONNX Runtime forward passes; a stacked model or a cascade gets them in each of its members."""
     from simpair.runtime.onnx_backend import use_onnx
 
-    if predictor.kind == "stacked":
+    if predictor.kind in COMPOSITE_KINDS:
         predictor.members = [use_onnx(member, threads) for member in predictor.members]
         return predictor
     return use_onnx(predictor, threads)

@@ -45,7 +45,7 @@ def open_stores(
         return {
             SELF: open_store(folder, model_identity(model, precision, type(predictor).__name__), memory_mb)
         }
-    if predictor.kind != "stacked":
+    if predictor.kind not in ("stacked", "cascade"):  # a cascade's bi stage is its member 0
         return {}
     return {
         i: open_store(

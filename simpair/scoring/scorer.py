@@ -26,6 +26,7 @@ SCORE_COLUMNS = (
     "score",
     "label",
     "probability",
+    "scored_by",
     "truncated",
     "model_name",
     "model_version",
@@ -39,6 +40,8 @@ SCORE_SCHEMA = pa.schema(
         pa.field("score", pa.float32()),
         pa.field("label", pa.int8()),
         pa.field("probability", pa.float32()),
+        # which model scored the row: a cascade's stage (`bi` or `cross`), else the model's kind
+        pa.field("scored_by", pa.string()),
         pa.field("truncated", pa.bool_()),
         pa.field("model_name", pa.string()),
         pa.field("model_version", pa.string()),
@@ -117,9 +120,10 @@ def score_columns(
     """The columns scoring adds to a chunk's kept rows (schema `SCORE_SCHEMA`).
 
     `precision` is the one the predictor runs in (`fp32` or `bf16`), written on every row next to
-    the model version so a reader of a scored file knows how its scores were computed. With `stores`
-    (`open_stores`: a bi-encoder, or a stack's bi members) only sentences not seen are encoded; what
-    the stores did is added to `counts`.
+    the model version so a reader of a scored file knows how its scores were computed, and so is
+    `scored_by`: the stage of a cascade that scored the row (`bi` or `cross`), else the model's kind.
+    With `stores` (`open_stores`: a bi-encoder, a stack's bi members, a cascade's bi stage) only
+    sentences not seen are encoded; what the stores did is added to `counts`.
     """
     n = len(text_a)
     if n:
@@ -131,6 +135,8 @@ def score_columns(
         out, truncated = {"score": np.zeros(0, np.float32)}, np.zeros(0, dtype=bool)
     probability = out.get("probability")
     label = out.get("label")
+    stage = out.get("scored_by")
+    scored_by = pa.array([predictor.kind] * n if stage is None else np.asarray(stage).tolist(), pa.string())
     scored_at = datetime.now(UTC)
     label_column = (
         pa.nulls(n, pa.int8()) if label is None else pa.array(np.asarray(label, np.int8), pa.int8())
@@ -142,6 +148,7 @@ def score_columns(
         pa.array(np.asarray(out["score"], dtype=np.float32), pa.float32()),
         label_column,
         prob_column,
+        scored_by,
         pa.array(truncated, pa.bool_()),
         pa.array([model.name] * n, pa.string()),
         pa.array([model.version] * n, pa.string()),

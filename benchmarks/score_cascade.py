@@ -1,0 +1,268 @@
+"""The bi -> cross cascade against its own full cross-encoder and sentence-transformers' CrossEncoder.
+
+Run by hand, niced (the machine is shared), with a trained MSRP cross-encoder and the pipeline home
+that holds its dev split (the band is fitted there); the bi stage is a trained paraphrase bi-encoder
+(`--bi`) or, by default, the cross-encoder's backbone untouched:
+
+    nice -n 10 .venv/bin/python benchmarks/score_cascade.py --cross HOME/models/msrp-cross-... --home HOME
+    nice -n 10 .venv/bin/python benchmarks/score_cascade.py --cascade MODEL_DIR     # an already fitted one
+    nice -n 10 .venv/bin/python benchmarks/score_cascade.py --cascade MODEL_DIR --quick   # a smoke run
+
+Two measurements, all contenders in the same run, on the same cores:
+
+1. **MSRP test** (1,725 pairs, read from the raw file): F1 and accuracy of the cascade, of its
+   cross-encoder alone and of `CrossEncoder.predict` on the same weights (probabilities at the
+   cascade's threshold, which is the cross-encoder's), the share of pairs the cascade sent to the
+   cross-encoder and the share of decisions that differ from the cross-encoder's.
+2. **Throughput on a realistic batch** (`--pairs`, default 100,000): MSRP + STS-B sentences, each
+   anchor drawn with Zipf frequencies (rank^-1 over a shuffled pool, as `score_distinct.py`), paired
+   half with its nearest neighbour under the bi stage's embeddings (mined: paraphrase-like pairs near
+   the boundary) and half with a random partner. Ours is `score_inbox` end to end (read, validate,
+   score, write, ledger; model load and ONNX export included), the cascade on every pair and its
+   cross-encoder alone on the first `--cross-pairs`; theirs is `CrossEncoder.predict` (batch 64,
+   sigmoid) on the first `--st-pairs`, already in memory, model load excluded.
+
+Writes `benchmarks/results/score_cascade.json` (or `--out`) and prints a markdown table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+from common import BATCH, MAX_LENGTH, RESULTS_DIR, SHARED, msrp_test_pairs, sentence_pool
+
+RESULTS = RESULTS_DIR / "score_cascade.json"
+
+
+def stsb_sentences(shared: Path) -> list[str]:
+    """STS-B sentences of every split (tab-separated, quoting off; some lines carry extra fields)."""
+    out: list[str] = []
+    for name in ("sts-train.csv", "sts-dev.csv", "sts-test.csv"):
+        for line in (shared / "stsb" / name).read_text(encoding="utf-8-sig").splitlines():
+            fields = line.split("\t")
+            if len(fields) >= 7:
+                out += [t.strip() for t in fields[5:7] if t.strip()]
+    return out
+
+
+def cascade_dir(args: argparse.Namespace, work: Path) -> Path:
+    """The cascade to measure: `--cascade`, or fitted now from `--cross` (+ `--bi`) on the home's dev."""
+    if args.cascade:
+        return Path(args.cascade)
+    from simpair.ensemble import fit_cascade
+
+    if not (args.cross and args.home):
+        raise SystemExit("give --cascade, or --cross and --home (the dev split the band is fitted on)")
+    members = [Path(args.cross)] + ([Path(args.bi)] if args.bi else [])
+    began = time.perf_counter()
+    out = fit_cascade(members, args.home, work / "cascade", args.max_disagreement, zero_shot=not args.bi)
+    print(f"fitted {out} in {time.perf_counter() - began:.0f} s", flush=True)
+    return out
+
+
+def mined_pairs(bi: object, n: int, path: Path, pool_limit: int | None, seed: int = 0) -> dict:
+    """n pairs: Zipf-drawn anchors, half with their nearest neighbour (bi embeddings), half random."""
+    pool = list(dict.fromkeys(sentence_pool(SHARED) + stsb_sentences(SHARED)))
+    rng = np.random.default_rng(seed)
+    rng.shuffle(pool)
+    pool = pool[:pool_limit] if pool_limit else pool
+    began = time.perf_counter()
+    emb = np.asarray(bi.embed(pool, batch_size=BATCH), dtype=np.float32)  # type: ignore[attr-defined]
+    neighbour = np.empty(len(pool), dtype=np.int64)
+    for start in range(0, len(pool), 2048):
+        sims = emb[start : start + 2048] @ emb.T
+        sims[np.arange(len(sims)), np.arange(start, start + len(sims))] = -np.inf  # not itself
+        neighbour[start : start + len(sims)] = sims.argmax(axis=1)
+    weights = np.arange(1, len(pool) + 1, dtype=np.float64) ** -1.0
+    anchors = rng.choice(len(pool), size=n, p=weights / weights.sum())
+    mined = rng.random(n) < 0.5
+    partners = np.where(mined, neighbour[anchors], rng.choice(len(pool), size=n, p=weights / weights.sum()))
+    table = pa.table(
+        {
+            "pair_id": [f"c{i:08d}" for i in range(n)],
+            "text_a": [pool[i] for i in anchors],
+            "text_b": [pool[i] for i in partners],
+        }
+    )
+    pq.write_table(table, path, row_group_size=65_536)
+    distinct = len(np.union1d(anchors, partners))
+    return {"pool": len(pool), "distinct_sentences": int(distinct), "mined_share": float(mined.mean()),
+            "setup_seconds": time.perf_counter() - began}  # fmt: skip
+
+
+def timed_score(model: Path, inbox: Path, out: Path, threads: int) -> dict:
+    """`score_inbox` end to end (no Prefect), default backend and embedding store."""
+    from simpair.scoring import score_inbox
+
+    began = time.perf_counter()
+    summary = score_inbox(str(inbox), out, str(model), threads=threads)
+    seconds = time.perf_counter() - began
+    table = pq.read_table(next(out.glob("date=*/*.parquet")))
+    return {"rows": summary.rows_scored, "seconds": seconds, "pairs_per_s": summary.rows_scored / seconds,
+            "table": table}  # fmt: skip
+
+
+def st_cross(model: Path, a: list[str], b: list[str]) -> tuple[np.ndarray, float]:
+    """`CrossEncoder.predict` probabilities (batch 64, sigmoid) and its seconds, model load excluded."""
+    import torch
+    from sentence_transformers import CrossEncoder
+
+    st = CrossEncoder(str(model), device="cpu", max_length=MAX_LENGTH, local_files_only=True)
+    began = time.perf_counter()
+    scores = st.predict(list(zip(a, b, strict=True)), batch_size=BATCH, activation_fn=torch.nn.Sigmoid(),
+                        show_progress_bar=False)  # fmt: skip
+    return np.asarray(scores, dtype=np.float64), time.perf_counter() - began
+
+
+def msrp_test(model: Path, threads: int, limit: int | None) -> dict:
+    from simpair.ensemble import compare_with_cross
+    from simpair.ensemble.cascade import CROSS
+    from simpair.evaluation.binary_classification import binary_metrics
+    from simpair.runtime.loading import load_pinned
+
+    a, b, gold = msrp_test_pairs(SHARED)
+    if limit:
+        a, b, gold = a[:limit], b[:limit], gold[:limit]
+    cascade = load_pinned(str(model), threads, "auto")
+    agreement = compare_with_cross(cascade, a, b, BATCH)
+    theirs, _ = st_cross(model / cascade.spec.members[CROSS], a, b)
+    t = cascade.threshold
+
+    def figures(p: np.ndarray) -> dict:
+        m = binary_metrics(p, gold, t)
+        return {"f1": m["f1"], "accuracy": m["accuracy"]}
+
+    return {
+        "pairs": len(a),
+        "threshold": t,
+        "cascade": figures(agreement.cascade["probability"]),
+        "cross": figures(agreement.cross["probability"]),
+        "sentence_transformers": figures(theirs),
+        "share_to_cross": agreement.share_to_cross,
+        "disagreement_with_cross": agreement.disagreement,
+        "max_abs_diff_cross_vs_st": float(np.max(np.abs(agreement.cross["probability"] - theirs))),
+    }
+
+
+def throughput(model: Path, args: argparse.Namespace, work: Path) -> dict:
+    from simpair.ensemble.cascade import BI, CROSS
+    from simpair.runtime.loading import load_pinned
+
+    cascade = load_pinned(str(model), args.threads, "auto")
+    inbox = work / "inbox"
+    inbox.mkdir()
+    batch = mined_pairs(cascade.members[BI], args.pairs, inbox / "batch.parquet", args.pool)
+    print(f"batch: {batch}", flush=True)
+    full = pq.read_table(inbox / "batch.parquet")
+    prefix = work / "inbox-prefix"
+    prefix.mkdir()
+    pq.write_table(full.slice(0, args.cross_pairs), prefix / "prefix.parquet")
+
+    ours = timed_score(model, inbox, work / "out-cascade", args.threads)
+    cross_dir = model / cascade.spec.members[CROSS]
+    alone = timed_score(cross_dir, prefix, work / "out-cross", args.threads)
+    a = full.column("text_a").to_pylist()[: args.st_pairs]
+    b = full.column("text_b").to_pylist()[: args.st_pairs]
+    theirs, st_seconds = st_cross(cross_dir, a, b)
+
+    stages = ours["table"].column("scored_by").to_numpy(zero_copy_only=False)
+    labels, cross_labels = ours["table"].column("label").to_numpy(), alone["table"].column("label").to_numpy()
+    k = min(len(labels), len(cross_labels))
+    cross_p = alone["table"].column("probability").to_numpy()
+    m = min(len(cross_p), len(theirs))
+    st_pps = len(a) / st_seconds
+    return {
+        "batch": batch,
+        "cascade": {"rows": ours["rows"], "seconds": ours["seconds"], "pairs_per_s": ours["pairs_per_s"],
+                    "share_to_cross": float(np.mean(stages == "cross"))},
+        "cross": {"rows": alone["rows"], "seconds": alone["seconds"], "pairs_per_s": alone["pairs_per_s"]},
+        "sentence_transformers": {"rows": len(a), "seconds": st_seconds, "pairs_per_s": st_pps},
+        "cascade_vs_st": ours["pairs_per_s"] / st_pps,
+        "cross_vs_st": alone["pairs_per_s"] / st_pps,
+        "disagreement_with_cross_on_prefix": float(np.mean(labels[:k] != cross_labels[:k])),
+        "max_abs_diff_cross_vs_st": float(np.max(np.abs(cross_p[:m] - theirs[:m]))),
+    }  # fmt: skip
+
+
+def markdown(result: dict) -> str:
+    test, speed = result["msrp_test"], result["throughput"]
+    rows = [
+        "| contender | MSRP test F1 | accuracy | pairs/s on the batch | vs `CrossEncoder.predict` |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for key, name in (("cascade", "cascade (bi -> cross)"), ("cross", "its cross-encoder alone"),
+                      ("sentence_transformers", "`CrossEncoder.predict`")):  # fmt: skip
+        ratio = speed[key]["pairs_per_s"] / speed["sentence_transformers"]["pairs_per_s"]
+        rows.append(
+            f"| {name} | {test[key]['f1']:.4f} | {test[key]['accuracy']:.4f} | "
+            f"{speed[key]['pairs_per_s']:.0f} | {ratio:.2f}x |"
+        )
+    rows.append(
+        f"\nShare sent to the cross-encoder: MSRP test {test['share_to_cross']:.1%}, batch "
+        f"{speed['cascade']['share_to_cross']:.1%}; decisions that differ from the cross-encoder's: "
+        f"MSRP test {test['disagreement_with_cross']:.2%}, "
+        f"batch prefix {speed['disagreement_with_cross_on_prefix']:.2%}."
+    )
+    return "\n".join(rows)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--cascade", help="an already fitted cascade model directory")
+    parser.add_argument("--cross", help="a trained paraphrase cross-encoder (the band is fitted now)")
+    parser.add_argument("--bi", help="a trained paraphrase bi-encoder (default: the backbone untouched)")
+    parser.add_argument("--home", help="the pipeline home holding the members' dev split")
+    parser.add_argument("--max-disagreement", type=float, default=0.005)
+    parser.add_argument("--pairs", type=int, default=100_000)
+    parser.add_argument("--cross-pairs", type=int, default=10_000, help="prefix scored by the cross alone")
+    parser.add_argument("--st-pairs", type=int, default=5_000, help="prefix scored by CrossEncoder.predict")
+    parser.add_argument("--pool", type=int, default=None, help="limit the sentence pool (default: all)")
+    parser.add_argument("--msrp-limit", type=int, default=None, help="first N MSRP test pairs only")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--quick", action="store_true", help="a smoke run: a few hundred pairs")
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    args = parser.parse_args()
+    if args.quick:
+        args.pairs, args.cross_pairs, args.st_pairs = 400, 200, 200
+        args.pool, args.msrp_limit = args.pool or 3000, args.msrp_limit or 200
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    import torch
+
+    torch.set_num_threads(args.threads)
+    work = Path(tempfile.mkdtemp(prefix="simpair-bench-cascade-"))
+    try:
+        model = cascade_dir(args, work)
+        result = {
+            "measured_at": datetime.now(UTC).isoformat(timespec="seconds"),
+            "command": " ".join(sys.argv),
+            "machine": {"cpus": os.cpu_count(), "load_avg": os.getloadavg(),
+                        "python": platform.python_version()},
+            "threads": args.threads,
+            "cascade": json.loads((model / "cascade.json").read_text()),
+            "msrp_test": msrp_test(model, args.threads, args.msrp_limit),
+            "throughput": throughput(model, args, work),
+        }  # fmt: skip
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    print(markdown(result))
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,280 @@
+"""Run a bi -> cross cascade: a bi-encoder scores every pair, the cross-encoder only the uncertain ones.
+
+Most pairs of a real batch are far from the decision boundary (near-duplicates, unrelated texts), and a
+bi-encoder scores those at the speed of the embedding store, while a cross-encoder pays a full forward
+pass per pair. Retrieval systems have long run a cheap model first and an expensive one where it
+matters ("retrieve and re-rank"); here the cheap stage's *calibrated probability* decides: pairs whose
+bi probability lies inside an uncertainty band, fitted on dev (`simpair.ensemble.cascade_fit`), go to
+the cross-encoder; the rest keep the bi stage's probability. Every output row says which stage scored
+it (`scored_by`: `bi` or `cross`).
+
+One threshold decides every row: the cross-encoder's own (its dev-fitted threshold), applied to the
+cross-encoder's probability inside the band and to the bi stage's calibrated probability outside it.
+The band is chosen so those decisions differ from the full cross-encoder's on at most a set share of
+dev pairs.
+
+Layout of a cascade model directory (everything text or safetensors, nothing pickled):
+
+    simpair.json       kind "cascade", task paraphrase, threshold (the cross-encoder's), max_length
+    cascade.json       members (bi first, then cross), the band, and its dev figures
+    members/0-<bi>     the bi stage, a complete model directory (its calibration in its simpair.json)
+    members/1-<cross>  the cross stage, a complete model directory
+    metrics.json, dev_pair_ids.txt, train_pairs.txt (dev pairs count as training data for leakage)
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from simpair.models.metadata import ModelMetadata
+from simpair.models.predictor import ModelFacts
+
+CASCADE_FILE = "cascade.json"
+BI, CROSS = 0, 1  # member indices: the bi stage first, the cross-encoder second
+DEFAULT_MAX_DISAGREEMENT = 0.005  # share of dev decisions allowed to differ from the full cross-encoder's
+# member index -> raw scores for (text_a, text_b) in place of the member's own `predict_raw` (the store)
+MemberRaw = Mapping[int, Callable[[list[str], list[str]], np.ndarray]]
+
+
+class CascadeSpec(BaseModel):
+    """Contents of `cascade.json`: the two stages and the band of bi probabilities sent to the cross.
+
+    A pair goes to the cross-encoder when `band_low < p_bi < band_high` (open interval): a band of
+    width zero sends nothing, the band (-1, 2) sends everything.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    members: list[str] = Field(min_length=2, max_length=2)  # [bi, cross], relative to the model dir
+    band_low: float
+    band_high: float
+    max_disagreement: float = DEFAULT_MAX_DISAGREEMENT
+    # what the band was fitted on, and what it did there
+    dev_pairs: int = 0
+    dev_share_to_cross: float = 0.0
+    dev_disagreement: float = 0.0
+    bi_calibration: str = ""  # where the bi stage's calibrated probability comes from
+
+    def write(self, model_dir: Path) -> Path:
+        path = Path(model_dir) / CASCADE_FILE
+        path.write_text(self.model_dump_json(indent=2) + "\n")
+        return path
+
+    @classmethod
+    def read(cls, model_dir: Path) -> CascadeSpec:
+        path = Path(model_dir) / CASCADE_FILE
+        if not path.is_file():
+            raise FileNotFoundError(f"{path}: a cascade model needs {CASCADE_FILE}")
+        try:
+            return cls.model_validate_json(path.read_text())
+        except Exception as exc:
+            raise ValueError(f"{path}: invalid cascade spec: {exc}") from exc
+
+    def tags(self) -> dict[str, str]:
+        """The `cascade.*` tags of an MLflow model version (values are strings)."""
+        return {
+            "cascade.band_low": f"{self.band_low:.6g}",
+            "cascade.band_high": f"{self.band_high:.6g}",
+            "cascade.max_disagreement": f"{self.max_disagreement:.6g}",
+            "cascade.dev_pairs": str(self.dev_pairs),
+            "cascade.dev_share_to_cross": f"{self.dev_share_to_cross:.6g}",
+            "cascade.dev_disagreement": f"{self.dev_disagreement:.6g}",
+            "cascade.bi_calibration": self.bi_calibration,
+        }
+
+
+def in_band(p_bi: np.ndarray, low: float, high: float) -> np.ndarray:
+    """Which pairs the cross-encoder scores: bi probability strictly inside (low, high)."""
+    p_bi = np.asarray(p_bi, dtype=np.float64)
+    return (p_bi > low) & (p_bi < high)
+
+
+@dataclass(frozen=True)
+class Band:
+    """A fitted band and what it does on the pairs it was fitted on."""
+
+    low: float
+    high: float
+    share_to_cross: float
+    disagreement: float
+    pairs: int
+
+
+def fit_band(p_bi: np.ndarray, cross_labels: np.ndarray, threshold: float, max_disagreement: float) -> Band:
+    """The narrowest band whose cascade decisions differ from `cross_labels` on at most
+    `max_disagreement` of the pairs.
+
+    Narrowest means fewest pairs inside (the share the cross-encoder must score: what costs time), then
+    the smallest width. Outside the band a pair's decision is `p_bi >= threshold`; inside it is the
+    cross-encoder's, so a band removes exactly the disagreements it covers. Edges sit halfway between
+    neighbouring distinct probabilities (or beyond 0 and 1), never on one pair's value; tied
+    probabilities are inside or outside together. O(n log n).
+    """
+    p = np.asarray(p_bi, dtype=np.float64)
+    n = len(p)
+    if n == 0:
+        raise ValueError("fitting a cascade band needs dev pairs")
+    if not 0.0 <= max_disagreement < 1.0:
+        raise ValueError(f"max_disagreement must be in [0, 1), got {max_disagreement}")
+    wrong = (p >= threshold) != np.asarray(cross_labels).astype(bool)
+    allowed = math.floor(max_disagreement * n + 1e-9)
+    total = int(wrong.sum())
+    if total <= allowed:  # the bi stage alone agrees well enough: an empty band at the threshold
+        return Band(threshold, threshold, 0.0, total / n, n)
+    order = np.argsort(p, kind="stable")
+    ps, covered = p[order], np.concatenate([[0], np.cumsum(wrong[order])])
+    # a band covers sorted positions [i, j); cuts only between distinct values
+    cuts = np.flatnonzero(np.concatenate([[True], ps[1:] > ps[:-1], [True]]))  # positions 0..n
+    need = total - allowed
+    starts = cuts[cuts < n]
+    # smallest j with covered[j] - covered[i] >= need, moved up to the next cut
+    j = np.searchsorted(covered, covered[starts] + need, side="left")
+    ok = j <= n
+    starts, j = starts[ok], j[ok]
+    j = cuts[np.minimum(np.searchsorted(cuts, j, side="left"), len(cuts) - 1)]
+    width = ps[j - 1] - ps[starts]
+    best = np.lexsort((width, j - starts))[0]
+    i, j = int(starts[best]), int(j[best])
+    low = -1.0 if i == 0 else float((ps[i - 1] + ps[i]) / 2)
+    high = 2.0 if j == n else float((ps[j - 1] + ps[j]) / 2)
+    outside = np.ones(n, dtype=bool)
+    outside[order[i:j]] = False
+    return Band(low, high, (j - i) / n, float(wrong[outside].sum()) / n, n)
+
+
+class CascadePredictor(ModelFacts):
+    """Same public surface as `simpair.models.Predictor`; `predict` adds `scored_by` per pair."""
+
+    def __init__(
+        self, meta: ModelMetadata, spec: CascadeSpec, members: list[Any], model_dir: Path | None = None
+    ) -> None:
+        if len(members) != 2 or members[BI].kind != "bi" or members[CROSS].kind != "cross":
+            kinds = [getattr(m, "kind", "?") for m in members]
+            raise ValueError(f"a cascade is a bi-encoder then a cross-encoder, got {kinds}")
+        self.meta = meta
+        self.spec = spec
+        self.members = members
+        self.model_dir = model_dir
+
+    @property
+    def kind(self) -> str:
+        return "cascade"
+
+    @property
+    def device(self) -> Any:
+        return self.members[CROSS].device
+
+    def bi_probability(
+        self,
+        text_a: list[str],
+        text_b: list[str],
+        batch_size: int = 64,
+        progress: bool = False,
+        member_raw: MemberRaw | None = None,
+    ) -> np.ndarray:
+        """The bi stage's calibrated probability of every pair (its cosines from `member_raw` if given)."""
+        bi = self.members[BI]
+        if member_raw and BI in member_raw:
+            raw = member_raw[BI](text_a, text_b)
+        else:
+            raw = bi.predict_raw(text_a, text_b, batch_size=batch_size, progress=progress)
+        return np.asarray(bi.from_raw(raw)["probability"], dtype=np.float32)
+
+    def combine(self, p_bi: np.ndarray, cross: Callable[[np.ndarray], np.ndarray]) -> dict[str, np.ndarray]:
+        """Outputs from the bi probabilities and `cross(indices)`: the cross probabilities of those pairs."""
+        inside = in_band(p_bi, self.spec.band_low, self.spec.band_high)
+        probability = np.asarray(p_bi, dtype=np.float32).copy()
+        if inside.any():
+            probability[inside] = cross(np.flatnonzero(inside))
+        return {
+            "score": probability,
+            "probability": probability,
+            "label": (probability >= self.threshold).astype(np.int8),
+            "scored_by": np.where(inside, "cross", "bi"),
+        }
+
+    def predict(
+        self,
+        text_a: Sequence[str],
+        text_b: Sequence[str],
+        batch_size: int = 64,
+        progress: bool = False,
+        member_raw: MemberRaw | None = None,
+    ) -> dict[str, np.ndarray]:
+        text_a, text_b = list(text_a), list(text_b)
+        if len(text_a) != len(text_b):
+            raise ValueError(f"text_a has {len(text_a)} texts but text_b has {len(text_b)}")
+        if not text_a:
+            empty = np.zeros(0, dtype=np.float32)
+            return {"score": empty, "probability": empty, "label": np.zeros(0, np.int8),
+                    "scored_by": np.zeros(0, dtype="<U5")}  # fmt: skip
+        p_bi = self.bi_probability(text_a, text_b, batch_size, progress, member_raw)
+        cross = self.members[CROSS]
+
+        def cross_probability(idx: np.ndarray) -> np.ndarray:
+            a, b = [text_a[i] for i in idx], [text_b[i] for i in idx]
+            return cross.predict(a, b, batch_size=batch_size, progress=progress)["probability"]
+
+        return self.combine(p_bi, cross_probability)
+
+    def predict_raw(
+        self,
+        text_a: Sequence[str],
+        text_b: Sequence[str],
+        batch_size: int = 64,
+        progress: bool = False,
+        member_raw: MemberRaw | None = None,
+    ) -> np.ndarray:
+        """The cascade's probability (its raw output: `from_raw` only adds the label)."""
+        return self.predict(text_a, text_b, batch_size, progress, member_raw)["probability"]
+
+    def from_raw(self, raw: np.ndarray) -> dict[str, np.ndarray]:
+        probability = np.asarray(raw, dtype=np.float32)
+        return {
+            "score": probability,
+            "probability": probability,
+            "label": (probability >= self.threshold).astype(np.int8),
+        }
+
+    def truncated(self, text_a: Sequence[str], text_b: Sequence[str]) -> np.ndarray:
+        """True where either stage would see a truncated text (the cross-encoder reads both at once)."""
+        flags = np.zeros(len(text_a), dtype=bool)
+        for member in self.members:
+            flags |= np.asarray(member.truncated(text_a, text_b), dtype=bool)
+        return flags
+
+
+@dataclass(frozen=True)
+class CrossAgreement:
+    """A cascade against its own full cross-encoder on some pairs (the gate's test-split check)."""
+
+    pairs: int
+    share_to_cross: float
+    disagreement: float  # share of pairs whose cascade decision differs from the cross-encoder's
+    cascade: dict[str, np.ndarray]
+    cross: dict[str, np.ndarray]
+
+
+def compare_with_cross(
+    predictor: CascadePredictor, text_a: Sequence[str], text_b: Sequence[str], batch_size: int = 64
+) -> CrossAgreement:
+    """Score pairs with the cascade and with its cross-encoder alone (each pair through the cross once)."""
+    text_a, text_b = list(text_a), list(text_b)
+    p_bi = predictor.bi_probability(text_a, text_b, batch_size)
+    full = predictor.members[CROSS].predict(text_a, text_b, batch_size=batch_size)
+    cascade = predictor.combine(p_bi, lambda idx: np.asarray(full["probability"])[idx])
+    n = len(text_a)
+    return CrossAgreement(
+        pairs=n,
+        share_to_cross=float(np.mean(cascade["scored_by"] == "cross")) if n else 0.0,
+        disagreement=float(np.mean(cascade["label"] != full["label"])) if n else 0.0,
+        cascade=cascade,
+        cross=full,
+    )

@@ -1,0 +1,187 @@
+"""Fit a bi -> cross cascade on the members' shared dev split and write it as a model directory.
+
+Only dev is used: the bi stage's calibration (when it has none of its own: the untouched backbone) and
+the band. The band is the narrowest one whose decisions differ from the full cross-encoder's on at most
+`max_disagreement` of the dev pairs (`cascade.fit_band`). Test splits stay untouched until
+`simpair evaluate` and the promotion gate.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from simpair.atomic import atomic_path
+from simpair.ensemble.backbone_member import is_zero_shot, zero_shot_members
+from simpair.ensemble.cascade import (
+    BI,
+    CROSS,
+    DEFAULT_MAX_DISAGREEMENT,
+    CascadePredictor,
+    CascadeSpec,
+    compare_with_cross,
+    fit_band,
+)
+from simpair.ensemble.fit import _merge_versions, dev_split_of, shared_dev_frame
+from simpair.evaluation.binary_classification import best_threshold, binary_metrics
+from simpair.models.metadata import ModelMetadata
+from simpair.models.predictor import Predictor
+from simpair.training import calibration as calibrate
+
+
+def _stages(member_dirs: Sequence[Path]) -> tuple[Path, Path]:
+    """(bi, cross) directories: exactly one paraphrase bi-encoder and one paraphrase cross-encoder."""
+    metas = {Path(d): ModelMetadata.read(d) for d in member_dirs}
+    bis = [d for d, m in metas.items() if m.kind == "bi"]
+    crosses = [d for d, m in metas.items() if m.kind == "cross"]
+    if len(member_dirs) != 2 or len(bis) != 1 or len(crosses) != 1:
+        kinds = [f"{d.name}: {m.kind}" for d, m in metas.items()]
+        raise ValueError(
+            f"a cascade needs one bi-encoder (or zero_shot: the backbone) and one cross-encoder, got {kinds}"
+        )
+    for d, m in metas.items():
+        if m.task != "paraphrase":
+            raise ValueError(f"{d}: a {m.task} model; a cascade decides paraphrase labels (task paraphrase)")
+    return bis[0], crosses[0]
+
+
+def _calibrated_bi(bi_dir: Path, raw: np.ndarray, gold: np.ndarray) -> tuple[ModelMetadata, str]:
+    """The bi stage's metadata with a Platt calibration: its own (fitted on this dev split in training),
+    or, for the untouched backbone or a bi-encoder without one, Platt scaling fitted here on dev."""
+    meta = ModelMetadata.read(bi_dir)
+    if meta.calibration is not None and not is_zero_shot(meta):
+        return meta, "the bi-encoder's own Platt calibration (fitted on dev in training)"
+    meta = meta.model_copy()
+    meta.calibration = calibrate.platt(raw, gold)
+    meta.threshold = best_threshold(calibrate.apply(meta.calibration, raw), gold)
+    return meta, "Platt scaling of the cosine fitted on dev by the cascade (simpair.training.calibration)"
+
+
+def fit_cascade(
+    member_dirs: Sequence[str | Path],
+    home: str | Path,
+    out_dir: str | Path,
+    max_disagreement: float = DEFAULT_MAX_DISAGREEMENT,
+    zero_shot: bool = False,
+    batch_size: int = 64,
+) -> Path:
+    """Fit the band on the members' dev split; write a self-contained `kind: cascade` directory.
+
+    `member_dirs` is one paraphrase cross-encoder and one paraphrase bi-encoder, or the cross-encoder
+    alone with `zero_shot` (the bi stage is then its pre-trained backbone, untouched).
+    """
+    with tempfile.TemporaryDirectory(prefix="simpair-cascade-") as scratch:
+        member_dirs = [Path(d) for d in member_dirs]
+        if zero_shot:
+            if any(ModelMetadata.read(d).kind == "bi" for d in member_dirs):
+                raise ValueError("zero_shot makes the backbone the bi stage; the members already hold one")
+            metas = [ModelMetadata.read(d) for d in member_dirs]
+            member_dirs += zero_shot_members(metas, Path(scratch))
+        bi_dir, cross_dir = _stages(member_dirs)
+        return _fit(bi_dir, cross_dir, Path(home), Path(out_dir), max_disagreement, batch_size)
+
+
+def _fit(
+    bi_dir: Path,
+    cross_dir: Path,
+    home: Path,
+    out_dir: Path,
+    max_disagreement: float,
+    batch_size: int,
+) -> Path:
+    dirs = [bi_dir, cross_dir]
+    metas = [ModelMetadata.read(d) for d in dirs]
+    versions = _merge_versions(dirs, metas)
+    dev_source, dev = shared_dev_frame(dirs, home)
+    dev_split = dev_split_of(dev_source)
+    text_a, text_b = dev["text_a"].to_list(), dev["text_b"].to_list()
+    gold = dev["label"].to_numpy().astype(np.int64)
+
+    bi, cross = Predictor.load(bi_dir, device="cpu"), Predictor.load(cross_dir, device="cpu")
+    bi_meta, calibration_note = _calibrated_bi(bi_dir, bi.predict_raw(text_a, text_b, batch_size), gold)
+    bi.meta = bi_meta
+    threshold = float(metas[CROSS].threshold)
+    meta = ModelMetadata(
+        kind="cascade",
+        task="paraphrase",
+        objective="cascade",
+        threshold=threshold,  # one threshold for every row: the cross-encoder's
+        max_length=max(m.max_length for m in metas),
+        backbone=metas[CROSS].backbone,  # the zero-shot bar of the promotion gate is built from it
+        member_backbones=[m.backbone for m in metas],
+        dataset_versions=versions,
+        # the band (and a fitted calibration) learnt from the dev pairs, so for leakage they are training
+        train_datasets=sorted({t for m in metas for t in m.train_datasets} | {"/".join(dev_split)}),
+        dev_pair_ids_file="dev_pair_ids.txt",
+        train_pairs_file="train_pairs.txt",
+        created_at=datetime.now(UTC).isoformat(timespec="seconds"),
+    )
+    members = [f"members/{i}-{d.name}" for i, d in enumerate(dirs)]
+    draft = CascadeSpec(members=members, band_low=threshold, band_high=threshold)
+    predictor = CascadePredictor(meta, draft, [bi, cross])
+    full = compare_with_cross(predictor, text_a, text_b, batch_size)  # band empty: bi probabilities
+    p_bi = full.cascade["probability"]
+    band = fit_band(p_bi, full.cross["label"], threshold, max_disagreement)
+    spec = draft.model_copy(
+        update={
+            "band_low": band.low,
+            "band_high": band.high,
+            "max_disagreement": max_disagreement,
+            "dev_pairs": band.pairs,
+            "dev_share_to_cross": band.share_to_cross,
+            "dev_disagreement": band.disagreement,
+            "bi_calibration": calibration_note,
+        }
+    )
+    predictor.spec = spec
+    cascade = predictor.combine(p_bi, lambda idx: np.asarray(full.cross["probability"])[idx])
+    metrics = {
+        "dev": binary_metrics(cascade["probability"], gold, threshold),
+        "dev_source": dev_source,
+        "dev_pairs": len(dev),
+        "cascade": {
+            "band_low": band.low,
+            "band_high": band.high,
+            "share_to_cross": band.share_to_cross,
+            "disagreement": band.disagreement,
+            "max_disagreement": max_disagreement,
+            "cross_dev": binary_metrics(full.cross["probability"], gold, threshold),
+            "bi_dev": binary_metrics(p_bi, gold, float(bi_meta.threshold)),
+            "bi_calibration": calibration_note,
+        },
+    }
+    train_pairs = {"\t".join((*dev_split, pair_id)) for pair_id in dev["pair_id"].to_list()}
+    for d, m in zip(dirs, metas, strict=True):
+        if m.train_pairs_file and (d / m.train_pairs_file).is_file():
+            train_pairs.update(line for line in (d / m.train_pairs_file).read_text().splitlines() if line)
+    _write(out_dir, dirs, bi_meta, spec, meta, metrics, dev["pair_id"].to_list(), sorted(train_pairs))
+    return out_dir
+
+
+def _write(
+    out_dir: Path,
+    member_dirs: Sequence[Path],
+    bi_meta: ModelMetadata,
+    spec: CascadeSpec,
+    meta: ModelMetadata,
+    metrics: dict[str, Any],
+    dev_ids: list[str],
+    train_pairs: list[str],
+) -> None:
+    """Temp directory + rename, as for every model directory: a crash never leaves half a cascade."""
+    with atomic_path(out_dir, directory=True) as tmp:
+        for rel, src in zip(spec.members, member_dirs, strict=True):
+            shutil.copytree(src, tmp / rel)
+        bi_meta.write(tmp / spec.members[BI])  # its calibration, when the cascade fitted it
+        spec.write(tmp)
+        meta.write(tmp)
+        (tmp / "metrics.json").write_text(json.dumps(metrics, indent=2, sort_keys=True) + "\n")
+        (tmp / "dev_pair_ids.txt").write_text("\n".join(dev_ids) + "\n")
+        (tmp / "train_pairs.txt").write_text("\n".join(train_pairs) + ("\n" if train_pairs else ""))

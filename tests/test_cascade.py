@@ -1,0 +1,233 @@
+"""The bi -> cross cascade on tiny real BERTs: band fitting, the row-level stage marker, loading through
+`load_predictor`, bulk scoring through the runtime (store, int8 in the bi stage), pyfunc, and resume
+after SIGKILL with identical scores."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+from pathlib import Path
+
+import mlflow
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+from registry_helpers import one_torch_thread  # noqa: F401 - fixture
+from test_scoring_crash import _cmd, _wait_chunks
+from test_scoring_support import assert_exactly_once, make_pairs, read_outputs, write_batch
+from test_training_toydata import write_toy_home
+
+from simpair.ensemble import CascadeSpec, StackConfig, compare_with_cross
+from simpair.ensemble.cascade import fit_band, in_band
+from simpair.ensemble.train import train_stack_file
+from simpair.models import save_tiny_model
+from simpair.models.metadata import Calibration, ModelMetadata
+from simpair.predictors import load_predictor
+from simpair.registry.pyfunc import log_pyfunc
+from simpair.scoring import score_inbox
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+WIDTH_ZERO, FULL = (0.5, 0.5), (-1.0, 2.0)
+
+
+def write_tiny_cascade(root: Path, band: tuple[float, float]) -> Path:
+    """A `kind: cascade` directory written by hand: a calibrated tiny bi-encoder, a tiny cross-encoder."""
+    members = ["members/0-bi", "members/1-cross"]
+    bi = save_tiny_model(root / members[0], task="paraphrase", kind="bi", seed=4)
+    meta = ModelMetadata.read(bi)
+    meta.calibration = Calibration(a=8.0, b=-6.0)  # tiny cosines sit near 0.7-1: spread them over 0-1
+    meta.write(bi)
+    save_tiny_model(root / members[1], task="paraphrase", kind="cross", seed=3)
+    CascadeSpec(members=members, band_low=band[0], band_high=band[1]).write(root)
+    ModelMetadata(kind="cascade", task="paraphrase", objective="cascade", backbone="tiny").write(root)
+    return root
+
+
+def _band_in_the_middle(tmp_path: Path, a: list[str], b: list[str]) -> tuple[float, float]:
+    """A band holding about the middle third of these pairs' bi probabilities."""
+    probe = load_predictor(write_tiny_cascade(tmp_path / "probe", WIDTH_ZERO))
+    p = probe.bi_probability(a, b)
+    return float(np.quantile(p, 0.33)), float(np.quantile(p, 0.66))
+
+
+# ---------------------------------------------------------------------------------------- band fitting
+def test_band_fitting_covers_the_bi_stages_disagreements_with_the_fewest_pairs() -> None:
+    p = np.array([0.05, 0.1, 0.2, 0.35, 0.45, 0.55, 0.6, 0.8, 0.9, 0.95])
+    cross = (p >= 0.5).astype(int)
+    cross[[3, 6]] = [1, 0]  # the cross-encoder disagrees with the bi stage at 0.35 and 0.6
+    band = fit_band(p, cross, 0.5, max_disagreement=0.0)
+    assert (band.low, band.high) == pytest.approx((0.275, 0.7))  # halfway to the neighbours outside
+    assert in_band(p, band.low, band.high).tolist() == [False] * 3 + [True] * 4 + [False] * 3
+    assert (band.share_to_cross, band.disagreement) == (0.4, 0.0)
+    # one disagreement allowed in ten: the cheaper band covers only one of the two
+    one = fit_band(p, cross, 0.5, max_disagreement=0.1)
+    assert one.share_to_cross == 0.1 and one.disagreement == 0.1
+    assert in_band(p, one.low, one.high).sum() == 1
+    # the bi stage already agrees: a band of width zero, nothing to the cross-encoder
+    none = fit_band(p, (p >= 0.5).astype(int), 0.5, max_disagreement=0.0)
+    assert none.low == none.high and not in_band(p, none.low, none.high).any()
+    # tied probabilities go in or out together
+    tied = fit_band(np.array([0.4, 0.4, 0.4, 0.9]), np.array([1, 0, 0, 1]), 0.5, 0.0)
+    assert in_band(np.array([0.4, 0.9]), tied.low, tied.high).tolist() == [True, False]
+
+
+# ------------------------------------------------------------------ the cascade predictor, by hand
+def test_width_zero_is_the_bi_stage_full_band_is_the_cross_encoder_rows_say_which(tmp_path: Path) -> None:
+    table = make_pairs(200, seed=21)
+    a, b = table.column("text_a").to_pylist(), table.column("text_b").to_pylist()
+    bi = load_predictor(write_tiny_cascade(tmp_path / "zero", WIDTH_ZERO))
+    cross = load_predictor(write_tiny_cascade(tmp_path / "full", FULL))
+    bi_alone = bi.members[0].predict(a, b)
+    cross_alone = cross.members[1].predict(a, b)
+
+    zero = bi.predict(a, b)
+    assert set(zero["scored_by"]) == {"bi"}
+    np.testing.assert_array_equal(zero["probability"], bi_alone["probability"])
+    full = cross.predict(a, b)
+    assert set(full["scored_by"]) == {"cross"}
+    for key in ("score", "probability", "label"):
+        np.testing.assert_array_equal(full[key], cross_alone[key])
+
+    low, high = _band_in_the_middle(tmp_path, a, b)
+    mid = load_predictor(write_tiny_cascade(tmp_path / "mid", (low, high)))
+    out = mid.predict(a, b)
+    inside = (bi_alone["probability"] > low) & (bi_alone["probability"] < high)
+    assert 0 < inside.sum() < len(a)
+    assert out["scored_by"].tolist() == np.where(inside, "cross", "bi").tolist()
+    np.testing.assert_array_equal(out["probability"][inside], cross_alone["probability"][inside])
+    np.testing.assert_array_equal(out["probability"][~inside], bi_alone["probability"][~inside])
+    assert out["label"].tolist() == (out["probability"] >= mid.threshold).astype(int).tolist()
+    agreement = compare_with_cross(mid, a, b)
+    assert agreement.share_to_cross == pytest.approx(inside.mean())
+    assert agreement.disagreement == pytest.approx(np.mean(out["label"] != cross_alone["label"]))
+
+
+def test_bulk_scoring_marks_each_row_and_matches_the_predictor(tmp_path: Path) -> None:
+    table = make_pairs(600, seed=22)
+    a, b = table.column("text_a").to_pylist(), table.column("text_b").to_pylist()
+    model = write_tiny_cascade(tmp_path / "cascade", _band_in_the_middle(tmp_path, a, b))
+    write_batch(table, tmp_path / "inbox" / "night.parquet")
+    summary = score_inbox(str(tmp_path / "inbox"), tmp_path / "out", str(model), chunk_rows=256, threads=1)
+    assert (summary.files_scored, summary.rows_scored) == (1, 600)
+    assert summary.sentences_encoded > 0  # the bi stage went through the embedding store
+    scored = read_outputs(tmp_path / "out")
+    assert_exactly_once(table, scored)
+    expected = load_predictor(model).predict(a, b)
+    assert scored.column("scored_by").to_pylist() == expected["scored_by"].tolist()
+    assert {"bi", "cross"} == set(scored.column("scored_by").to_pylist())
+    np.testing.assert_allclose(scored.column("probability").to_numpy(), expected["probability"], atol=1e-5)
+
+
+def test_int8_quantizes_the_bi_stage_only(tmp_path: Path) -> None:
+    from simpair.runtime.loading import load_pinned
+
+    model = write_tiny_cascade(tmp_path / "cascade", FULL)
+    loaded = load_pinned(str(model), 1, "onnx", precision="int8")
+    assert [type(m).__name__ for m in loaded.members] == ["Int8Predictor", "OrtPredictor"]
+
+
+def test_pyfunc_serves_the_cascade_with_its_stage_column(tmp_path: Path) -> None:
+    table = make_pairs(60, seed=23)
+    a, b = table.column("text_a").to_pylist(), table.column("text_b").to_pylist()
+    model = write_tiny_cascade(tmp_path / "cascade", _band_in_the_middle(tmp_path, a, b))
+    direct = load_predictor(model).predict(a, b)
+    mlflow.set_tracking_uri(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    with mlflow.start_run():
+        info = log_pyfunc(model, "paraphrase")
+    served = mlflow.pyfunc.load_model(info.model_uri).predict(pd.DataFrame({"text_a": a, "text_b": b}))
+    assert served["scored_by"].tolist() == direct["scored_by"].tolist()
+    np.testing.assert_allclose(served["probability"].to_numpy(), direct["probability"], atol=1e-6)
+    assert "scored_by" in [c.name for c in info.signature.outputs.inputs]
+
+
+# --------------------------------------------------------------------------- fitted on a toy home
+def test_cascade_config_fits_a_band_that_agrees_with_its_cross_encoder_on_dev(home: Path) -> None:
+    write_toy_home(home)
+    member = {
+        "name": "cross", "task": "paraphrase", "kind": "cross", "objective": "bce", "backbone": "tiny",
+        "train": [{"dataset": "msrp", "split": "train"}],
+        "dev": {"split": None, "carve_fraction": 0.25}, "max_length": 48, "epochs": 1, "batch_size": 8,
+        "learning_rate": 2e-3, "progress": False, "num_threads": 1,
+    }  # fmt: skip
+    (home / "cross.yaml").write_text(yaml.safe_dump(member))
+    config = {"name": "casc", "task": "paraphrase", "members": ["cross.yaml"], "combine": "cascade",
+              "zero_shot": True, "max_disagreement": 0.0}  # fmt: skip
+    (home / "cascade.yaml").write_text(yaml.safe_dump(config))
+    result = train_stack_file(home / "cascade.yaml", home)
+    out = result.model_dir
+
+    spec = CascadeSpec.read(out)
+    assert spec.members[0].endswith("zero-shot-0") and spec.members[1].startswith("members/1-")
+    assert "Platt" in spec.bi_calibration  # the untouched backbone has none: fitted on dev
+    assert json.loads((out / spec.members[0] / "simpair.json").read_text())["calibration"] is not None
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["cascade"]["disagreement"] == spec.dev_disagreement == 0.0
+    assert metrics["cascade"]["share_to_cross"] == spec.dev_share_to_cross
+
+    predictor = load_predictor(out)
+    ids = (out / "dev_pair_ids.txt").read_text().split()
+    from simpair.catalog import Catalog
+
+    dev = Catalog(home).read_split("msrp", "train")
+    dev = dev.filter(dev["pair_id"].is_in(ids))
+    agreement = compare_with_cross(predictor, dev["text_a"].to_list(), dev["text_b"].to_list())
+    assert agreement.disagreement == 0.0  # max_disagreement 0: every dev decision is the cross's
+    assert agreement.share_to_cross == pytest.approx(spec.dev_share_to_cross)
+    assert set(ModelMetadata.read(out).train_datasets) >= {"msrp/train"}
+
+    # the int8 parity guard measures the cascade as a whole on its dev split (int8 in the bi stage)
+    from simpair.runtime.int8_guard import Int8Limits, measure
+
+    check = measure(out, home, Int8Limits(), threads=1)
+    assert (check.pairs, check.metric) == (len(ids), "f1") and check.verdict in ("accepted", "refused")
+
+    # the CLI fits one from the trained cross-encoder, with a looser limit: never a wider band
+    from typer.testing import CliRunner
+
+    from simpair.cli import app
+
+    loose = home / "models" / "loose"
+    args = [
+        "cascade",
+        "--cross",
+        str(result.member_dirs[0]),
+        "--max-disagreement",
+        "0.2",
+        "--out",
+        str(loose),
+    ]
+    done = CliRunner().invoke(app, [*args, "--home", str(home)])
+    assert done.exit_code == 0, done.output
+    assert CascadeSpec.read(loose).dev_disagreement <= 0.2
+    assert CascadeSpec.read(loose).dev_share_to_cross <= spec.dev_share_to_cross
+
+    with pytest.raises(ValueError, match="task must be paraphrase"):
+        StackConfig(name="c", task="sts", members=["x.yaml"], combine="cascade")
+
+
+# ------------------------------------------------------------------------------ crash and resume
+@pytest.mark.slow
+def test_sigkill_then_resume_scores_a_cascade_exactly_once_with_identical_scores(tmp_path: Path) -> None:
+    table = make_pairs(2000, seed=24)
+    a, b = table.column("text_a").to_pylist(), table.column("text_b").to_pylist()
+    model = write_tiny_cascade(tmp_path / "cascade", _band_in_the_middle(tmp_path, a[:400], b[:400]))
+    inbox, out, clean = tmp_path / "inbox", tmp_path / "out", tmp_path / "clean"
+    write_batch(table, inbox / "big.parquet", row_group_size=1300)
+
+    proc = subprocess.Popen(_cmd(inbox, out, model), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _wait_chunks(out, proc, 2)  # of 4 chunks of 500 rows
+    proc.send_signal(signal.SIGKILL)
+    assert proc.wait(30) == -signal.SIGKILL
+    resumed = subprocess.run(_cmd(inbox, out, model), capture_output=True, text=True)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    # the same run uninterrupted, in this process: same runtime, options and chunks
+    score_inbox(str(inbox), clean, str(model), chunk_rows=500, threads=1)
+
+    got, want = read_outputs(out), read_outputs(clean)
+    assert_exactly_once(table, got)
+    assert len(set(got.column("run_id").to_pylist())) == 2  # chunks of the killed run were kept
+    for column in ("scored_by", "label", "score", "probability"):
+        assert got.column(column).equals(want.column(column)), column
+    assert set(got.column("scored_by").to_pylist()) == {"bi", "cross"}
