@@ -135,6 +135,18 @@ def print_transfer(console: Console, report: Any, run_id: str) -> None:
         figures = [f"{r.model:.4f}", f"{r.zero_shot:.4f}", f"{r.delta:+.4f}", str(r.pairs)]
         table.add_row(r.split, r.kind, r.metric, *figures, style="red" if r.delta < 0 else None)
     console.print(table)
+    if report.wise_ft:
+        path = Table("alpha", f"dev {report.wise_ft['dev_metric']}", *report.wise_ft["backbone"])
+        for alpha, row in sorted(report.wise_ft["by_alpha"].items(), key=lambda kv: -float(kv[0])):
+            chosen = float(alpha) == float(report.wise_ft["alpha"])
+            path.add_row(alpha, *(f"{v:.4f}" for v in row.values()), style="bold" if chosen else None)
+        figures = [f"{v:.4f}" for v in report.wise_ft["backbone"].values()]
+        path.add_row("backbone", "", *figures, style="dim")
+        console.print(f"WiSE-FT path (chosen alpha {report.wise_ft['alpha']:g}):")
+        console.print(path)
+        console.print(f"plot: {report.out_dir}/wise_path.png")
+    elif report.wise_ft_note:
+        console.print(f"no WiSE-FT path: {report.wise_ft_note}")
     console.print(f"report: {report.out_dir}/transfer.md  (MLflow run {run_id})")
 
 

@@ -13,6 +13,7 @@ waits for (`dispatch: pool`, see `pool_dispatch.py`); the rules above hold eithe
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 from typing import Any
@@ -41,6 +42,7 @@ from simpair.nightly.summary import (
     trained_summary,
     training_failed,
 )
+from simpair.registry.wise_rule import WiseFtPolicy
 from simpair.tasks.registry import (
     check_tracking_task,
     gate_task,
@@ -49,7 +51,7 @@ from simpair.tasks.registry import (
     retry_if_transient,
 )
 from simpair.tasks.side_by_side import submit_side_by_side
-from simpair.tasks.training import combine_task, evaluate_task, pretokenize_task, train_task
+from simpair.tasks.training import combine_task, evaluate_task, pretokenize_task, train_task, wise_ft_task
 from simpair.training import TrainConfig
 from simpair.training.workers import share_cores, threads_per_job
 
@@ -107,9 +109,10 @@ def _train_stack(
     eval_sets: list[tuple[str, str]],
     retries: Retries,
     jobs: int,
+    wise_ft: WiseFtPolicy | None = None,
 ) -> Trained:
     """Each member pre-tokenized and trained like a single model, then the stack fitted on dev
-    (nested stacks combined bottom-up first, each as its own task)."""
+    (nested stacks combined bottom-up first, each as its own task), then the WiSE-FT choice if asked."""
     started = time.monotonic()
     model_dir = build_stack(
         StackConfig.from_yaml(config_path),
@@ -119,11 +122,21 @@ def _train_stack(
             f"[{task_name}] stack member {nested.name}: a {nested.combine} of its own members"
         ),
     )
+    if wise_ft is not None:
+        model_dir = _choose_alpha(task_name, Path(model_dir), home, wise_ft, retries)
     print(f"[{task_name}] evaluating {Path(model_dir).name} on {eval_sets}")
     evaluated = _retrying(evaluate_task, retries)(model_dir, Path(home), list(eval_sets))
     return Trained.of_stack(
         task_name, model_dir, config_dump(Path(config_path)), evaluated, time.monotonic() - started
     )
+
+
+def _choose_alpha(task_name: str, model_dir: Path, home: str, policy: WiseFtPolicy, retries: Retries) -> Path:
+    print(f"[{task_name}] WiSE-FT path of {model_dir.name}: alphas {policy.grid()}")
+    chosen = Path(_retrying(wise_ft_task, retries)(model_dir, Path(home), policy))
+    record = json.loads((chosen / "metrics.json").read_text())["wise_ft"]
+    print(f"[{task_name}] WiSE-FT {record['reason']}")
+    return chosen
 
 
 @flow(name="train-and-evaluate", log_prints=True)
@@ -136,6 +149,7 @@ def train_and_evaluate(
     jobs: int | None = None,
     profile: str = "default",
     result_path: str | None = None,
+    wise_ft: WiseFtPolicy | None = None,
 ) -> Trained:
     """Pre-tokenize, train and evaluate one task (the part a GPU deployment runs; tasks tagged `gpu`).
 
@@ -154,12 +168,13 @@ def train_and_evaluate(
         eval_sets = task_plan.evaluate if eval_sets is None else eval_sets
         retries = retries or plan.retries
         jobs = task_plan.jobs if jobs is None else jobs
+        wise_ft = wise_ft or task_plan.wise_ft
     home = str(settings.home_dir(home))
     if result_path is None:
-        return _train_and_evaluate(task_name, config_path, home, eval_sets, retries, jobs)
+        return _train_and_evaluate(task_name, config_path, home, eval_sets, retries, jobs, wise_ft)
     with pool_results.heartbeat(Path(result_path)):
         try:
-            trained = _train_and_evaluate(task_name, config_path, home, eval_sets, retries, jobs)
+            trained = _train_and_evaluate(task_name, config_path, home, eval_sets, retries, jobs, wise_ft)
         except BaseException as exc:
             pool_results.write_error(Path(result_path), exc)
             raise
@@ -174,9 +189,10 @@ def _train_and_evaluate(
     eval_sets: list[tuple[str, str]],
     retries: Retries,
     jobs: int,
+    wise_ft: WiseFtPolicy | None = None,
 ) -> Trained:
     if is_stack_config(config_path):
-        return _train_stack(task_name, config_path, home, eval_sets, retries, jobs)
+        return _train_stack(task_name, config_path, home, eval_sets, retries, jobs, wise_ft)
     started = time.monotonic()
     config = TrainConfig.from_yaml(config_path)
     print(f"[{task_name}] pre-tokenizing for {config.name}")
@@ -186,13 +202,17 @@ def _train_and_evaluate(
         f"{config.epochs} epoch(s)"
     )
     trained = _retrying(train_task, retries)(config, Path(home))
-    print(f"[{task_name}] evaluating {Path(trained.model_dir).name} on {eval_sets}")
-    evaluated = _retrying(evaluate_task, retries)(trained.model_dir, Path(home), list(eval_sets))
+    model_dir, metrics = Path(trained.model_dir), trained.metrics
+    if wise_ft is not None:
+        model_dir = _choose_alpha(task_name, model_dir, home, wise_ft, retries)
+        metrics = json.loads((model_dir / "metrics.json").read_text())
+    print(f"[{task_name}] evaluating {model_dir.name} on {eval_sets}")
+    evaluated = _retrying(evaluate_task, retries)(model_dir, Path(home), list(eval_sets))
     return Trained.of_model(
         task_name,
-        trained.model_dir,
+        model_dir,
         config.model_dump(mode="json"),
-        trained.metrics,
+        metrics,
         trained.history,
         evaluated,
         time.monotonic() - started,
@@ -258,6 +278,7 @@ def _night(
                 task_plan.evaluate,
                 plan.retries,
                 task_plan.jobs,
+                wise_ft=task_plan.wise_ft,
             )
 
         try:

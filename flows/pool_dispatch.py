@@ -94,6 +94,7 @@ def train_on_pool(
             "retries": plan.retries.model_dump(mode="json"),
             "jobs": task_plan.jobs,
             "result_path": str(path),
+            "wise_ft": task_plan.wise_ft.model_dump(mode="json") if task_plan.wise_ft else None,
         }
         run = run_deployment(
             plan.pool_deployment,

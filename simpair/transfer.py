@@ -8,6 +8,11 @@ backbone, mean pooling, cosine) are scored on the same pairs of
   Spearman on STS-B test, both threshold-free,
 with pairs the model trained on, or that sit in any train-role split, excluded for both (the gate's
 exclusion rule). A model below the backbone off its domain has traded generality for its home domain.
+
+The report also shows the model's WiSE-FT path (`simpair.registry.wise_path`): dev and choice-canary
+figures at each alpha between the backbone and the fine-tune, as a table and `wise_path.png`. A model
+the night chose an alpha for carries the path it was chosen from; for any other, the path is walked
+here with the night's default grid and canaries (STS model: MSRP train pairs; paraphrase: STS-B dev).
 """
 
 from __future__ import annotations
@@ -21,13 +26,16 @@ from simpair.catalog import Catalog
 from simpair.evaluate import default_eval_splits
 from simpair.models import ModelMetadata
 from simpair.registry import tracking
-from simpair.registry.gate import DEFAULT_PRIMARY
+from simpair.registry.gate import DEFAULT_PRIMARY, wise_ft_markdown
 from simpair.registry.gate_baseline import zero_shot_model
-from simpair.registry.promotion import canary_exclusions, evaluate
+from simpair.registry.promotion import canary_exclusions, evaluate, wise_ft_record
+from simpair.registry.wise_rule import ChoiceCanary, WiseFtPolicy
 
 CROSS_TASK = {"sts": ("msrp", "test"), "paraphrase": ("stsb", "test")}
 # What each kind of split is read with when it is the other task's: threshold-free figures only.
 CROSS_METRIC = {"sts": "roc_auc", "paraphrase": "spearman"}
+# The choice canaries of the shipped nightly profile: never trained on, never a test split.
+CHOICE_CANARY = {"sts": ("msrp", "train"), "paraphrase": ("stsb", "dev")}
 
 
 @dataclass
@@ -50,6 +58,8 @@ class TransferReport:
     backbone: str
     rows: list[TransferRow] = field(default_factory=list)
     out_dir: str = ""
+    wise_ft: dict | None = None  # the WiSE-FT path record (`simpair.registry.wise_path.walk_path`)
+    wise_ft_note: str = ""  # why there is no path, when there is none
 
     def to_markdown(self) -> str:
         lines = [
@@ -63,6 +73,11 @@ class TransferReport:
             f"| {r.pairs} |"
             for r in self.rows
         ]
+        if self.wise_ft:
+            lines += ["", "#### WiSE-FT path (dev and choice canaries; `wise_path.png`)", ""]
+            lines.append(wise_ft_markdown(self.wise_ft).rstrip("\n"))
+        elif self.wise_ft_note:
+            lines += ["", f"No WiSE-FT path: {self.wise_ft_note}"]
         return "\n".join(lines) + "\n"
 
 
@@ -81,9 +96,10 @@ def transfer_sets(home: Path, meta: ModelMetadata) -> list[tuple[str, str, str]]
 
 
 def transfer_report(
-    model_dir: str | Path, home: str | Path, out_dir: str | Path | None = None
+    model_dir: str | Path, home: str | Path, out_dir: str | Path | None = None, wise_path: bool = True
 ) -> TransferReport:
-    """Score the model and its zero-shot backbone on the same pairs; writes transfer.json and .md."""
+    """Score the model and its zero-shot backbone on the same pairs; writes transfer.json and .md
+    (with `wise_path`, also the model's WiSE-FT path: walked now when the model carries none)."""
     model_dir, home = Path(model_dir), Path(home)
     meta = ModelMetadata.read(model_dir)
     sets = transfer_sets(home, meta)
@@ -113,10 +129,35 @@ def transfer_report(
             )
         )
     out.mkdir(parents=True, exist_ok=True)
+    if wise_path:
+        report.wise_ft, report.wise_ft_note = wise_path_of(model_dir, home)
+    if report.wise_ft:
+        from simpair.registry.wise_path import path_png
+
+        path_png(report.wise_ft, out / "wise_path.png")
     rows = [asdict(r) | {"delta": r.delta} for r in report.rows]
     (out / "transfer.json").write_text(json.dumps({**asdict(report), "rows": rows}, indent=2) + "\n")
     (out / "transfer.md").write_text(report.to_markdown())
     return report
+
+
+def wise_path_of(model_dir: Path, home: Path) -> tuple[dict | None, str]:
+    """(record, note): the path the night chose this model from, else one walked now with the default
+    grid and the task's choice canary (when ingested); None and the reason when it cannot be walked."""
+    record = wise_ft_record(model_dir)
+    if record:
+        return record, ""
+    from simpair.registry.wise_path import walk_path
+
+    meta = ModelMetadata.read(model_dir)
+    dataset, split = CHOICE_CANARY[meta.task]
+    catalog = Catalog(home)
+    ingested = dataset in catalog.datasets() and split in catalog.splits(dataset)
+    policy = WiseFtPolicy(canaries=[ChoiceCanary(dataset=dataset, split=split)] if ingested else [])
+    try:
+        return walk_path(model_dir, home, policy)[1], ""
+    except ValueError as exc:  # a stack, a model with no recorded dev split, a canary it trained on
+        return None, str(exc)
 
 
 def log_transfer(report: TransferReport, home: Path) -> str:
@@ -133,4 +174,7 @@ def log_transfer(report: TransferReport, home: Path) -> str:
                 {f"{key}/model": r.model, f"{key}/zero_shot": r.zero_shot, f"{key}/delta": r.delta}
             )
         mlflow.log_text(report.to_markdown(), "transfer.md")
+        png = Path(report.out_dir) / "wise_path.png"
+        if report.wise_ft and png.is_file():
+            mlflow.log_artifact(str(png))
         return run.info.run_id

@@ -18,6 +18,9 @@ from prefect.cache_policies import NO_CACHE
 from simpair.ensemble import StackConfig
 from simpair.ensemble.train import combine_members
 from simpair.evaluate import EvalResult, evaluate_model
+from simpair.registry.gate import wise_ft_markdown
+from simpair.registry.wise_path import apply_wise_ft
+from simpair.registry.wise_rule import WiseFtPolicy
 from simpair.tokens import TokenSplit
 from simpair.training import TrainConfig, TrainResult, train
 from simpair.training.pretokenize import pretokenize_config
@@ -69,11 +72,11 @@ def train_task(
 
 @task(name="combine-members", tags=["gpu"], cache_policy=NO_CACHE, retries=1, retry_delay_seconds=10)
 def combine_task(config: StackConfig, member_dirs: list[Path], home: Path) -> Path:
-    """Stack or soup a stack config's trained members (fitted on their shared dev split)."""
+    """Stack, soup or cascade a stack config's trained members (fitted on their shared dev split)."""
     out = combine_members(config, [Path(d) for d in member_dirs], Path(home))
     metrics = json.loads((out / "metrics.json").read_text())
     rows = "\n".join(f"| {k} | {v:.4f} |" for k, v in metrics["dev"].items() if isinstance(v, float))
-    title = "Stacked" if config.combine == "stack" else "Souped"
+    title = {"stack": "Stacked", "soup": "Souped", "cascade": "Cascaded"}[config.combine]
     create_markdown_artifact(
         key=f"{config.combine}-{config.name}".lower().replace("_", "-").replace(".", "-"),
         markdown=(
@@ -82,6 +85,20 @@ def combine_task(config: StackConfig, member_dirs: list[Path], home: Path) -> Pa
             + f"\n\n| dev metric | value |\n|---|---|\n{rows}\n"
         ),
         description=f"{config.combine} of {len(member_dirs)} models, {config.task}",
+    )
+    return out
+
+
+@task(name="wise-ft", tags=["gpu"], cache_policy=NO_CACHE, retries=1, retry_delay_seconds=10)
+def wise_ft_task(model_dir: Path, home: Path, policy: WiseFtPolicy) -> Path:
+    """Walk the WiSE-FT path of a trained model on dev and choice canaries; the chosen interpolation's
+    directory (its path and the rule under `wise_ft` in metrics.json), published as an artifact."""
+    out = apply_wise_ft(Path(model_dir), Path(home), policy)
+    record = json.loads((out / "metrics.json").read_text())["wise_ft"]
+    create_markdown_artifact(
+        key=f"wise-ft-{Path(model_dir).name}".lower().replace("_", "-").replace(".", "-")[:100],
+        markdown=f"# WiSE-FT choice\n\n{wise_ft_markdown(record)}",
+        description=f"alpha {record['alpha']:g} for {Path(model_dir).name}",
     )
     return out
 

@@ -159,7 +159,10 @@ def test_profile_gate_takes_canaries_and_refuses_unknown_keys(tmp_path: Path) ->
     assert GatePolicy.default("sts").canaries == []  # a profile without canaries gets none
     default = load_profile("default").tasks  # the shipped profile guards the STS model off its domain
     assert default["sts"].gate.canaries == [Canary(dataset="msrp", split="test", metric=None, margin=0.02)]
-    assert default["paraphrase"].gate.canaries == []
+    assert default["paraphrase"].gate.canaries == []  # off until its WiSE-FT choice is measured
+    # and chooses each model's WiSE-FT alpha on canaries that are never test splits
+    choice = {t: [(c.dataset, c.split) for c in default[t].wise_ft.canaries] for t in default}
+    assert choice == {"paraphrase": [("stsb", "dev")], "sts": [("msrp", "train")]}
     profile.write_text(profile.read_text().replace("split: test}", "split: test, margn: 0.1}"))
     with pytest.raises(ValueError, match=r"(?s)p\.yaml: invalid nightly profile.*margn"):
         load_profile(profile)

@@ -29,8 +29,15 @@ def _dev_fit(
     predictor: Any, a: list[str], b: list[str], gold: np.ndarray
 ) -> tuple[ModelMetadata, dict[str, float]]:
     """Threshold / calibration of the current weights on dev (as training does) and the dev metrics."""
-    meta = predictor.meta.model_copy()
-    raw = predictor.predict_raw(a, b)
+    return fit_on_dev(predictor.meta, predictor.predict_raw(a, b), gold)
+
+
+def fit_on_dev(
+    meta: ModelMetadata, raw: np.ndarray, gold: np.ndarray
+) -> tuple[ModelMetadata, dict[str, float]]:
+    """A copy of `meta` with threshold / calibration fitted to dev raw outputs, and the dev metrics
+    (callers that score several weight sets on the same dev pairs tokenize them once)."""
+    meta = meta.model_copy()
     if meta.task == "paraphrase":
         labels = gold.astype(np.int64)
         if meta.kind == "cross":

@@ -84,6 +84,11 @@ def plan_night(profile: NightlyProfile, home: Path, force: bool) -> NightPlan:
     """Dataset versions after ingest, training-config hashes, and whether tonight can be skipped."""
     catalog = Catalog(home)
     versions = {dataset: catalog.current_version(dataset) for dataset in catalog.datasets()}
-    hashes = {name: config_hash(config_dump(plan.config_path())) for name, plan in profile.tasks.items()}
+    hashes = {  # a changed WiSE-FT policy changes the registered model too, so it counts as a config change
+        name: config_hash(
+            config_dump(plan.config_path()) | ({"wise_ft": plan.wise_ft.model_dump()} if plan.wise_ft else {})
+        )
+        for name, plan in profile.tasks.items()
+    }
     reason = None if force else skip_reason(read_state(home, profile.name), versions, hashes)
     return NightPlan(dataset_versions=versions, config_hashes=hashes, skip=reason)

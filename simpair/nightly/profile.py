@@ -15,6 +15,7 @@ from pydantic import BaseModel, Field, field_validator, model_validator
 
 from simpair import settings
 from simpair.registry.gate import GatePolicy
+from simpair.registry.wise_rule import WiseFtPolicy
 
 PROFILES = {"default": "configs/nightly.yaml", "smoke": "configs/nightly-smoke.yaml"}
 
@@ -30,6 +31,11 @@ class TaskPlan(BaseModel):
         ge=1,
         description="stack configs: members trained at once, each in its own process with cores/jobs "
         "threads (CPU; on one GPU keep 1)",
+    )
+    wise_ft: WiseFtPolicy | None = Field(
+        None,
+        description="after training, register the WiSE-FT interpolation toward the backbone that this "
+        "rule picks on dev and choice canaries (simpair.registry.wise_path); null: the plain fine-tune",
     )
 
     def config_path(self) -> Path:
@@ -163,6 +169,21 @@ class NightlyProfile(BaseModel):
                 raise ValueError(
                     f"tasks.{name}.jobs is {plan.jobs}, but {plan.config} trains one model; jobs trains "
                     "the members of a stack config side by side (use 1, or point config at a stack)"
+                )
+        return self
+
+    @model_validator(mode="after")
+    def _wise_ft_needs_one_encoder(self) -> NightlyProfile:
+        """WiSE-FT interpolates one encoder: a stack of several models would fail after hours of training."""
+        from simpair.ensemble import StackConfig, is_stack_config
+
+        for name, plan in self.tasks.items():
+            path = plan.config_path()
+            stacked = plan.wise_ft and path.is_file() and is_stack_config(path)
+            if stacked and StackConfig.from_yaml(path).combine == "stack":
+                raise ValueError(
+                    f"tasks.{name}.wise_ft: {plan.config} stacks several models; WiSE-FT interpolates "
+                    "one encoder (a soup or a single model); drop wise_ft for this task"
                 )
         return self
 

@@ -15,6 +15,7 @@ in-domain result.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -136,6 +137,8 @@ class GateDecision:
     excluded: dict[str, int] = field(default_factory=dict)
     dataset_versions: dict[str, str] = field(default_factory=dict)
     canaries: list[CanaryResult] = field(default_factory=list)
+    # the WiSE-FT path the challenger was chosen from (`simpair.registry.wise_path`), when it was
+    wise_ft: dict[str, Any] | None = None
 
     @property
     def outcome(self) -> str:
@@ -167,6 +170,13 @@ class GateDecision:
             out[f"gate.dataset_version.{key}"] = value
         if self.champion_error:
             out["gate.champion_error"] = self.champion_error[:1000]
+        if self.wise_ft:
+            out["wise_ft.alpha"] = f"{self.wise_ft['alpha']:g}"
+            out["wise_ft.rule"] = self.wise_ft["rule"]
+            out["wise_ft.reason"] = self.wise_ft["reason"][:1000]
+            out["wise_ft.by_alpha"] = json.dumps(self.wise_ft["by_alpha"], sort_keys=True)[:5000]
+            out["wise_ft.backbone"] = json.dumps(self.wise_ft["backbone"], sort_keys=True)
+            out["wise_ft.splits_read"] = ",".join(self.wise_ft.get("splits_read", []))
         return out
 
     def to_markdown(self, model_name: str) -> str:
@@ -203,6 +213,8 @@ class GateDecision:
                     f"| {c.label} | {c.metric} | {_fmt(c.challenger)} | {_fmt(c.zero_shot)} "
                     f"| {c.delta:+.4f} | {c.margin:.4f} | {'pass' if c.passed else 'FAIL'} |"
                 )
+        if self.wise_ft:
+            lines += ["", wise_ft_markdown(self.wise_ft).rstrip("\n")]
         if self.champion_error:
             lines += ["", f"Champion v{self.champion_version} could not be evaluated: {self.champion_error}"]
         if self.excluded:
@@ -216,6 +228,26 @@ class GateDecision:
 
 def _fmt(value: float | None) -> str:
     return "" if value is None else f"{value:.4f}"
+
+
+def wise_ft_markdown(record: Mapping[str, Any]) -> str:
+    """A WiSE-FT path record as markdown: alpha, dev and each choice canary, the backbone's row last."""
+    canaries = list(record["backbone"])
+    head = ["alpha", f"dev {record['dev_metric']}", *canaries]
+    lines = [
+        f"WiSE-FT path of `{record['from_model']}`, chosen alpha **{record['alpha']:g}**: {record['reason']}",
+        "",
+        f"Rule: {record['rule']}. Read for the choice: {', '.join(record.get('splits_read', []))}.",
+        "",
+        "| " + " | ".join(head) + " |",
+        "|" + "---|" * len(head),
+    ]
+    for alpha, row in sorted(record["by_alpha"].items(), key=lambda kv: -float(kv[0])):
+        mark = " (chosen)" if float(alpha) == float(record["alpha"]) else ""
+        cells = [f"{alpha}{mark}", *(_fmt(row[k]) for k in ["dev", *canaries])]
+        lines.append("| " + " | ".join(cells) + " |")
+    lines.append("| backbone | | " + " | ".join(_fmt(record["backbone"][c]) for c in canaries) + " |")
+    return "\n".join(lines) + "\n"
 
 
 def _or_floor(value: float) -> float:

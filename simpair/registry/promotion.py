@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import mlflow
 import polars as pl
@@ -157,6 +158,8 @@ def _log_gate_run(
                 }
             )
         mlflow.log_metric("promoted", 1.0 if decision.promote else 0.0)
+        if decision.wise_ft:
+            _log_wise_ft(decision.wise_ft)
         mlflow.log_text(decision.to_markdown(name), "gate_report.md")
         decision_json = json.dumps(dataclasses.asdict(decision), default=str)
         mlflow.log_dict(json.loads(decision_json), "gate_decision.json")
@@ -174,6 +177,33 @@ def _log_gate_run(
             for version in [decision.dataset_versions[ds]]
         )
         return run.info.run_id
+
+
+def _log_wise_ft(record: Mapping[str, Any]) -> None:
+    """The WiSE-FT choice on the gate run: its policy as params, each alpha's figures as metrics."""
+    policy = record.get("policy", {})
+    mlflow.log_params(
+        {
+            "wise_ft.alpha": f"{record['alpha']:g}",
+            "wise_ft.alphas": ",".join(f"{a:g}" for a in policy.get("alphas", [])),
+            "wise_ft.canary_margin": policy.get("canary_margin"),
+            "wise_ft.dev_tolerance": policy.get("dev_tolerance"),
+            "wise_ft.canaries": ",".join(record["backbone"]),
+        }
+    )
+    figures = {f"wise_ft/alpha_{a}/{k}": v for a, row in record["by_alpha"].items() for k, v in row.items()}
+    figures |= {f"wise_ft/backbone/{k}": v for k, v in record["backbone"].items()}
+    mlflow.log_metrics({tracking._metric_key(k): float(v) for k, v in figures.items()})
+    mlflow.log_dict(dict(record), "wise_ft.json")
+
+
+def wise_ft_record(model_dir: Path) -> dict[str, Any] | None:
+    """The WiSE-FT path a model was chosen from (its metrics.json `wise_ft`), None for a plain model."""
+    path = Path(model_dir) / "metrics.json"
+    if not path.is_file():
+        return None
+    record = json.loads(path.read_text()).get("wise_ft")
+    return record if isinstance(record, dict) and "by_alpha" in record else None
 
 
 def _train_seed(model_dir: Path) -> int:
@@ -317,6 +347,7 @@ def run_gate(
     if champion_version == version:
         decision.promote = False
         decision.reason = f"v{version} is already the champion; nothing to do"
+    decision.wise_ft = wise_ft_record(challenger.local_dir)
     decision.excluded = {label: len(ids) for label, ids in excluded.items()}
     catalog = Catalog(home)
     decision.dataset_versions = {ds: catalog.current_version(ds) for ds, _ in scored_sets}

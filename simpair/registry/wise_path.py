@@ -1,0 +1,262 @@
+"""The WiSE-FT path a night registers from: each alpha's dev and choice-canary figures, and the rule's pick.
+
+WiSE-FT (Wortsman et al. 2022, "Robust fine-tuning of zero-shot models") interpolates the encoder
+between its pre-trained and fine-tuned weights, w0 + alpha * (w - w0). Fine-tuning buys the training
+domain and may give back what the backbone knew elsewhere; a smaller alpha gives back less. The night
+walks an alpha grid and keeps
+
+    the largest alpha whose every choice canary is at or above the untrained backbone minus
+    `canary_margin`, with dev within `dev_tolerance` of the best alpha's dev
+
+(if no alpha keeps every canary, the dev-eligible alpha whose worst canary is closest to the backbone;
+the gate's own canaries then judge it). Choice canaries are splits the model never trained on and
+that are not test splits: the choice tunes alpha, so no test pair may steer it. Pairs whose texts
+sit in any train-role split, or that the model trained on, are dropped first (the gate's exclusion
+rule). Heads the backbone never had (a cross-encoder's classifier) keep their trained weights.
+Texts are tokenized once per split; each alpha then costs one forward pass over dev and canaries.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+import torch
+
+from simpair.catalog import Catalog
+from simpair.ensemble.fit import dev_split_of, shared_dev_frame
+from simpair.ensemble.soup import fit_on_dev
+from simpair.models import ModelMetadata, Predictor, build_model, save_model
+from simpair.models.inference import first_output, forward_sorted, normalized
+from simpair.pairs import sorted_texts
+from simpair.registry.wise_rule import DEV_METRIC, RULE, ChoiceCanary, PathPoint, WiseFtPolicy, choose_alpha
+from simpair.training.averaging import interpolate
+
+
+class _Pairs:
+    """Pairs tokenized once for one model kind; `raw(model)` is one forward pass (logits or cosines)."""
+
+    def __init__(self, predictor: Predictor, a: list[str], b: list[str]) -> None:
+        self.kind, self.pad = predictor.kind, predictor.tokenizer.pad_token_id or 0
+        tok, length = predictor.tokenizer, predictor.max_length
+        if self.kind == "cross":
+            orders = [(a, b), (b, a)] if predictor.meta.symmetric else [(a, b)]
+            self.inputs = [tok(x, y, truncation=True, max_length=length) for x, y in orders]
+            return
+        index: dict[str, int] = {}
+        for text in a + b:
+            index.setdefault(text, len(index))
+        self.inputs = [tok(list(index), truncation=True, max_length=length)]
+        self.ia = np.fromiter((index[t] for t in a), dtype=np.int64, count=len(a))
+        self.ib = np.fromiter((index[t] for t in b), dtype=np.int64, count=len(b))
+
+    def raw(self, predictor: Predictor) -> np.ndarray:
+        outs = [
+            forward_sorted(
+                predictor.model,
+                [(enc["input_ids"], enc.get("token_type_ids"))],
+                self.pad,
+                predictor.device,
+                None,
+                combine=normalized if self.kind == "bi" else first_output,
+            )
+            for enc in self.inputs
+        ]
+        if self.kind == "cross":
+            return np.mean(outs, axis=0).astype(np.float32)
+        emb = outs[0]
+        return np.einsum("ij,ij->i", emb[self.ia], emb[self.ib]).astype(np.float32)
+
+
+def _figure(raw: np.ndarray, frame: pl.DataFrame, binary: bool) -> float:
+    """Threshold-free: ROC-AUC on 0/1 labels, Spearman on graded scores (rank figures of raw outputs)."""
+    from scipy.stats import spearmanr
+    from sklearn.metrics import roc_auc_score
+
+    if binary:
+        labels = frame["label"].to_numpy()
+        return float(roc_auc_score(labels, raw)) if len(set(labels.tolist())) == 2 else float("nan")
+    value = spearmanr(raw, frame["score"].to_numpy()).statistic
+    return float(value)
+
+
+def _is_test(catalog: Catalog, dataset: str, split: str) -> bool:
+    return catalog.splits(dataset).get(split) == "test"
+
+
+def canary_frame(
+    home: Path, model_dir: Path, canary: ChoiceCanary, seed: int = 0
+) -> tuple[pl.DataFrame, bool, int]:
+    """(pairs, binary, excluded): the canary's pairs minus any whose texts sit in a train-role split or
+    that the model trained on, sampled to `max_pairs`. Refuses test splits and splits trained on."""
+    from simpair.registry.promotion import canary_exclusions
+
+    catalog = Catalog(home)
+    meta = ModelMetadata.read(model_dir)
+    label = canary.label
+    if canary.split not in catalog.splits(canary.dataset):
+        raise ValueError(f"wise_ft canary {label}: no such ingested split (run `simpair ingest`)")
+    if _is_test(catalog, canary.dataset, canary.split):
+        raise ValueError(f"wise_ft canary {label} is a test split: choosing alpha never reads test pairs")
+    if label in meta.train_datasets:
+        raise ValueError(f"wise_ft canary {label}: {model_dir.name} trained on it; pick a split it never saw")
+    frame = catalog.read_split(canary.dataset, canary.split)
+    total = frame.height
+    seen = [
+        catalog.read_split(d, s).select(*sorted_texts("text_a", "text_b"))
+        for d in catalog.datasets()
+        for s, role in catalog.splits(d).items()
+        if role == "train" and (d, s) != (canary.dataset, canary.split)
+    ]
+    if seen:
+        keys = pl.concat(seen).unique()
+        frame = frame.with_columns(*sorted_texts("text_a", "text_b")).join(keys, on=["lo", "hi"], how="anti")
+    dropped = canary_exclusions(home, [(canary.dataset, canary.split)], model_dir)[label]
+    frame = frame.filter(~pl.col("pair_id").is_in(list(dropped)))
+    binary = frame.height > 0 and frame["label"].null_count() == 0
+    column = "label" if binary else "score"
+    frame = frame.filter(pl.col(column).is_not_null()).sort("pair_id")
+    excluded = total - frame.height
+    if canary.max_pairs is not None and frame.height > canary.max_pairs:
+        frame = frame.sample(n=canary.max_pairs, seed=seed).sort("pair_id")
+    if frame.is_empty():
+        raise ValueError(f"wise_ft canary {label}: no pair left after dropping {excluded} seen in training")
+    return frame, binary, excluded
+
+
+def _backbone_start(meta: ModelMetadata, model_dir: Path) -> dict[str, torch.Tensor]:
+    """The encoder's pre-trained weights (the tiny test backbone: its seeded random init)."""
+    from simpair.models.tiny import build_tiny
+    from simpair.registry.gate_baseline import TINY_NAMES
+    from simpair.registry.promotion import _train_seed
+
+    if meta.backbone in TINY_NAMES:
+        model, _ = build_tiny(meta.kind, seed=_train_seed(model_dir), cross_head=meta.cross_head)
+    else:
+        model = build_model(meta.kind, meta.backbone, meta.cross_head)
+    return {k: v.detach().clone() for k, v in model.encoder.state_dict().items()}
+
+
+def walk_path(model_dir: Path, home: Path, policy: WiseFtPolicy) -> tuple[Predictor, dict[str, Any]]:
+    """Score every alpha of the grid on dev and the choice canaries, and apply the rule.
+
+    Returns the predictor holding the chosen interpolation (threshold / calibration refitted on dev)
+    and the record that goes into the model's metrics.json, its registry version and the gate report.
+    """
+    from simpair.registry.gate_baseline import zero_shot_model
+    from simpair.registry.promotion import _train_seed
+
+    started = time.perf_counter()
+    model_dir, home = Path(model_dir), Path(home)
+    meta = ModelMetadata.read(model_dir)
+    if meta.kind not in ("cross", "bi"):
+        raise ValueError(f"{model_dir}: WiSE-FT interpolates one encoder; a {meta.kind} model has several")
+    if meta.embedding_postprocess:
+        raise ValueError(f"{model_dir}: embedding post-processing would need refitting at every alpha")
+    dev_source, dev = shared_dev_frame([model_dir], home)
+    gold = (dev["score"] if meta.task == "sts" else dev["label"]).to_numpy()
+    canaries = [canary_frame(home, model_dir, c, policy.seed) for c in policy.canaries]
+
+    predictor = Predictor.load(model_dir)
+    dev_pairs = _Pairs(predictor, dev["text_a"].to_list(), dev["text_b"].to_list())
+    canary_pairs = [_Pairs(predictor, f["text_a"].to_list(), f["text_b"].to_list()) for f, _, _ in canaries]
+    keys = [f"{c.label}/{'roc_auc' if binary else 'spearman'}" for c, (_, binary, _) in zip(
+        policy.canaries, canaries, strict=True)]  # fmt: skip
+
+    zero = Predictor.load(zero_shot_model(meta.backbone, meta.task, home, seed=_train_seed(model_dir)))
+    backbone = {
+        key: _figure(_Pairs(zero, f["text_a"].to_list(), f["text_b"].to_list()).raw(zero), f, binary)
+        for key, (f, binary, _) in zip(keys, canaries, strict=True)
+    }
+
+    tuned = {k: v.detach().clone() for k, v in predictor.model.encoder.state_dict().items()}
+    start = {k: v.to(predictor.device) for k, v in _backbone_start(meta, model_dir).items()}
+    metric = DEV_METRIC[meta.task]
+    path: list[PathPoint] = []
+    for alpha in policy.grid():
+        predictor.model.encoder.load_state_dict(interpolate(start, tuned, alpha))
+        _, dev_metrics = fit_on_dev(meta, dev_pairs.raw(predictor), gold)
+        figures = {
+            key: _figure(pairs.raw(predictor), f, binary)
+            for key, pairs, (f, binary, _) in zip(keys, canary_pairs, canaries, strict=True)
+        }
+        path.append(PathPoint(alpha, float(dev_metrics[metric]), figures))
+    alpha, why = choose_alpha(path, backbone, policy)
+    predictor.model.encoder.load_state_dict(interpolate(start, tuned, alpha))
+    chosen_meta, dev_metrics = fit_on_dev(meta, dev_pairs.raw(predictor), gold)
+    predictor.meta = chosen_meta
+    record = {
+        "alpha": alpha,
+        "rule": RULE,
+        "reason": why,
+        "policy": policy.model_dump(mode="json"),
+        "from_model": model_dir.name,
+        "dev_metric": metric,
+        "dev_source": dev_source,
+        "dev_pairs": dev.height,
+        "dev": dev_metrics,
+        "backbone": backbone,
+        "canary_pairs": {c.label: f.height for c, (f, _, _) in zip(policy.canaries, canaries, strict=True)},
+        "canary_excluded": {c.label: n for c, (_, _, n) in zip(policy.canaries, canaries, strict=True)},
+        "by_alpha": {f"{p.alpha:g}": {"dev": p.dev, **p.canaries} for p in path},
+        "splits_read": sorted({"/".join(dev_split_of(dev_source)), *(c.label for c in policy.canaries)}),
+        "seconds": time.perf_counter() - started,
+    }
+    return predictor, record
+
+
+def apply_wise_ft(model_dir: str | Path, home: str | Path, policy: WiseFtPolicy) -> Path:
+    """Walk the path, save the chosen interpolation beside the model as `<name>-wiseft` (safetensors,
+    its record under `wise_ft` in metrics.json); returns that directory."""
+    model_dir = Path(model_dir)
+    predictor, record = walk_path(model_dir, Path(home), policy)
+    meta = predictor.meta
+    metrics_file = model_dir / "metrics.json"
+    metrics = json.loads(metrics_file.read_text()) if metrics_file.is_file() else {}
+    metrics["dev_before_wise_ft"] = metrics.get("dev", {})
+    metrics["dev"] = record["dev"]
+    metrics["wise_ft"] = record
+    names = [meta.dev_pair_ids_file, meta.train_pairs_file, "dev_pair_ids.txt", "train_pairs.txt"]
+    kept = [n for n in dict.fromkeys(names) if n and (model_dir / n).is_file()]
+    text_files = {n: (model_dir / n).read_text() for n in kept}
+    config = model_dir / "train_config.yaml"
+    meta.created_at = None
+    target = model_dir.with_name(f"{model_dir.name}-wiseft")
+    return save_model(
+        predictor.model.cpu(),
+        predictor.tokenizer,
+        target,
+        meta,
+        train_config_yaml=config.read_text() if config.is_file() else None,
+        metrics=metrics,
+        text_files=text_files,
+    )
+
+
+def path_png(record: dict[str, Any], path: Path) -> Path:
+    """Dev and every canary against alpha, each canary's backbone figure as a dashed line."""
+    import matplotlib.pyplot as plt
+
+    from simpair.evaluation import plots  # noqa: F401  (selects the Agg backend)
+
+    rows = sorted(record["by_alpha"].items(), key=lambda kv: float(kv[0]))
+    alphas = [float(a) for a, _ in rows]
+    fig, ax = plt.subplots(figsize=(5.6, 3.8))
+    ax.plot(alphas, [r["dev"] for _, r in rows], marker="o", label=f"dev {record['dev_metric']}")
+    for i, key in enumerate(record["backbone"]):
+        line = ax.plot(alphas, [r[key] for _, r in rows], marker="s", label=key)[0]
+        ax.axhline(record["backbone"][key], linestyle="--", color=line.get_color(), linewidth=1,
+                   label=f"{key} backbone" if i == 0 else None)  # fmt: skip
+    ax.axvline(record["alpha"], color="grey", linewidth=1)
+    ax.set_xlabel("alpha (0: pre-trained encoder, 1: fine-tuned)")
+    ax.set_title(f"WiSE-FT path: {record['from_model']}", fontsize=9)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

@@ -1,0 +1,184 @@
+"""WiSE-FT chosen by the night: the rule on constructed paths, the path on a real tiny training run, and
+a whole night (smoke profile with `wise_ft` on, embedded MLflow, temporary Prefect API) recording it.
+
+The toy home's msrp train pairs serve as the STS model's choice canary (it never trains on msrp), STS-B
+dev as the paraphrase model's. A split reader wrapped around `Catalog.read_split` records every split
+the choice reads, so "no test split is read" is checked on what was read, not on what was configured.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+from mlflow import MlflowClient
+from registry_helpers import one_torch_thread  # noqa: F401 - fixture
+from test_training_toydata import write_toy_home
+
+from simpair import settings
+from simpair.catalog import Catalog
+from simpair.models import ModelMetadata, Predictor
+from simpair.models.tiny import build_tiny
+from simpair.registry.wise_path import apply_wise_ft
+from simpair.registry.wise_rule import ChoiceCanary, PathPoint, WiseFtPolicy, choose_alpha
+from simpair.training.config import TrainConfig
+from simpair.training.trainer import train
+
+CANARY = "msrp/train/roc_auc"
+
+
+def _path(rows: list[tuple[float, float, float]]) -> list[PathPoint]:
+    return [PathPoint(alpha, dev, {CANARY: canary}) for alpha, dev, canary in rows]
+
+
+def test_rule_takes_the_largest_alpha_that_keeps_the_canary_and_dev() -> None:
+    policy = WiseFtPolicy()
+    backbone = {CANARY: 0.80}
+    path = _path(
+        [
+            (1.0, 0.900, 0.780),  # best dev, canary 0.02 below the backbone
+            (0.9, 0.899, 0.794),  # canary 0.006 below: outside the 0.005 margin
+            (0.8, 0.897, 0.796),  # canary within the margin, dev within 0.005 of 0.900: chosen
+            (0.7, 0.896, 0.805),  # also passes, but smaller
+            (0.5, 0.880, 0.820),  # dev 0.02 below the best: not eligible
+        ]
+    )
+    assert choose_alpha(path, backbone, policy)[0] == 0.8
+    # dev tolerance decides: with 0.001 nothing below alpha 1 qualifies, so the fallback picks the
+    # dev-eligible alpha closest to the backbone
+    strict = WiseFtPolicy(dev_tolerance=0.001)
+    alpha, why = choose_alpha(path, backbone, strict)
+    assert alpha == 0.9 and "no alpha keeps every canary" in why
+    # every canary must hold: a second canary below the backbone at 0.8 and 0.7 moves the choice away
+    two = [PathPoint(p.alpha, p.dev, {**p.canaries, "stsb/dev/spearman": 0.7 if p.alpha >= 0.7 else 0.9})
+           for p in path]  # fmt: skip
+    assert (
+        choose_alpha(two, {**backbone, "stsb/dev/spearman": 0.8}, WiseFtPolicy(dev_tolerance=0.03))[0] == 0.5
+    )
+
+
+def _trained_sts(home: Path) -> Path:
+    config = TrainConfig(
+        name="wise-sts",
+        task="sts",
+        kind="bi",
+        objective="cosent",
+        backbone="tiny",
+        train=[{"dataset": "stsb", "split": "train"}],
+        dev={"split": "dev"},
+        max_length=48,
+        epochs=1,
+        batch_size=8,
+        learning_rate=0.01,
+        warmup_ratio=0.0,
+        max_steps=6,
+        progress=False,
+        num_threads=1,
+        seed=42,
+    )
+    return train(config, home).model_dir
+
+
+@pytest.mark.usefixtures("one_torch_thread")
+def test_wise_path_reads_no_test_split_and_saves_the_chosen_interpolation(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write_toy_home(home)
+    model_dir = _trained_sts(home)
+    read: list[tuple[str, str]] = []
+    original = Catalog.read_split
+
+    def recording(self: Catalog, dataset: str, split: str, version: str | None = None):  # type: ignore[no-untyped-def]
+        read.append((dataset, split))
+        return original(self, dataset, split, version)
+
+    monkeypatch.setattr(Catalog, "read_split", recording)
+    policy = WiseFtPolicy(alphas=[0.0, 0.5, 1.0], canaries=[ChoiceCanary(dataset="msrp", split="train")])
+    out = apply_wise_ft(model_dir, home, policy)
+    monkeypatch.setattr(Catalog, "read_split", original)
+
+    roles = {(d, s): r for d in Catalog(home).datasets() for s, r in Catalog(home).splits(d).items()}
+    assert read and all(roles[pair] != "test" for pair in read), read
+    record = json.loads((out / "metrics.json").read_text())["wise_ft"]
+    assert set(record["by_alpha"]) == {"0", "0.5", "1"} and record["alpha"] in (0.0, 0.5, 1.0)
+    assert record["splits_read"] == ["msrp/train", "stsb/dev"]
+    # alpha 0 is the backbone itself: its canary figure is the zero-shot twin's, exactly
+    assert record["by_alpha"]["0"][CANARY] == pytest.approx(record["backbone"][CANARY], abs=1e-6)
+    # the saved weights are the interpolation at the chosen alpha (safetensors, a loadable model)
+    assert (out / "model.safetensors").is_file()
+    start = build_tiny("bi", seed=42)[0].encoder.state_dict()
+    tuned = Predictor.load(model_dir, device="cpu").model.encoder.state_dict()
+    saved = Predictor.load(out, device="cpu").model.encoder.state_dict()
+    key = "encoder.layer.0.attention.self.query.weight"
+    expected = start[key] + record["alpha"] * (tuned[key] - start[key])
+    assert torch.allclose(saved[key], expected, atol=1e-6)
+    assert ModelMetadata.read(out).calibration is not None  # refitted on dev at the chosen alpha
+
+    with pytest.raises(ValueError, match="is a test split"):
+        apply_wise_ft(model_dir, home, WiseFtPolicy(canaries=[ChoiceCanary(dataset="msrp", split="test")]))
+
+
+@pytest.mark.usefixtures("prefect_api", "one_torch_thread")
+def test_the_night_registers_the_chosen_alpha_with_its_path(
+    home: Path, shared_data: Path, tmp_path: Path
+) -> None:
+    from test_nightly import _artifact
+
+    from simpair.flows.nightly_retrain import run
+
+    profile = yaml.safe_load((settings.PROJECT_ROOT / "configs" / "nightly-smoke.yaml").read_text())
+    choice = {
+        "paraphrase": {"dataset": "stsb", "split": "dev", "max_pairs": 48},
+        "sts": {"dataset": "msrp", "split": "train", "max_pairs": 48},
+    }
+    for task, canary in choice.items():
+        profile["tasks"][task]["wise_ft"] = {"alphas": [0.4, 0.7, 1.0], "canaries": [canary]}
+    path = tmp_path / "nightly-wise.yaml"
+    path.write_text(yaml.safe_dump(profile))
+
+    night = run(profile=str(path), home=home, sources=shared_data)
+    assert night.status == "trained"
+    uri = settings.tracking_uri(home)
+    c = MlflowClient(tracking_uri=uri, registry_uri=uri)
+    for outcome in night.tasks:
+        tags = c.get_model_version(outcome.model, outcome.version).tags
+        by_alpha = json.loads(tags["wise_ft.by_alpha"])
+        label = "/".join(choice[outcome.task][k] for k in ("dataset", "split"))
+        assert set(by_alpha) == {"0.4", "0.7", "1"} and float(tags["wise_ft.alpha"]) in (0.4, 0.7, 1.0)
+        assert all("dev" in row and any(k.startswith(label) for k in row) for row in by_alpha.values())
+        assert "test" not in tags["wise_ft.splits_read"] and tags["wise_ft.rule"].startswith("largest alpha")
+        gate_run = c.get_run(tags["gate.run_id"])
+        assert gate_run.data.params["wise_ft.alpha"] == tags["wise_ft.alpha"]
+        assert "wise_ft/alpha_1/dev" in gate_run.data.metrics
+        assert outcome.model_dir and outcome.model_dir.endswith("-wiseft")
+        report = _artifact(f"gate-{outcome.task}")
+        assert "WiSE-FT path of" in report and f"| {tags['wise_ft.alpha']} (chosen) |" in report
+    # an unchanged night skips; a changed WiSE-FT policy would register a different model, so it does not
+    from simpair.nightly.plan import plan_night
+    from simpair.nightly.profile import load_profile
+
+    assert plan_night(load_profile(path), home, force=False).skip
+    profile["tasks"]["sts"]["wise_ft"]["alphas"] = [0.5, 1.0]
+    path.write_text(yaml.safe_dump(profile))
+    assert plan_night(load_profile(path), home, force=False).skip is None
+
+
+@pytest.mark.usefixtures("one_torch_thread")
+def test_evaluate_transfer_shows_the_wise_ft_path_as_a_table_and_a_png(home: Path) -> None:
+    from typer.testing import CliRunner
+
+    from simpair.cli import app
+
+    write_toy_home(home)
+    model_dir = _trained_sts(home)  # a plain fine-tune: the path is walked with the night's defaults
+    out = home / "transfer-out"
+    args = ["evaluate", "--model", str(model_dir), "--transfer", "--home", str(home), "--out", str(out)]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert "WiSE-FT path (chosen alpha" in result.output and "backbone" in result.output
+    markdown = (out / "transfer.md").read_text()
+    assert "| 0.3 |" in markdown.replace(" (chosen)", "") and CANARY in markdown
+    assert (out / "wise_path.png").stat().st_size > 1000
