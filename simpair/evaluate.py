@@ -130,10 +130,11 @@ def evaluate_model(
             if leakage is not None
             else set()
         )
-        keep = ~frame["pair_id"].is_in(list(leaked)) if leaked else pl.Series([True] * len(frame))
+        # a boolean column, never a Python list per pair: memory stays flat in the split's size
+        keep = ~frame["pair_id"].is_in(pl.Series(sorted(leaked), dtype=pl.String))
         excluded_counts[label] = int(len(frame) - keep.sum())
         frame = frame.filter(keep)
-        if pairs is not None:
+        if pairs is not None and excluded_counts[label]:  # no index array when nothing leaked
             pairs = pairs.subset(np.flatnonzero(keep.to_numpy()))
         raw, truncated = _raw_and_truncated(predictor, frame, pairs, batch_size)
         scored = predictor.from_raw(raw)

@@ -187,3 +187,22 @@ def test_metrics_per_group_of_pair_ids_match_a_recomputation(home: Path, tmp_pat
     assert "(unmatched)" in res.output
     res = runner.invoke(app, [*args, "--out", str(tmp_path / "cli-bad"), "--group-pattern", "("])
     assert res.exit_code == 2 and "--group-pattern" in res.output  # a usage error naming the option
+
+
+def test_scatter_plots_a_bounded_seeded_sample_and_histograms_draw_bins_not_points(tmp_path: Path) -> None:
+    from simpair.evaluation.plots import SCATTER_POINTS, histogram_png, scatter_figure
+
+    rng = np.random.default_rng(1)
+    gold, predicted = rng.random(200_000), rng.random(200_000).astype(np.float32)
+    fig = scatter_figure(predicted, gold, "big split")
+    offsets = fig.axes[0].collections[0].get_offsets()
+    assert len(offsets) == SCATTER_POINTS  # the figure's cost does not grow with the split
+    assert "20,000 of 200,000 pairs" in fig.axes[0].get_title()
+    again = scatter_figure(predicted, gold, "big split").axes[0].collections[0].get_offsets()
+    assert np.array_equal(offsets, again)  # seeded: the same split gives the same picture
+    small = scatter_figure(predicted[:500], gold[:500], "small split").axes[0].collections[0]
+    assert len(small.get_offsets()) == 500 and small.axes.get_title() == "small split"
+    png = histogram_png(
+        predicted, (gold > 0.5).astype(np.int64), {0: "no", 1: "yes"}, tmp_path / "h.png", "h"
+    )
+    assert png.stat().st_size > 0
