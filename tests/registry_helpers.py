@@ -19,6 +19,7 @@ from simpair.local_stack import free_port, mlflow_server_argv
 from simpair.models import ModelMetadata, save_tiny_model
 
 MLFLOW_BIN = Path(sys.executable).with_name("mlflow")
+HEALTHY_WITHIN = 240.0  # seconds for a fresh mlflow server to answer /health
 
 
 def tiny_model(path: Path, home: Path, task: str = "paraphrase", kind: str = "cross", seed: int = 0) -> Path:
@@ -54,7 +55,8 @@ class MlflowServer:
                 env={k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"},
             )
         self.url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 90
+        # generous: a loaded 2-core machine has taken over 90 s to import and start the server
+        deadline = time.monotonic() + HEALTHY_WITHIN
         while True:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"mlflow server exited early: {log_path.read_text()[-2000:]}")
@@ -66,7 +68,7 @@ class MlflowServer:
                 pass
             if time.monotonic() > deadline:
                 self.kill()
-                raise TimeoutError(f"mlflow server on {self.url} not healthy after 90 s")
+                raise TimeoutError(f"mlflow server on {self.url} not healthy after {HEALTHY_WITHIN:.0f} s")
             time.sleep(0.5)
 
     def kill(self) -> None:

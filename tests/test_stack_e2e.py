@@ -55,7 +55,7 @@ from simpair import local_stack, settings
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
 
-NIGHT_TIMEOUT = 480.0
+NIGHT_TIMEOUT = 900.0  # an upper bound: about 3 min idle, over 8 min with the cores shared
 # How often each worker asks the server for runs. Every poll is server work: two workers polling each
 # second cost the SQLite-backed server about 8 s of CPU a minute (2.4 s a minute with none; 2026-11-26),
 # one to two minutes of CPU over this module; every 3 s costs a third of that, a run waits 1.5 s longer.
