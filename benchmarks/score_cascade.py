@@ -41,20 +41,9 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
-from common import BATCH, MAX_LENGTH, RESULTS_DIR, SHARED, msrp_test_pairs, sentence_pool
+from common import BATCH, MAX_LENGTH, RESULTS_DIR, SHARED, msrp_test_pairs, sentence_pool, stsb_sentences
 
 RESULTS = RESULTS_DIR / "score_cascade.json"
-
-
-def stsb_sentences(shared: Path) -> list[str]:
-    """STS-B sentences of every split (tab-separated, quoting off; some lines carry extra fields)."""
-    out: list[str] = []
-    for name in ("sts-train.csv", "sts-dev.csv", "sts-test.csv"):
-        for line in (shared / "stsb" / name).read_text(encoding="utf-8-sig").splitlines():
-            fields = line.split("\t")
-            if len(fields) >= 7:
-                out += [t.strip() for t in fields[5:7] if t.strip()]
-    return out
 
 
 def cascade_dir(args: argparse.Namespace, work: Path) -> Path:
