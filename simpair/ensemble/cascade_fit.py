@@ -8,17 +8,13 @@ the band. The band is the narrowest one whose decisions differ from the full cro
 
 from __future__ import annotations
 
-import json
-import shutil
 import tempfile
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
-from simpair.atomic import atomic_path
 from simpair.ensemble.backbone_member import is_zero_shot, zero_shot_members
 from simpair.ensemble.cascade import (
     BI,
@@ -29,7 +25,7 @@ from simpair.ensemble.cascade import (
     compare_with_cross,
     fit_band,
 )
-from simpair.ensemble.fit import _merge_versions, dev_split_of, shared_dev_frame
+from simpair.ensemble.fit import _merge_versions, dev_split_of, shared_dev_frame, write_composite
 from simpair.evaluation.binary_classification import best_threshold, binary_metrics
 from simpair.models.metadata import ModelMetadata
 from simpair.models.predictor import Predictor
@@ -161,27 +157,15 @@ def _fit(
     for d, m in zip(dirs, metas, strict=True):
         if m.train_pairs_file and (d / m.train_pairs_file).is_file():
             train_pairs.update(line for line in (d / m.train_pairs_file).read_text().splitlines() if line)
-    _write(out_dir, dirs, bi_meta, spec, meta, metrics, dev["pair_id"].to_list(), sorted(train_pairs))
+    write_composite(
+        out_dir,
+        dirs,
+        spec,
+        meta,
+        metrics,
+        dev["pair_id"].to_list(),
+        sorted(train_pairs),
+        # the bi member's calibration, when the cascade fitted it
+        after_copy=lambda tmp: bi_meta.write(tmp / spec.members[BI]),
+    )
     return out_dir
-
-
-def _write(
-    out_dir: Path,
-    member_dirs: Sequence[Path],
-    bi_meta: ModelMetadata,
-    spec: CascadeSpec,
-    meta: ModelMetadata,
-    metrics: dict[str, Any],
-    dev_ids: list[str],
-    train_pairs: list[str],
-) -> None:
-    """Temp directory + rename, as for every model directory: a crash never leaves half a cascade."""
-    with atomic_path(out_dir, directory=True) as tmp:
-        for rel, src in zip(spec.members, member_dirs, strict=True):
-            shutil.copytree(src, tmp / rel)
-        bi_meta.write(tmp / spec.members[BI])  # its calibration, when the cascade fitted it
-        spec.write(tmp)
-        meta.write(tmp)
-        (tmp / "metrics.json").write_text(json.dumps(metrics, indent=2, sort_keys=True) + "\n")
-        (tmp / "dev_pair_ids.txt").write_text("\n".join(dev_ids) + "\n")
-        (tmp / "train_pairs.txt").write_text("\n".join(train_pairs) + ("\n" if train_pairs else ""))

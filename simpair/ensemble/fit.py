@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import shutil
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
@@ -237,23 +237,28 @@ def _fit_stack(
     for d, m in zip(member_dirs, metas, strict=True):
         if m.train_pairs_file and (d / m.train_pairs_file).is_file():
             train_pairs.update(line for line in (d / m.train_pairs_file).read_text().splitlines() if line)
-    _write(out_dir, member_dirs, spec, meta, metrics, dev["pair_id"].to_list(), sorted(train_pairs))
+    write_composite(out_dir, member_dirs, spec, meta, metrics, dev["pair_id"].to_list(), sorted(train_pairs))
     return out_dir
 
 
-def _write(
+def write_composite(
     out_dir: Path,
     member_dirs: Sequence[Path],
-    spec: StackSpec,
+    spec: Any,
     meta: ModelMetadata,
     metrics: dict[str, Any],
     dev_ids: list[str],
     train_pairs: list[str],
+    after_copy: Callable[[Path], None] | None = None,
 ) -> None:
-    """Temp directory + rename, as for every model directory: a crash never leaves half a stack."""
+    """A stack's or cascade's directory (members copied under `spec.members`, then `after_copy(tmp)`,
+    the spec, metadata, metrics and pair lists), through a temp directory and a rename, as for every
+    model directory: a crash never leaves half a composite model."""
     with atomic_path(out_dir, directory=True) as tmp:
         for rel, src in zip(spec.members, member_dirs, strict=True):
             shutil.copytree(src, tmp / rel)
+        if after_copy is not None:
+            after_copy(tmp)
         spec.write(tmp)
         meta.write(tmp)
         (tmp / "metrics.json").write_text(json.dumps(metrics, indent=2, sort_keys=True) + "\n")
