@@ -10,7 +10,8 @@ as it is, or the first kept with the copies' mean score; the comparison runs ins
 Dictionaries of keys grow with the dataset, so instead each rule runs in two passes over the
 candidate parts, both through `simpair.ingest.spill`:
 1. a 64-bit hash of every row's key, hash-partitioned on disk (about 20 bytes a row): a key whose
-   hash is unique in its bucket occurs once, so only rows with a repeated hash are candidates;
+   hash is unique in its bucket occurs once, so only rows with a repeated hash are candidates (both
+   rules' hashes come from one read of the parts while they fit one bucket);
 2. the exact texts of the candidates only (usually a few percent of the rows), partitioned again,
    where one window expression finds the first copy of every exact key.
 The hash only ever rules rows out; every rejection is decided on the exact texts.
@@ -88,6 +89,8 @@ def _exact(
     folder: Path,
 ) -> Iterator[pl.DataFrame]:  # fmt: skip
     """The candidate rows with their exact key columns, bucket by bucket (equal keys share a bucket)."""
+    if cand.height == 0:  # no hash repeats: nothing to compare, and no need to read the parts again
+        return
     query = scan.filter(_position().is_in(cand["pos"].implode())).select(_position(), *columns)
     k = spill.bucket_count(cand.height, bucket_rows)
     for _, rows in spill.buckets(query, key, k, folder):
@@ -209,9 +212,23 @@ def find_duplicates(
     removed = [_NO_ROWS]
     updates: list[pl.DataFrame] = []
     counts: list[pl.DataFrame] = []
-    if parts and checks.drop_exact_duplicates:
+    # Both rules' hashes come from one read of the parts. The pair-id candidates are found over every
+    # row and the duplicate pairs dropped afterwards: a hash repeated only with a dropped row leaves
+    # its row alone in its exact key, so the rule decides as it would over the kept rows alone.
+    hashes = {
+        name: expr
+        for name, expr, on in (
+            ("pair_hash", _pair_hash(contract), checks.drop_exact_duplicates),
+            ("id_hash", pl.struct(_ID_KEY).hash(13), checks.unique_pair_ids),
+        )
+        if on and parts
+    }
+    hashed = scan.select(_position(), *(expr.alias(name) for name, expr in hashes.items()))
+    found = spill.repeated_each(hashed, list(hashes), k, work / "h") if hashes else []
+    repeated = dict(zip(hashes, found, strict=True))
+    if "pair_hash" in repeated:
         columns = [*_pair_columns(contract), *_label_columns(contract)]
-        cand = spill.repeated(scan.select(_position(), _pair_hash(contract).alias("h")), k, work / "ph")
+        cand = repeated["pair_hash"]
         rule = contract.duplicates.conflicting_labels
         for number, rows in enumerate(_exact(scan, columns, cand, _PAIR_KEY, bucket_rows, work / "p")):
             copies = _pair_copies(rows, rule)
@@ -223,9 +240,8 @@ def find_duplicates(
             removed += [copies.plain.select("pos"), copies.conflicting.select("pos")]
             updates.append(copies.updates)
             counts.append(copies.counts)
-    if parts and checks.unique_pair_ids:
-        kept = scan.select(_position(), *_ID_KEY).join(pl.concat(removed).lazy(), on="pos", how="anti")
-        cand = spill.repeated(kept.select("pos", pl.struct(_ID_KEY).hash(13).alias("h")), k, work / "ih")
+    if "id_hash" in repeated:
+        cand = repeated["id_hash"].join(pl.concat(removed), on="pos", how="anti")
         id_columns = [pl.col(c) for c in _ID_KEY]
         for number, rows in enumerate(_exact(scan, id_columns, cand, _ID_KEY, bucket_rows, work / "i")):
             dups = _later_copies(rows, _ID_KEY)

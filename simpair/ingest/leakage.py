@@ -106,6 +106,8 @@ def compute_leakage(catalog: Catalog, bucket_rows: int = spill.BUCKET_ROWS) -> p
         k = spill.bucket_count(rows, bucket_rows * 8)
         hashed = scan.select("pos", spill.pair_hash("text_a", "text_b", 17).alias("h"))
         cand = spill.repeated(hashed, k, work / "h")
+        if cand.height == 0:  # no pair occurs twice anywhere: no need to read the texts again
+            return empty
         found = scan.filter(pl.col("pos").is_in(cand["pos"].implode())).select(
             "dataset", "split", "trains", "evaluates", "pair_id", *sorted_texts("text_a", "text_b")
         )

@@ -75,12 +75,33 @@ def repeated(hashed: pl.LazyFrame, k: int, folder: Path) -> pl.DataFrame:
     A key whose hash occurs once occurs once, so only these rows can share an exact key: the exact
     comparison then reads the texts of these rows alone. Costs about 20 bytes a row on disk.
     """
-    found = [
-        rows.filter(pl.col("h").is_duplicated()).select("pos")
-        for _, rows in buckets(hashed, ["h"], k, folder)
-    ]
+    found = [_repeated_hashes(rows) for _, rows in buckets(hashed, ["h"], k, folder)]
     shutil.rmtree(folder, ignore_errors=True)
     return pl.concat(found) if found else pl.DataFrame(schema={"pos": pl.Int64})
+
+
+def repeated_each(hashed: pl.LazyFrame, columns: Sequence[str], k: int, folder: Path) -> list[pl.DataFrame]:
+    """`repeated` for each of several hash `columns` of `hashed` (with `pos`), in that order.
+
+    Where the input fits one bucket (k == 1), the input is read once for all of them; larger inputs
+    are partitioned once per hash, since rows equal on one hash need not be on another.
+    """
+    if k == 1:
+        rows = hashed.collect()
+        return [_repeated_hashes(rows.select("pos", pl.col(c).alias("h"))) for c in columns]
+    found = [repeated(hashed.select("pos", pl.col(c).alias("h")), k, folder / c) for c in columns]
+    shutil.rmtree(folder, ignore_errors=True)
+    return found
+
+
+def _repeated_hashes(rows: pl.DataFrame) -> pl.DataFrame:
+    """The `pos` of rows whose `h` occurs more than once, in no particular order.
+
+    Sorting the hashes and comparing neighbours costs half the CPU of `is_duplicated`'s hash table
+    (2M hashes, 2 cores, 2026-11-26: 0.25 s against 0.53 s).
+    """
+    h = pl.col("h")
+    return rows.sort("h").filter((h == h.shift(1)) | (h == h.shift(-1))).select("pos")
 
 
 def pair_hash(
