@@ -157,12 +157,18 @@ def test_profile_gate_takes_canaries_and_refuses_unknown_keys(tmp_path: Path) ->
     policy = load_profile(profile).tasks["sts"].gate
     assert policy.canaries == [Canary(dataset="msrp", split="test", metric=None, margin=0.02)]
     assert GatePolicy.default("sts").canaries == []  # a profile without canaries gets none
-    default = load_profile("default").tasks  # the shipped profile guards the STS model off its domain
+    default = load_profile("default").tasks  # the shipped profile guards both models off their domain
     assert default["sts"].gate.canaries == [Canary(dataset="msrp", split="test", metric=None, margin=0.02)]
-    assert default["paraphrase"].gate.canaries == []  # off until its WiSE-FT choice is measured
-    # and chooses each model's WiSE-FT alpha on canaries that are never test splits
-    choice = {t: [(c.dataset, c.split) for c in default[t].wise_ft.canaries] for t in default}
-    assert choice == {"paraphrase": [("stsb", "dev")], "sts": [("msrp", "train")]}
+    assert default["paraphrase"].gate.canaries == [
+        Canary(dataset="stsb", split="test", metric=None, margin=0.02)
+    ]
+    # the paraphrase model keeps the backbone's ranking by stacking with its cosine (no WiSE-FT walk);
+    # the STS model chooses its WiSE-FT alpha on canaries that are never test splits
+    assert (
+        default["paraphrase"].config.name == "msrp-cross-backbone.yaml"
+        and default["paraphrase"].wise_ft is None
+    )
+    assert [(c.dataset, c.split) for c in default["sts"].wise_ft.canaries] == [("msrp", "train")]
     profile.write_text(profile.read_text().replace("split: test}", "split: test, margn: 0.1}"))
     with pytest.raises(ValueError, match=r"(?s)p\.yaml: invalid nightly profile.*margn"):
         load_profile(profile)
