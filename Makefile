@@ -61,7 +61,7 @@ stack-restart:
 # it in one process.
 TEST_WORKERS ?= 2
 test: lint
-	$(BIN)/python -m pytest -q --timeout=900 --durations=15 $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder)
+	$(BIN)/python -m pytest -q --timeout=900 --durations=30 $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder)
 
 test-fast: install
 	$(BIN)/python -m pytest -q -m "not slow and not integration"

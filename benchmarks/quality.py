@@ -69,7 +69,7 @@ def _cpu_model() -> str:
 def _record(
     name: str, model_dir: Path, home: Path, command: str, wall: float | None, splits: list[str] | None = None
 ) -> dict[str, Any]:
-    from simpair.evaluate import evaluate_model
+    from simpair.evaluation.splits import evaluate_model
     from simpair.training import TrainConfig
 
     config = TrainConfig.from_yaml(model_dir / "train_config.yaml")
@@ -301,7 +301,7 @@ def _record_combined(
 ) -> None:
     """Evaluate a model made from trained members (stack, soup) on the first member's evaluate_on splits;
     its wall time is the members' training wall times plus the combining."""
-    from simpair.evaluate import evaluate_model
+    from simpair.evaluation.splits import evaluate_model
     from simpair.training import TrainConfig
 
     configs = [TrainConfig.from_yaml(m / "train_config.yaml") for m in member]
@@ -528,7 +528,7 @@ def groups(
     label: Annotated[list[str] | None, typer.Option(help="row name per --member, in order")] = None,
 ) -> None:
     """Spearman (or accuracy) of each model per group of pairs of one split, e.g. STS-B dev per genre."""
-    from simpair.evaluate import evaluate_model
+    from simpair.evaluation.splits import evaluate_model
 
     dataset, _, split_name = split.partition("/")
     results = _load()

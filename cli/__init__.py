@@ -1,4 +1,4 @@
-"""The `simpair` command line: one typer app, each stage registers its own commands.
+"""The `simpair` command line: one typer app; `cli/<command>_cmd.py` holds each command (or family).
 
 The command line sets its own quiet defaults, before anything imports Prefect or Hugging Face, so it
 behaves the same with or without the Makefile: no Hub downloads, no tokenizer fork warnings, no
@@ -22,13 +22,19 @@ from typing import Annotated  # noqa: E402
 import typer  # noqa: E402
 
 from simpair.cli import (  # noqa: E402
+    cascade_cmd,
     contract_cmd,
     encode_cmd,
-    ensemble_cmd,
+    evaluate_cmd,
     ingest_cmd,
     mine_cmd,
-    registry_cmd,
+    models_cmd,
+    nightly_cmd,
+    predict_cmd,
+    pretokenize_cmd,
     score_cmd,
+    soup_cmd,
+    stack_cmd,
     train_cmd,
 )
 from simpair.cli.failures import SimpairTyper, set_debug  # noqa: E402
@@ -56,12 +62,19 @@ def main(
     set_debug(debug)
 
 
+# The order here is the order of `simpair --help` (command groups such as `contract` and `models` last).
 for module in (
     ingest_cmd,
     contract_cmd,
+    pretokenize_cmd,
     train_cmd,
-    ensemble_cmd,
-    registry_cmd,
+    evaluate_cmd,
+    predict_cmd,
+    cascade_cmd,
+    stack_cmd,
+    soup_cmd,
+    models_cmd,
+    nightly_cmd,
     score_cmd,
     encode_cmd,
     mine_cmd,

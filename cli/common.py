@@ -1,11 +1,14 @@
 """Options and helpers every `simpair` command module shares: home, jobs, --set, splits, models.
 
-They turn the domain's `ValueError`/`LookupError` into typer's usage errors, so a bad value prints one
-line naming the option, and print evaluation tables the same way everywhere.
+An option that two commands mean the same way (`--home`, `--model`, `--no-prefect`, `--json` ...) is
+declared here once, so it is spelled and explained the same everywhere. The helpers turn the domain's
+`ValueError`/`LookupError` into typer's usage errors, so a bad value prints one line naming the
+option, and print evaluation tables the same way everywhere.
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -27,8 +30,43 @@ BackendOption = Annotated[
     typer.Option(help="Forward pass: auto (ONNX Runtime on CPU when installed, else torch), torch, or onnx."),
 ]
 HomeOption = Annotated[
-    Path | None, typer.Option(help="Pipeline home. Default: $SIMPAIR_HOME, else .simpair/ in the checkout.")
+    Path | None,
+    typer.Option(
+        help="Pipeline home (data, models, registry). Default: $SIMPAIR_HOME, else .simpair/ in the checkout."
+    ),
 ]
+SourcesOption = Annotated[
+    str | None,
+    typer.Option(
+        help="Folder or fsspec URL (s3://bucket/raw) with the raw files. "
+        "Default: $SIMPAIR_SOURCES, else ../shared/data."
+    ),
+]
+ModelOption = Annotated[str | None, typer.Option(help="Model directory or registry ref. Default: newest.")]
+BiEncoderOption = Annotated[str, typer.Option(help="Bi-encoder: name@alias, name/version or a model folder.")]
+ProfileOption = Annotated[
+    str, typer.Option("--profile", help="Nightly profile: default | smoke | path to YAML.")
+]
+NoPrefectOption = Annotated[
+    bool,
+    typer.Option(
+        "--no-prefect", help="Run in this process without Prefect: no flow run, no server, no artifact."
+    ),
+]
+JsonOutOption = Annotated[Path | None, typer.Option("--json", help="Also write the summary as JSON here.")]
+SentenceColumnOption = Annotated[str, typer.Option(help="Column holding the sentences.")]
+IdColumnOption = Annotated[
+    str | None, typer.Option(help="Column identifying each row (default: the row number).")
+]
+ModelDirOutOption = Annotated[Path | None, typer.Option(help="Output model directory.")]
+EvaluateAfterOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        help="Evaluate on DATASET/SPLIT afterwards (repeatable). Default with --config: evaluate_on."
+    ),
+]
+
+EXIT_NO_MODEL = 4  # score, mine, encode: the model reference resolves to nothing in the registry
 
 
 def parse_sets(values: list[str] | None) -> dict[str, Any]:
@@ -148,6 +186,47 @@ def print_transfer(console: Console, report: Any, run_id: str) -> None:
     elif report.wise_ft_note:
         console.print(f"no WiSE-FT path: {report.wise_ft_note}")
     console.print(f"report: {report.out_dir}/transfer.md  (MLflow run {run_id})")
+
+
+def train_combined_from_config(
+    config: Path,
+    home: Path,
+    sets: list[str] | None,
+    jobs: int,
+    out: Path | None,
+    splits: list[tuple[str, str]],
+    combine: str | None,
+) -> None:
+    """`simpair stack`, `soup` and `cascade` with `--config`: train the members, combine, print."""
+    from simpair.ensemble.train import MemberFailed, train_stack_file
+
+    overrides = parse_sets(sets)
+    try:
+        result = train_stack_file(config, home, overrides, jobs, out, combine=combine)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--config") from exc
+    except MemberFailed as exc:
+        Console(stderr=True).print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(1) from exc
+    print_combined(Console(), result.model_dir, home, splits or result.evaluate_on)
+
+
+def print_combined(console: Console, target: Path, home: Path, splits: list[tuple[str, str]]) -> None:
+    """The stack's, soup's or cascade's directory and dev metrics, then its evaluation on `splits`."""
+    console.print(f"model: {target}", soft_wrap=True)
+    metrics = json.loads((target / "metrics.json").read_text())
+    console.print_json(
+        json.dumps(
+            {
+                "dev": metrics["dev"],
+                "members": metrics.get("members_dev") or metrics.get("soup") or metrics.get("cascade"),
+            }
+        )
+    )
+    if splits:
+        from simpair.evaluation.splits import evaluate_model
+
+        print_eval(console, evaluate_model(target, home, splits))
 
 
 def validation_message(exc: ValidationError) -> str:

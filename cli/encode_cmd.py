@@ -9,7 +9,15 @@ import typer
 from pydantic import ValidationError
 from rich.console import Console
 
-from simpair.cli.common import BackendOption, validation_message
+from simpair.cli.common import (
+    EXIT_NO_MODEL,
+    BackendOption,
+    BiEncoderOption,
+    HomeOption,
+    IdColumnOption,
+    SentenceColumnOption,
+    validation_message,
+)
 from simpair.cli.store_options import (
     EmbeddingMemoryOption,
     EmbeddingStoreOption,
@@ -20,63 +28,57 @@ from simpair.mining.encoder import DEFAULT_STORE_MEMORY_MB
 from simpair.mining.sentences import DEFAULT_BATCH_ROWS
 from simpair.runtime.options import DEFAULT_BATCH_SIZE, RuntimeOptions
 
-EXIT_NO_MODEL = 4
-MODEL_HELP = "name@alias, name/version or a model folder (a bi-encoder)"
+
+def encode(
+    model: BiEncoderOption,
+    input: Annotated[Path, typer.Option(help="Parquet file with one sentence per row.")],
+    output: Annotated[Path, typer.Option(help="Parquet file to write (id, text, embedding).")],
+    column: SentenceColumnOption = "text",
+    id_column: IdColumnOption = None,
+    batch_size: SentenceBatchOption = DEFAULT_BATCH_SIZE,
+    batch_rows: Annotated[
+        int, typer.Option(min=1, help="Rows read, encoded and written at a time (bounds memory).")
+    ] = DEFAULT_BATCH_ROWS,
+    threads: Annotated[int | None, typer.Option(min=1, help="Torch threads (default: the CPUs).")] = None,
+    backend: BackendOption = "auto",
+    embedding_store: EmbeddingStoreOption = True,
+    embedding_cache: OutputCacheOption = None,
+    embedding_memory_mb: EmbeddingMemoryOption = DEFAULT_STORE_MEMORY_MB,
+    home: HomeOption = None,
+) -> None:
+    """Write every sentence's embedding (fixed-size float32 list) to Parquet, streamed by row batches."""
+    from simpair.mining.encode import encode_file
+    from simpair.model_ref import resolve_model_ref
+    from simpair.runtime.embedding_store import store_line
+    from simpair.settings import home_dir
+
+    console = Console()
+    try:  # before the model resolves, so a wrong combination is a usage error
+        runtime = RuntimeOptions(
+            batch_size=batch_size, threads=threads, backend=backend, embedding_store=embedding_store,
+            embedding_cache=embedding_cache, embedding_memory_mb=embedding_memory_mb,
+        )  # fmt: skip
+    except ValidationError as exc:
+        raise typer.BadParameter(validation_message(exc)) from None
+    try:
+        ref = resolve_model_ref(model, home_dir(home))
+    except LookupError as exc:
+        console.print(f"[red]no model:[/] {exc}")
+        raise typer.Exit(EXIT_NO_MODEL) from None
+    summary = encode_file(
+        input, output, ref, column=column, id_column=id_column, batch_rows=batch_rows, runtime=runtime
+    )
+    console.print(
+        f"encoded {summary.encoded} of {summary.rows} rows with {summary.model} "
+        f"({summary.dims} dims) into {summary.output} in {summary.seconds:.1f}s"
+    )
+    if summary.rejects:
+        console.print(f"[yellow]{summary.rejected} rows rejected[/] (reasons in {summary.rejects})")
+    store = store_line(summary)
+    if store:
+        console.print(f"embedding store: {store}")
 
 
 def register(app: typer.Typer) -> None:
-    """Add this stage's commands to the top-level app."""
-
-    @app.command("encode")
-    def encode(
-        model: Annotated[str, typer.Option(help=MODEL_HELP)],
-        input: Annotated[Path, typer.Option(help="Parquet file with one sentence per row.")],
-        output: Annotated[Path, typer.Option(help="Parquet file to write (id, text, embedding).")],
-        column: Annotated[str, typer.Option(help="Column holding the sentences.")] = "text",
-        id_column: Annotated[
-            str | None, typer.Option(help="Column identifying each row (default: the row number).")
-        ] = None,
-        batch_size: SentenceBatchOption = DEFAULT_BATCH_SIZE,
-        batch_rows: Annotated[
-            int, typer.Option(min=1, help="Rows read, encoded and written at a time (bounds memory).")
-        ] = DEFAULT_BATCH_ROWS,
-        threads: Annotated[int | None, typer.Option(min=1, help="Torch threads (default: the CPUs).")] = None,
-        backend: BackendOption = "auto",
-        embedding_store: EmbeddingStoreOption = True,
-        embedding_cache: OutputCacheOption = None,
-        embedding_memory_mb: EmbeddingMemoryOption = DEFAULT_STORE_MEMORY_MB,
-        home: Annotated[
-            Path | None, typer.Option(help="Pipeline home (registry). Default: $SIMPAIR_HOME.")
-        ] = None,
-    ) -> None:
-        """Write every sentence's embedding (fixed-size float32 list) to Parquet, streamed by row batches."""
-        from simpair.mining.encode import encode_file
-        from simpair.model_ref import resolve_model_ref
-        from simpair.runtime.embedding_store import store_line
-        from simpair.settings import home_dir
-
-        console = Console()
-        try:  # before the model resolves, so a wrong combination is a usage error
-            runtime = RuntimeOptions(
-                batch_size=batch_size, threads=threads, backend=backend, embedding_store=embedding_store,
-                embedding_cache=embedding_cache, embedding_memory_mb=embedding_memory_mb,
-            )  # fmt: skip
-        except ValidationError as exc:
-            raise typer.BadParameter(validation_message(exc)) from None
-        try:
-            ref = resolve_model_ref(model, home_dir(home))
-        except LookupError as exc:
-            console.print(f"[red]no model:[/] {exc}")
-            raise typer.Exit(EXIT_NO_MODEL) from None
-        summary = encode_file(
-            input, output, ref, column=column, id_column=id_column, batch_rows=batch_rows, runtime=runtime
-        )
-        console.print(
-            f"encoded {summary.encoded} of {summary.rows} rows with {summary.model} "
-            f"({summary.dims} dims) into {summary.output} in {summary.seconds:.1f}s"
-        )
-        if summary.rejects:
-            console.print(f"[yellow]{summary.rejected} rows rejected[/] (reasons in {summary.rejects})")
-        store = store_line(summary)
-        if store:
-            console.print(f"embedding store: {store}")
+    """Add `simpair encode` to the top-level app."""
+    app.command("encode")(encode)

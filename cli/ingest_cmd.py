@@ -1,4 +1,4 @@
-"""CLI commands for the ingest stage.
+"""CLI command `simpair ingest`: raw sources into versioned, validated Parquet.
 
 The flow import is deferred into the command so `simpair --help` and `--no-prefect` runs never pay
 for importing Prefect (and `simpair/` itself stays Prefect-free at import time).
@@ -16,6 +16,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from simpair.cli.common import HomeOption, NoPrefectOption, SourcesOption
 from simpair.cli.failures import debug_enabled, quiet_prefect_console
 from simpair.ingest.report import IngestReport, summary_renderable
 
@@ -46,56 +47,43 @@ def _run(sources: str | None, home: Path | None, contracts: Path | None, no_pref
             from simpair.ingest import run_ingest
 
             return run_ingest(sources, home, contracts)
-        from simpair.flows.ingest import run as run_flow  # noqa: PLC0415 - Prefect only when wanted
+        from simpair.flows.launch import ingest as run_flow  # noqa: PLC0415 - Prefect only when wanted
 
         quiet_prefect_console()
         return run_flow(sources, home, contracts)
 
 
+def ingest(
+    sources: SourcesOption = None,
+    home: HomeOption = None,
+    contracts: Annotated[
+        Path | None,
+        typer.Option(
+            help="Folder of data contracts (YAML). Default: $SIMPAIR_CONTRACTS, else data_contracts/."
+        ),
+    ] = None,
+    no_prefect: NoPrefectOption = False,
+    report_json: Annotated[
+        Path | None, typer.Option("--report-json", help="Also write the run report as JSON to this file.")
+    ] = None,
+) -> None:
+    """Ingest raw sources (TSV/CSV, Parquet, JSON Lines; .gz/.zst) into versioned, validated Parquet.
+
+    Lossless: every record is a clean row or a quarantined row with its reason.
+
+    Exits 1 if any source, contract or the leakage report failed (one `error:` line each on stderr,
+    naming the file); the other sources are still ingested.
+    """
+    report = _run(sources, home, contracts, no_prefect)
+    Console(width=max(Console().width, 160)).print(summary_renderable(report))
+    if report_json is not None:
+        report_json.write_text(json.dumps(report.model_dump(), indent=2) + "\n")
+    for line in report.failure_lines():
+        typer.echo(f"error: {line}", err=True)
+    if not report.ok:
+        raise typer.Exit(code=1)
+
+
 def register(app: typer.Typer) -> None:
-    """Add this stage's commands to the top-level app."""
-
-    @app.command("ingest")
-    def ingest(
-        sources: Annotated[
-            str | None,
-            typer.Option(
-                help="Folder or fsspec URL (s3://bucket/raw) with the raw files. "
-                "Default: $SIMPAIR_SOURCES, else ../shared/data."
-            ),
-        ] = None,
-        home: Annotated[
-            Path | None,
-            typer.Option(help="Where the pipeline writes. Default: $SIMPAIR_HOME, else .simpair/."),
-        ] = None,
-        contracts: Annotated[
-            Path | None,
-            typer.Option(
-                help="Folder of data contracts (YAML). Default: $SIMPAIR_CONTRACTS, else data_contracts/."
-            ),
-        ] = None,
-        no_prefect: Annotated[
-            bool,
-            typer.Option(
-                "--no-prefect", help="Call the domain function directly: no Prefect server, no artifact."
-            ),
-        ] = False,
-        report_json: Annotated[
-            Path | None, typer.Option("--report-json", help="Also write the run report as JSON to this file.")
-        ] = None,
-    ) -> None:
-        """Ingest raw sources (TSV/CSV, Parquet, JSON Lines; .gz/.zst) into versioned, validated Parquet.
-
-        Lossless: every record is a clean row or a quarantined row with its reason.
-
-        Exits 1 if any source, contract or the leakage report failed (one `error:` line each on stderr,
-        naming the file); the other sources are still ingested.
-        """
-        report = _run(sources, home, contracts, no_prefect)
-        Console(width=max(Console().width, 160)).print(summary_renderable(report))
-        if report_json is not None:
-            report_json.write_text(json.dumps(report.model_dump(), indent=2) + "\n")
-        for line in report.failure_lines():
-            typer.echo(f"error: {line}", err=True)
-        if not report.ok:
-            raise typer.Exit(code=1)
+    """Add `simpair ingest` to the top-level app."""
+    app.command("ingest")(ingest)

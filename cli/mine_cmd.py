@@ -14,7 +14,16 @@ import typer
 from pydantic import ValidationError
 from rich.console import Console
 
-from simpair.cli.common import BackendOption, validation_message
+from simpair.cli.common import (
+    EXIT_NO_MODEL,
+    BackendOption,
+    BiEncoderOption,
+    HomeOption,
+    IdColumnOption,
+    JsonOutOption,
+    SentenceColumnOption,
+    validation_message,
+)
 from simpair.cli.store_options import (
     EmbeddingMemoryOption,
     EmbeddingStoreOption,
@@ -29,8 +38,6 @@ from simpair.runtime.options import DEFAULT_BATCH_SIZE
 
 if TYPE_CHECKING:
     from simpair.mining.run import MineSummary
-
-EXIT_NO_MODEL = 4
 
 
 def describe(summary: MineSummary) -> str:
@@ -53,92 +60,85 @@ def describe(summary: MineSummary) -> str:
     return f"{read}\n{found}" + (f"\nembedding store: {store}" if store else "")
 
 
+def mine(
+    input: Annotated[Path, typer.Option(help="Parquet file of sentences (the queries).")],
+    output: Annotated[Path, typer.Option(help="Parquet file of pairs to write.")],
+    top_k: Annotated[int, typer.Option(min=1, help="Neighbours kept per sentence.")] = 10,
+    corpus: Annotated[
+        Path | None,
+        typer.Option(help="Search each input sentence in this corpus (default: mine within the input)."),
+    ] = None,
+    threshold: Annotated[
+        float | None, typer.Option(help="Keep pairs with a bi-encoder score >= this.")
+    ] = None,
+    model: BiEncoderOption = DEFAULT_MINE_MODEL,
+    rerank: Annotated[
+        str | None,
+        typer.Option(
+            help="Cross-encoder adding rerank_score to every pair (e.g. simpair-paraphrase@champion)."
+        ),
+    ] = None,
+    column: SentenceColumnOption = "text",
+    id_column: IdColumnOption = None,
+    corpus_column: Annotated[
+        str | None, typer.Option(help="The corpus's text column (default: --column).")
+    ] = None,
+    corpus_id_column: Annotated[
+        str | None, typer.Option(help="The corpus's id column (default: --id-column).")
+    ] = None,
+    index: Annotated[
+        str, typer.Option(help=f"Search: {', '.join(METHODS)} (auto: exact for small pieces, else HNSW).")
+    ] = "auto",
+    max_memory_mb: Annotated[
+        float,
+        typer.Option(min=0.001, help="Memory for corpus vectors and index; larger corpora go in pieces."),
+    ] = DEFAULT_MEMORY_MB,
+    batch_size: SentenceBatchOption = DEFAULT_BATCH_SIZE,
+    threads: Annotated[int | None, typer.Option(min=1, help="Torch and faiss threads.")] = None,
+    backend: BackendOption = "auto",
+    embedding_store: EmbeddingStoreOption = True,
+    embedding_cache: OutputCacheOption = None,
+    embedding_memory_mb: EmbeddingMemoryOption = DEFAULT_STORE_MEMORY_MB,
+    home: HomeOption = None,
+    prefect: Annotated[bool, typer.Option(help="Run as the `mine-pairs` Prefect flow.")] = False,
+    json_out: JsonOutOption = None,
+) -> None:
+    """Find similar sentence pairs (bi-encoder + exact or HNSW search), optionally re-ranked."""
+    console = Console()
+    try:
+        options = MineOptions(
+            top_k=top_k, threshold=threshold, index=index, max_memory_mb=max_memory_mb,
+            batch_size=batch_size, threads=threads, column=column, id_column=id_column,
+            corpus_column=corpus_column, corpus_id_column=corpus_id_column,
+            embedding_store=embedding_store, embedding_cache=embedding_cache,
+            embedding_memory_mb=embedding_memory_mb, backend=backend,
+        )  # fmt: skip
+    except ValidationError as exc:
+        raise typer.BadParameter(validation_message(exc)) from None
+    if index not in METHODS:
+        raise typer.BadParameter(f"--index must be one of {', '.join(METHODS)}; got {index!r}")
+    kwargs = dict(corpus=corpus, model=model, rerank_model=rerank, home=home, options=options)
+    try:
+        if prefect:
+            from simpair.cli.failures import quiet_prefect_console
+            from simpair.flows.launch import mine as run_flow
+
+            quiet_prefect_console()
+            summary = run_flow(input, output, **kwargs)
+        else:
+            from simpair.mining.run import run_mine
+
+            summary = run_mine(input, output, **kwargs)
+    except LookupError as exc:  # registry: no such model/alias
+        console.print(f"[red]no model:[/] {exc}")
+        raise typer.Exit(EXIT_NO_MODEL) from None
+    console.print(describe(summary))
+    if summary.rejects:
+        console.print(f"[yellow]rejected rows[/] (with reasons) in {summary.rejects}")
+    if json_out:
+        json_out.write_text(json.dumps(summary.model_dump(), indent=2) + "\n")
+
+
 def register(app: typer.Typer) -> None:
-    """Add this stage's commands to the top-level app."""
-
-    @app.command("mine")
-    def mine(
-        input: Annotated[Path, typer.Option(help="Parquet file of sentences (the queries).")],
-        output: Annotated[Path, typer.Option(help="Parquet file of pairs to write.")],
-        top_k: Annotated[int, typer.Option(min=1, help="Neighbours kept per sentence.")] = 10,
-        corpus: Annotated[
-            Path | None,
-            typer.Option(help="Search each input sentence in this corpus (default: mine within the input)."),
-        ] = None,
-        threshold: Annotated[
-            float | None, typer.Option(help="Keep pairs with a bi-encoder score >= this.")
-        ] = None,
-        model: Annotated[
-            str, typer.Option(help="Bi-encoder: name@alias, name/version or a model folder.")
-        ] = DEFAULT_MINE_MODEL,
-        rerank: Annotated[
-            str | None,
-            typer.Option(
-                help="Cross-encoder adding rerank_score to every pair (e.g. simpair-paraphrase@champion)."
-            ),
-        ] = None,
-        column: Annotated[str, typer.Option(help="Column holding the sentences.")] = "text",
-        id_column: Annotated[
-            str | None, typer.Option(help="Column identifying each row (default: row number).")
-        ] = None,
-        corpus_column: Annotated[
-            str | None, typer.Option(help="The corpus's text column (default: --column).")
-        ] = None,
-        corpus_id_column: Annotated[
-            str | None, typer.Option(help="The corpus's id column (default: --id-column).")
-        ] = None,
-        index: Annotated[
-            str, typer.Option(help=f"Search: {', '.join(METHODS)} (auto: exact for small pieces, else HNSW).")
-        ] = "auto",
-        max_memory_mb: Annotated[
-            float,
-            typer.Option(min=0.001, help="Memory for corpus vectors and index; larger corpora go in pieces."),
-        ] = DEFAULT_MEMORY_MB,
-        batch_size: SentenceBatchOption = DEFAULT_BATCH_SIZE,
-        threads: Annotated[int | None, typer.Option(min=1, help="Torch and faiss threads.")] = None,
-        backend: BackendOption = "auto",
-        embedding_store: EmbeddingStoreOption = True,
-        embedding_cache: OutputCacheOption = None,
-        embedding_memory_mb: EmbeddingMemoryOption = DEFAULT_STORE_MEMORY_MB,
-        home: Annotated[
-            Path | None, typer.Option(help="Pipeline home (registry). Default: $SIMPAIR_HOME.")
-        ] = None,
-        prefect: Annotated[bool, typer.Option(help="Run as the `mine-pairs` Prefect flow.")] = False,
-        json_out: Annotated[
-            Path | None, typer.Option("--json", help="Also write the summary as JSON here.")
-        ] = None,
-    ) -> None:
-        """Find similar sentence pairs (bi-encoder + exact or HNSW search), optionally re-ranked."""
-        console = Console()
-        try:
-            options = MineOptions(
-                top_k=top_k, threshold=threshold, index=index, max_memory_mb=max_memory_mb,
-                batch_size=batch_size, threads=threads, column=column, id_column=id_column,
-                corpus_column=corpus_column, corpus_id_column=corpus_id_column,
-                embedding_store=embedding_store, embedding_cache=embedding_cache,
-                embedding_memory_mb=embedding_memory_mb, backend=backend,
-            )  # fmt: skip
-        except ValidationError as exc:
-            raise typer.BadParameter(validation_message(exc)) from None
-        if index not in METHODS:
-            raise typer.BadParameter(f"--index must be one of {', '.join(METHODS)}; got {index!r}")
-        kwargs = dict(corpus=corpus, model=model, rerank_model=rerank, home=home, options=options)
-        try:
-            if prefect:
-                from simpair.cli.failures import quiet_prefect_console
-                from simpair.flows.mine import run as run_flow
-
-                quiet_prefect_console()
-                summary = run_flow(input, output, **kwargs)
-            else:
-                from simpair.mining.run import run_mine
-
-                summary = run_mine(input, output, **kwargs)
-        except LookupError as exc:  # registry: no such model/alias
-            console.print(f"[red]no model:[/] {exc}")
-            raise typer.Exit(EXIT_NO_MODEL) from None
-        console.print(describe(summary))
-        if summary.rejects:
-            console.print(f"[yellow]rejected rows[/] (with reasons) in {summary.rejects}")
-        if json_out:
-            json_out.write_text(json.dumps(summary.model_dump(), indent=2) + "\n")
+    """Add `simpair mine` to the top-level app."""
+    app.command("mine")(mine)

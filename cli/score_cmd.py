@@ -17,7 +17,14 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from simpair.cli.common import BackendOption, validation_message
+from simpair.cli.common import (
+    EXIT_NO_MODEL,
+    BackendOption,
+    HomeOption,
+    JsonOutOption,
+    NoPrefectOption,
+    validation_message,
+)
 from simpair.cli.failures import debug_enabled, quiet_prefect_console
 from simpair.cli.store_options import EmbeddingMemoryOption, EmbeddingStoreOption, ScoreCacheOption
 from simpair.runtime.embedding_store import DEFAULT_MEMORY_MB
@@ -27,7 +34,6 @@ from simpair.scoring.options import DEFAULT_CHUNK_ROWS, ScoringOptions
 from simpair.scoring.summary import ScoreSummary, precision_note, store_note
 
 EXIT_LOCKED = 3
-EXIT_NO_MODEL = 4
 EXIT_INT8_REFUSED = 5
 
 
@@ -56,135 +62,126 @@ def summary_table(summary: ScoreSummary) -> Table:
     return table
 
 
-def register(app: typer.Typer) -> None:
-    """Add this stage's commands to the top-level app."""
+def score(
+    inbox: Annotated[
+        str, typer.Option(help="Folder or fsspec URL (s3://..., file://...) of Parquet batches.")
+    ],
+    out: Annotated[Path, typer.Option(help="Output folder: date=YYYY-MM-DD/ outputs, _rejects/, _ledger/.")],
+    model: Annotated[
+        str | None,
+        typer.Option(help="name@alias, name/version or a model folder (default simpair-paraphrase@champion)"),
+    ] = None,
+    home: HomeOption = None,
+    chunk_rows: Annotated[
+        int, typer.Option(min=1, help="Rows per chunk (the unit of resume and fan-out).")
+    ] = (DEFAULT_CHUNK_ROWS),
+    batch_size: Annotated[int, typer.Option(min=1, help="Pairs per forward pass.")] = DEFAULT_BATCH_SIZE,
+    threads: Annotated[
+        int | None, typer.Option(min=1, help="Torch threads per worker. Default: CPUs/workers.")
+    ] = (None),
+    backend: BackendOption = DEFAULT_BACKEND,
+    precision: Annotated[
+        str,
+        typer.Option(
+            help="auto (default: the fastest of fp32, bf16 and int8 that keeps the model's dev "
+            "decisions: at most 0.5% of dev labels flip, dev metric within 0.002; measured once per "
+            "model and cached, see docs/scoring.md), fp32 (scores equal to the fp32 reference), bf16 "
+            "(faster where bf16 is native; not with --backend onnx) or int8 (quantized ONNX Runtime "
+            "graph; refused unless int8 keeps the model's dev metric within 0.005 and flips at most 1% "
+            "of dev labels, see `simpair models int8-check`; not with --backend torch)."
+        ),
+    ] = DEFAULT_PRECISION,
+    embedding_store: EmbeddingStoreOption = True,
+    embedding_cache: ScoreCacheOption = None,
+    embedding_memory_mb: EmbeddingMemoryOption = DEFAULT_MEMORY_MB,
+    rescore: Annotated[
+        bool,
+        typer.Option(
+            help="Also score batches that another model version already scored, with this run's "
+            "pinned version, into _rescored/<model>/<version>/ (their other outputs stay). Each "
+            "version scores a batch once: a second --rescore with the same version skips it."
+        ),
+    ] = False,
+    rescore_days: Annotated[
+        int | None,
+        typer.Option(min=0, help="With --rescore: only batches first claimed at most N days ago."),
+    ] = None,
+    wait: Annotated[
+        float,
+        typer.Option(min=0, help="Seconds to wait if another run holds the output; 0 exits at once."),
+    ] = 0.0,
+    dask_address: Annotated[
+        str | None, typer.Option(help="Run chunks on an existing Dask scheduler.")
+    ] = None,
+    local_cluster: Annotated[
+        int | None, typer.Option(min=1, help="Run chunks on a Dask LocalCluster of N worker processes.")
+    ] = None,
+    no_prefect: NoPrefectOption = False,
+    json_out: JsonOutOption = None,
+) -> None:
+    """Score every new batch in the inbox exactly once with one pinned model (once per model
+    version: --rescore scores batches another version scored again)."""
+    from simpair.runtime.int8_guard import Int8Refused
+    from simpair.scoring.lock import RunLocked
 
-    @app.command("score")
-    def score(
-        inbox: Annotated[
-            str, typer.Option(help="Folder or fsspec URL (s3://..., file://...) of Parquet batches.")
-        ],
-        out: Annotated[
-            Path, typer.Option(help="Output folder: date=YYYY-MM-DD/ outputs, _rejects/, _ledger/.")
-        ],
-        model: Annotated[
-            str | None,
-            typer.Option(
-                help="name@alias, name/version or a model folder (default simpair-paraphrase@champion)"
-            ),
-        ] = None,
-        home: Annotated[
-            Path | None, typer.Option(help="Pipeline home (registry). Default: $SIMPAIR_HOME.")
-        ] = None,
-        chunk_rows: Annotated[
-            int, typer.Option(min=1, help="Rows per chunk (the unit of resume and fan-out).")
-        ] = (DEFAULT_CHUNK_ROWS),
-        batch_size: Annotated[int, typer.Option(min=1, help="Pairs per forward pass.")] = DEFAULT_BATCH_SIZE,
-        threads: Annotated[
-            int | None, typer.Option(min=1, help="Torch threads per worker. Default: CPUs/workers.")
-        ] = (None),
-        backend: BackendOption = DEFAULT_BACKEND,
-        precision: Annotated[
-            str,
-            typer.Option(
-                help="fp32 (default: scores equal to the fp32 reference), bf16 (opt-in, faster where "
-                "bf16 is native; moves scores by ~1e-3 on average, up to ~2e-2, see docs/scoring.md; "
-                "not with --backend onnx) or int8 (opt-in, quantized ONNX Runtime graph; refused unless "
-                "int8 keeps the model's dev metric within 0.005 and flips at most 1% of dev labels, "
-                "see `simpair models int8-check`; not with --backend torch)."
-            ),
-        ] = DEFAULT_PRECISION,
-        embedding_store: EmbeddingStoreOption = True,
-        embedding_cache: ScoreCacheOption = None,
-        embedding_memory_mb: EmbeddingMemoryOption = DEFAULT_MEMORY_MB,
-        rescore: Annotated[
-            bool,
-            typer.Option(
-                help="Also score batches that another model version already scored, with this run's "
-                "pinned version, into _rescored/<model>/<version>/ (their other outputs stay). Each "
-                "version scores a batch once: a second --rescore with the same version skips it."
-            ),
-        ] = False,
-        rescore_days: Annotated[
-            int | None,
-            typer.Option(min=0, help="With --rescore: only batches first claimed at most N days ago."),
-        ] = None,
-        wait: Annotated[
-            float,
-            typer.Option(min=0, help="Seconds to wait if another run holds the output; 0 exits at once."),
-        ] = 0.0,
-        dask_address: Annotated[
-            str | None, typer.Option(help="Run chunks on an existing Dask scheduler.")
-        ] = None,
-        local_cluster: Annotated[
-            int | None, typer.Option(min=1, help="Run chunks on a Dask LocalCluster of N worker processes.")
-        ] = None,
-        no_prefect: Annotated[
-            bool, typer.Option(help="Run in this process without Prefect (no flow run).")
-        ] = False,
-        json_out: Annotated[
-            Path | None, typer.Option("--json", help="Also write the summary as JSON here.")
-        ] = None,
-    ) -> None:
-        """Score every new batch in the inbox exactly once with one pinned model (once per model
-        version: --rescore scores batches another version scored again)."""
-        from simpair.runtime.int8_guard import Int8Refused
-        from simpair.scoring.lock import RunLocked
+    console = Console()
+    if no_prefect and (dask_address or local_cluster):
+        raise typer.BadParameter("--dask-address/--local-cluster need the Prefect flow (drop --no-prefect)")
+    try:  # before Prefect starts, so a wrong combination is a usage error, not a failed flow run
+        options = ScoringOptions(
+            model=model, home=home, chunk_rows=chunk_rows, batch_size=batch_size, threads=threads,
+            backend=backend, precision=precision, lock_wait=wait, embedding_store=embedding_store,
+            embedding_cache=embedding_cache, embedding_memory_mb=embedding_memory_mb,
+            rescore=rescore, rescore_days=rescore_days,
+        )  # fmt: skip
+    except ValidationError as exc:
+        raise typer.BadParameter(validation_message(exc)) from None
+    try:
+        if no_prefect:
+            from simpair.scoring import score_inbox
 
-        console = Console()
-        if no_prefect and (dask_address or local_cluster):
-            raise typer.BadParameter(
-                "--dask-address/--local-cluster need the Prefect flow (drop --no-prefect)"
+            summary = score_inbox(inbox, out, options=options)
+        else:
+            from simpair.flows.launch import score as run_flow
+
+            quiet_prefect_console()
+
+            summary = run_flow(
+                inbox, out, options=options, dask_address=dask_address, local_cluster=local_cluster
             )
-        try:  # before Prefect starts, so a wrong combination is a usage error, not a failed flow run
-            options = ScoringOptions(
-                model=model, home=home, chunk_rows=chunk_rows, batch_size=batch_size, threads=threads,
-                backend=backend, precision=precision, lock_wait=wait, embedding_store=embedding_store,
-                embedding_cache=embedding_cache, embedding_memory_mb=embedding_memory_mb,
-                rescore=rescore, rescore_days=rescore_days,
-            )  # fmt: skip
-        except ValidationError as exc:
-            raise typer.BadParameter(validation_message(exc)) from None
-        try:
-            if no_prefect:
-                from simpair.scoring import score_inbox
+    except RunLocked as exc:
+        console.print(f"[yellow]not started:[/] {exc}")
+        raise typer.Exit(EXIT_LOCKED) from None
+    except LookupError as exc:  # registry: no such model/alias
+        console.print(f"[red]no model:[/] {exc}")
+        raise typer.Exit(EXIT_NO_MODEL) from None
+    except Int8Refused as exc:  # the parity guard: figures, limits and what to do, in one line
+        if debug_enabled():
+            traceback.print_exception(exc)
+        console.print(f"[red]not started:[/] {escape(str(exc))}", soft_wrap=True)
+        raise typer.Exit(EXIT_INT8_REFUSED) from None
+    console.print(summary_table(summary))
+    if json_out:
+        json_out.write_text(json.dumps(summary.to_dict(), indent=2, default=str) + "\n")
 
-                summary = score_inbox(inbox, out, options=options)
-            else:
-                from simpair.flows.nightly_score import run as run_flow
 
-                quiet_prefect_console()
+def make_sample_inbox(
+    inbox: Annotated[Path, typer.Option(help="Folder to write the sample batches into.")],
+    home: HomeOption = None,
+    dataset: Annotated[
+        list[str] | None, typer.Option(help="Datasets to take (repeatable). Default: all.")
+    ] = None,
+    limit: Annotated[int | None, typer.Option(min=1, help="At most this many pairs per batch.")] = None,
+) -> None:
+    """Build an inbox from the held-out test pairs of ingested datasets, labels dropped."""
+    from simpair.scoring.sample import make_sample_inbox as build
+    from simpair.settings import home_dir
 
-                summary = run_flow(
-                    inbox, out, options=options, dask_address=dask_address, local_cluster=local_cluster
-                )
-        except RunLocked as exc:
-            console.print(f"[yellow]not started:[/] {exc}")
-            raise typer.Exit(EXIT_LOCKED) from None
-        except LookupError as exc:  # registry: no such model/alias
-            console.print(f"[red]no model:[/] {exc}")
-            raise typer.Exit(EXIT_NO_MODEL) from None
-        except Int8Refused as exc:  # the parity guard: figures, limits and what to do, in one line
-            if debug_enabled():
-                traceback.print_exception(exc)
-            console.print(f"[red]not started:[/] {escape(str(exc))}", soft_wrap=True)
-            raise typer.Exit(EXIT_INT8_REFUSED) from None
-        console.print(summary_table(summary))
-        if json_out:
-            json_out.write_text(json.dumps(summary.to_dict(), indent=2, default=str) + "\n")
+    for path in build(home_dir(home), inbox, dataset, limit):
+        typer.echo(str(path))
 
-    @app.command("make-sample-inbox")
-    def make_sample_inbox(
-        inbox: Annotated[Path, typer.Option(help="Folder to write the sample batches into.")],
-        home: Annotated[Path | None, typer.Option(help="Pipeline home with ingested datasets.")] = None,
-        dataset: Annotated[
-            list[str] | None, typer.Option(help="Datasets to take (repeatable). Default: all.")
-        ] = None,
-        limit: Annotated[int | None, typer.Option(min=1, help="At most this many pairs per batch.")] = None,
-    ) -> None:
-        """Build an inbox from the held-out test pairs of ingested datasets, labels dropped."""
-        from simpair.scoring.sample import make_sample_inbox as build
-        from simpair.settings import home_dir
 
-        for path in build(home_dir(home), inbox, dataset, limit):
-            typer.echo(str(path))
+def register(app: typer.Typer) -> None:
+    """Add `simpair score` and `simpair make-sample-inbox` to the top-level app."""
+    app.command("score")(score)
+    app.command("make-sample-inbox")(make_sample_inbox)

@@ -13,8 +13,6 @@ already uses every core torch is given.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from prefect import flow
 
 from simpair.mining.run import (
@@ -78,25 +76,3 @@ def mine_pairs(
     )
     print(f"mined {summary.pairs} pairs ({summary.mode}) with {summary.model} into {summary.output}")
     return summary
-
-
-def run(
-    input: str | Path,
-    output: str | Path,
-    *,
-    corpus: str | Path | None = None,
-    model: str | None = None,
-    rerank_model: str | None = None,
-    home: str | Path | None = None,
-    options: MineOptions | None = None,
-) -> MineSummary:
-    """Run the flow (what `simpair mine --prefect` calls)."""
-    return mine_pairs(
-        input=str(input),
-        output=str(output),
-        corpus=str(corpus) if corpus is not None else None,
-        model=model,
-        rerank=rerank_model,
-        home=str(home) if home is not None else None,
-        options=options,
-    )

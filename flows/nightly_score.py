@@ -8,11 +8,13 @@ process; this flow runs each of its stages as the Prefect task wired below:
     -> finalize-file (one per file, once its chunks are in) -> publish-score-summary
 
 Chunks fan out through whatever task runner the flow runs with: threads by default, a Dask cluster
-with `prefect-dask` (`run(..., dask_address=...)` or `local_cluster=N`). The run lock is held by the
-flow process for the whole run; workers only touch the ledger rows of the chunks they were given.
-Like the pinned model, the precision (`fp32`, or the opt-in `bf16`) is decided once in the flow
-process and handed to every chunk task as an argument, with the runtime part of the `ScoringOptions`
-(`simpair.runtime.RuntimeOptions`), which is how Dask workers receive every setting.
+with `prefect-dask` (`simpair.flows.launch.score(..., dask_address=...)` or `local_cluster=N`). The
+run lock is held by the flow process for the whole run; workers only touch the ledger rows of the
+chunks they were given.
+Like the pinned model, the precision (`auto` from the model's cached verdict, or an explicit one) is
+decided once in the flow process and handed to every chunk task as an argument, with the runtime part
+of the `ScoringOptions` (`simpair.runtime.RuntimeOptions`), which is how Dask workers receive every
+setting.
 
 Each batch is scored once per model version. The `rescore` parameter scores batches that another
 version already scored again with the pinned one; the nightly `profile`'s
@@ -22,14 +24,9 @@ after a promotion (the night's hand-off to scoring; `simpair.scoring.rescore`).
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any
-
 from prefect import flow, runtime
 
 from simpair.model_ref import resolve_model_ref
-from simpair.nightly.profile import load_profile
-from simpair.runtime.loading import default_threads
 from simpair.scoring.chunk import score_chunk
 from simpair.scoring.commit import finalize_file
 from simpair.scoring.inbox import list_inbox
@@ -45,6 +42,7 @@ from simpair.tasks.scoring import (
     hash_file_task,
     list_inbox_task,
     plan_files_task,
+    promotion_rescore_days,
     publish_summary_task,
     score_chunk_task,
     start_run_task,
@@ -65,21 +63,6 @@ AS_TASKS = PrefectStages(
         finish_run: publish_summary_task,  # ledger + the `nightly-score-summary` artifact
     }
 )
-
-
-def promotion_rescore_days(profile: str | None) -> int | None:
-    """The nightly profile's `scoring.rescore_days_after_promotion`; None without a profile.
-
-    A profile that does not load is reported in one line and leaves the option off: tonight's new
-    batches are still scored.
-    """
-    if profile is None:
-        return None
-    try:
-        return load_profile(profile).scoring.rescore_days_after_promotion
-    except (OSError, ValueError) as exc:
-        print(f"nightly profile {profile!r} not read ({exc}); no re-score after a promotion this run")
-        return None
 
 
 @flow(name="nightly-score", log_prints=True)
@@ -107,41 +90,6 @@ def nightly_score(
         f"skipped {summary.files_skipped}, quarantined {summary.files_quarantined}, "
         f"re-scored {summary.files_rescored}; "
         f"{summary.pairs_per_s} pairs/s with {summary.model_name}/{summary.model_version} "
-        f"in {summary.precision}"
+        f"in {summary.precision}" + (f" ({summary.precision_why})" if summary.precision_why else "")
     )
     return summary
-
-
-def run(
-    inbox: str,
-    out: str | Path,
-    model: str | None = None,
-    home: str | Path | None = None,
-    options: ScoringOptions | None = None,
-    *,
-    dask_address: str | None = None,
-    local_cluster: int | None = None,
-    **overrides: Any,
-) -> ScoreSummary:
-    """Run the flow, on a Dask cluster if asked (existing scheduler, or a LocalCluster of N processes).
-
-    `options` (or keyword `overrides` of its fields) say how to score; `model` and `home`, when
-    given, override theirs. The nightly profile is not read here (`profile=None`): a re-score is
-    asked for with `rescore=True` (or `options.rescore_days_after_promotion`).
-    """
-    options = ScoringOptions.build(options, model=model, home=home, **overrides)
-    flow_fn = nightly_score
-    if dask_address or local_cluster:
-        from prefect_dask import DaskTaskRunner
-
-        if dask_address:
-            runner = DaskTaskRunner(address=dask_address)
-        else:
-            assert local_cluster is not None
-            runner = DaskTaskRunner(
-                cluster_kwargs={"n_workers": local_cluster, "processes": True, "threads_per_worker": 1}
-            )
-            if options.threads is None:
-                options = options.model_copy(update={"threads": default_threads(local_cluster)})
-        flow_fn = nightly_score.with_options(task_runner=runner)
-    return flow_fn(inbox=str(inbox), out=str(out), options=options, profile=None)

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 
@@ -39,6 +38,7 @@ from prefect.events.schemas.events import ResourceSpecification
 from prefect.states import Cancelled, Crashed, State
 
 from simpair.nightly import dispatch
+from simpair.nightly.night import PoolTraining
 from simpair.nightly.profile import NightlyProfile, TaskPlan
 from simpair.nightly.summary import Trained
 
@@ -59,14 +59,6 @@ class NoWorkerTookRun(dispatch.PoolRunFailed):
 
     def __init__(self, message: str) -> None:
         super().__init__(message, transient=False)
-
-
-@dataclass(frozen=True)
-class PoolTraining:
-    """A task's `Trained` record, and a note for the summary when it ran elsewhere than on the pool."""
-
-    trained: Trained
-    note: str | None = None
 
 
 def train_on_pool(

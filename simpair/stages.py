@@ -1,6 +1,6 @@
 """How a pipeline's stages run: one protocol, and the runner that runs them here and now.
 
-A job (scoring, mining) is written once as a function that calls its stages through a runner: plain
+A job (ingest, scoring, mining) is written once as a function that calls its stages through a runner: plain
 functions of plain values, each called with keyword arguments. `InProcess` runs each stage in this
 process, in the order asked (`--no-prefect`, Python callers); `simpair.tasks.stages.PrefectStages`
 runs each as its Prefect task in a flow. Both see the same calls in the same order, so a flow run

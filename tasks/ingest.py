@@ -1,29 +1,37 @@
-"""Prefect tasks for ingest: each wraps one domain step from `simpair.ingest`, nothing more.
+"""Prefect tasks for ingest: each wraps one stage of `simpair.ingest.pipeline.run_ingest`, nothing more.
 
-Caching is off on purpose: ingest is already idempotent through its content-addressed versions,
-and a Prefect cache keyed on arguments would skip a run whose *files* changed under the same paths.
+`simpair.tasks.stages.PrefectStages` runs the ingest DAG with each stage as its task here; every task
+takes the same keyword arguments as the stage it wraps. Caching is off on purpose: ingest is already
+idempotent through its content-addressed versions, and a Prefect cache keyed on arguments would skip
+a run whose *files* changed under the same paths.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from uuid import UUID
 
 from prefect import task
 from prefect.artifacts import create_markdown_artifact
 from prefect.cache_policies import NO_CACHE
+from prefect.states import State
 
 from simpair.contracts import Contract
 from simpair.ingest.dataset import ingest_dataset
 from simpair.ingest.parse import FileJob, FileResult, parse_file
-from simpair.ingest.pipeline import load_contracts, safe_leakage
-from simpair.ingest.report import DatasetReport, IngestReport, LeakageReport, summary_markdown
+from simpair.ingest.pipeline import finish_ingest, load_contracts, safe_leakage
+from simpair.ingest.report import (
+    DatasetReport,
+    IngestFailedError,
+    IngestReport,
+    LeakageReport,
+    summary_markdown,
+)
 
 
 @task(name="load-contracts", cache_policy=NO_CACHE)
-def load_contracts_task(contracts_dir: Path) -> tuple[list[Contract], list[DatasetReport]]:
+def load_contracts_task(contracts: Path) -> tuple[list[Contract], list[DatasetReport]]:
     """Valid contracts, plus a failed report per unusable contract file (they do not stop the others)."""
-    return load_contracts(contracts_dir)
+    return load_contracts(contracts)
 
 
 @task(name="parse-file", task_run_name="parse-{job.contract.dataset}-{job.relative}", cache_policy=NO_CACHE)
@@ -45,23 +53,36 @@ def parse_files_as_tasks(jobs: list[FileJob]) -> list[FileResult]:
 
 
 @task(name="ingest-source", task_run_name="ingest-{contract.dataset}", cache_policy=NO_CACHE)
-def ingest_source_task(contract: Contract, sources_dir: str | Path, home_dir: Path) -> DatasetReport:
+def ingest_source_task(contract: Contract, sources: str | Path, home: Path) -> DatasetReport:
     """One source; a bad file comes back as status "failed" rather than raising, so siblings finish.
 
     The source's lock, version check and final write stay in this task; its files are parsed as
     `parse-file` tasks, so a Dask task runner parses the files of a large source on many workers.
     """
-    return ingest_dataset(contract, sources_dir, home_dir, parse_files=parse_files_as_tasks)
+    return ingest_dataset(contract, sources, home, parse_files=parse_files_as_tasks)
 
 
 @task(name="update-leakage", cache_policy=NO_CACHE)
-def leakage_task(home_dir: Path) -> LeakageReport:
-    return safe_leakage(home_dir)
+def leakage_task(home: Path) -> LeakageReport:
+    """The train/test overlap report over every current dataset (a failure is reported, not raised)."""
+    return safe_leakage(home)
 
 
 @task(name="publish-ingest-summary", cache_policy=NO_CACHE)
-def publish_summary_task(report: IngestReport) -> UUID:
-    """The run summary as a markdown artifact (key `ingest-summary`: its history is one list in the UI)."""
-    return create_markdown_artifact(
+def publish_summary_task(datasets: list[DatasetReport], leakage: LeakageReport) -> IngestReport:
+    """The run's report, also published as a markdown artifact (key `ingest-summary`: one list in the UI)."""
+    report = finish_ingest(datasets, leakage)
+    create_markdown_artifact(
         markdown=summary_markdown(report), key="ingest-summary", description=report.headline()
     )
+    return report
+
+
+def report_from_state(state: State) -> IngestReport:
+    """The report of a finished `ingest` flow run, whether it Completed or Failed because a source failed."""
+    result = state.result(raise_on_failure=False)
+    if isinstance(result, IngestFailedError):
+        return result.report
+    if isinstance(result, BaseException):
+        raise result
+    return result

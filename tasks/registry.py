@@ -8,6 +8,7 @@ tag so a deployment (or a tag concurrency limit) can route or throttle them.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,9 @@ from prefect.runtime import deployment, flow_run
 from simpair.registry import faults, tracking
 from simpair.registry.gate import GateDecision, GatePolicy
 from simpair.registry.promotion import run_gate
-from simpair.registry.record import RegisteredVersion, mark_challenger, register_trained_model
+from simpair.registry.record import RegisteredVersion, mark_challengers, register_trained_model
+
+log = logging.getLogger(__name__)
 
 DEFAULT_RETRIES = 3
 DEFAULT_DELAYS = [10.0, 60.0, 300.0]
@@ -74,18 +77,31 @@ def register_model_task(
     eval_metrics: Mapping[str, Any] | None = None,
     eval_artifacts: Sequence[Path] = (),
 ) -> RegisteredVersion:
-    """Log the training run and create a new version (no alias moves here)."""
+    """Log the training run and create a new version (no alias moves here).
+
+    The model's precision ladder is measured first on its dev split (`precision_ladder`), so its
+    verdict travels in the registered model and is recorded on the version for the gate report.
+    """
+    measure_precision(home, model_dir)
     return register_trained_model(
         home, model_dir, config, metrics, history, eval_metrics, eval_artifacts, flow_tags=flow_tags()
     )
 
 
+def measure_precision(home: Path, model_dir: Path) -> None:
+    """Cache the model's precision verdict before registration; a model with no dev split has none."""
+    from simpair.runtime.precision_ladder import NoDevSplit, ensure_verdict
+
+    try:
+        ensure_verdict(Path(model_dir), home)
+    except NoDevSplit as exc:
+        log.warning("no precision verdict for %s: %s; auto scores it in fp32", model_dir, exc)
+
+
 @task(name="mark-challengers", tags=["mlflow"], **_COMMON)
 def mark_challengers_task(home: Path, registered: Sequence[RegisteredVersion]) -> list[str]:
     """Point `challenger` at every new version, only once all of tonight's versions exist."""
-    for item in registered:
-        mark_challenger(home, item)
-    return [f"{r.name}/{r.version}" for r in registered]
+    return mark_challengers(home, registered)
 
 
 @task(name="promotion-gate", task_run_name="gate-{task_name}", tags=["mlflow", "gpu"], **_COMMON)

@@ -19,6 +19,7 @@ from prefect.artifacts import create_markdown_artifact
 from prefect.cache_policies import NO_CACHE
 
 from simpair.model_ref import ModelRef
+from simpair.nightly.profile import load_profile
 from simpair.runtime.options import RuntimeOptions
 from simpair.scoring.chunk import ChunkResult, score_chunk
 from simpair.scoring.commit import FileResult, finalize_file
@@ -105,3 +106,18 @@ def publish_summary_task(out: Path, summary: ScoreSummary) -> UUID:
             f"nightly scoring with {summary.model_name}/{summary.model_version} in {summary.precision}"
         ),
     )
+
+
+def promotion_rescore_days(profile: str | None) -> int | None:
+    """The nightly profile's `scoring.rescore_days_after_promotion`; None without a profile.
+
+    A profile that does not load is reported in one line (the flow run's log) and leaves the option
+    off: tonight's new batches are still scored.
+    """
+    if profile is None:
+        return None
+    try:
+        return load_profile(profile).scoring.rescore_days_after_promotion
+    except (OSError, ValueError) as exc:
+        print(f"nightly profile {profile!r} not read ({exc}); no re-score after a promotion this run")
+        return None

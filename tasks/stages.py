@@ -1,9 +1,9 @@
 """Run a job's stages as Prefect tasks: the flow-side `simpair.stages.StageRunner`, written once.
 
 A flow hands `PrefectStages` the map from each stage of its DAG (a plain function of `simpair`) to
-the Prefect task that wraps it; the domain's DAG function (`run_scoring`, `run_mine`) then calls the
-stages through it. `run` calls the task, `map` maps it over the flow's task runner, `submit` submits
-it with futures as arguments, `result` waits.
+the Prefect task that wraps it; the domain's DAG function (`run_ingest`, `run_scoring`, `run_mine`)
+then calls the stages through it. `run` calls the task, `map` maps it over the flow's task runner,
+`submit` submits it with futures as arguments, `result` waits.
 """
 
 from __future__ import annotations

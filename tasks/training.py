@@ -2,8 +2,9 @@
 
 Tagged `gpu` so a deployment can route them to a GPU work pool (a tag-based concurrency limit of
 `gpu` also stops two trainings sharing one card); they run unchanged on CPU workers. No flow here:
-the nightly flow (registry area) calls these tasks. Caching is off: the token cache is already
-content-addressed, and retraining nightly on unchanged arguments is the point.
+`simpair.nightly.train.run_training` calls their stages, and the `train-and-evaluate` flow maps each
+stage to its task here. Caching is off: the token cache is already content-addressed, and retraining
+nightly on unchanged arguments is the point.
 """
 
 from __future__ import annotations
@@ -17,14 +18,14 @@ from prefect.cache_policies import NO_CACHE
 
 from simpair.ensemble import StackConfig
 from simpair.ensemble.train import combine_members
-from simpair.evaluate import EvalResult, evaluate_model
+from simpair.evaluation.splits import EvalResult, evaluate_model
 from simpair.registry.gate import wise_ft_markdown
 from simpair.registry.wise_path import apply_wise_ft
 from simpair.registry.wise_rule import WiseFtPolicy
 from simpair.tokens import TokenSplit
-from simpair.training import TrainConfig, TrainResult, train
+from simpair.training import TrainConfig, TrainResult
 from simpair.training.pretokenize import pretokenize_config
-from simpair.training.workers import train_in_process
+from simpair.training.workers import train_model
 
 
 def _config(config: TrainConfig | str | Path) -> TrainConfig:
@@ -56,7 +57,7 @@ def train_task(
     `progress_slot` then gives its progress bar a terminal line of its own.
     """
     cfg = _config(config)
-    result = train_in_process(cfg, Path(home), progress_slot) if isolated else train(cfg, Path(home))
+    result = train_model(cfg, Path(home), isolated, progress_slot)
     dev = result.metrics.get("dev", {})
     rows = "\n".join(f"| {k} | {v:.4f} |" for k, v in dev.items() if isinstance(v, float))
     create_markdown_artifact(

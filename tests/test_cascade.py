@@ -231,3 +231,48 @@ def test_sigkill_then_resume_scores_a_cascade_exactly_once_with_identical_scores
     for column in ("scored_by", "label", "score", "probability"):
         assert got.column(column).equals(want.column(column)), column
     assert set(got.column("scored_by").to_pylist()) == {"bi", "cross"}
+
+
+@pytest.mark.usefixtures("one_torch_thread")
+def test_the_night_fits_a_cascades_band_on_its_chosen_wise_ft_cross_encoder(home: Path) -> None:
+    """With `wise_ft` on a cascade task, the night walks the WiSE-FT path of the trained cross-encoder
+    and fits the band on the chosen interpolation: the band must agree with the cross-encoder the
+    cascade runs, not with the one before the choice."""
+    from simpair.nightly.profile import Retries
+    from simpair.nightly.train import TrainingJob, run_training
+    from simpair.registry.wise_rule import ChoiceCanary, WiseFtPolicy
+    from simpair.stages import InProcess
+
+    write_toy_home(home)
+    member = {
+        "name": "cross", "task": "paraphrase", "kind": "cross", "objective": "bce", "backbone": "tiny",
+        "train": [{"dataset": "msrp", "split": "train"}],
+        "dev": {"split": None, "carve_fraction": 0.25}, "max_length": 48, "epochs": 1, "batch_size": 8,
+        "learning_rate": 2e-3, "progress": False, "num_threads": 1,
+    }  # fmt: skip
+    (home / "cross.yaml").write_text(yaml.safe_dump(member))
+    config = {"name": "casc", "task": "paraphrase", "members": ["cross.yaml"], "combine": "cascade",
+              "zero_shot": True, "max_disagreement": 0.0}  # fmt: skip
+    (home / "cascade.yaml").write_text(yaml.safe_dump(config))
+    policy = WiseFtPolicy(alphas=[0.5, 1.0], canaries=[ChoiceCanary(dataset="stsb", split="dev")])
+    job = TrainingJob(
+        "paraphrase", str(home / "cascade.yaml"), str(home), [("msrp", "test")], Retries(), 1, policy
+    )
+
+    trained = run_training(job, InProcess())
+
+    out = Path(trained.model_dir)
+    spec = CascadeSpec.read(out)
+    cross_dir = out / spec.members[1]
+    assert spec.members[1].endswith("-wiseft"), spec.members  # the chosen interpolation, not the fine-tune
+    record = json.loads((cross_dir / "metrics.json").read_text())["wise_ft"]
+    assert record["alpha"] in (0.5, 1.0) and set(record["by_alpha"]) == {"0.5", "1"}
+    assert "wise_ft" not in json.loads((out / "metrics.json").read_text())  # no walk over the whole cascade
+    predictor = load_predictor(out)
+    ids = (out / "dev_pair_ids.txt").read_text().split()
+    from simpair.catalog import Catalog
+
+    dev = Catalog(home).read_split("msrp", "train")
+    dev = dev.filter(dev["pair_id"].is_in(ids))
+    agreement = compare_with_cross(predictor, dev["text_a"].to_list(), dev["text_b"].to_list())
+    assert agreement.disagreement == 0.0  # the band agrees with the chosen cross-encoder on dev

@@ -26,7 +26,7 @@ from simpair.ensemble import (
     is_stack_config,
     lexical_features,
 )
-from simpair.evaluate import evaluate_model
+from simpair.evaluation.splits import evaluate_model
 from simpair.predictors import load_predictor
 from simpair.registry.pyfunc import log_pyfunc
 from simpair.runtime.loading import load_pinned

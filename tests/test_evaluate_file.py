@@ -18,7 +18,9 @@ from test_training_toydata import write_toy_home
 from typer.testing import CliRunner
 
 from simpair.catalog import Catalog
-from simpair.evaluate_file import FileEvalError, _headline, evaluate_file, validate_pairs, verdict_line
+from simpair.evaluation.file import FileEvalError, evaluate_file
+from simpair.evaluation.file.bootstrap import _headline, verdict_line
+from simpair.evaluation.file.validate import validate_pairs
 from simpair.models import ModelMetadata, save_tiny_model
 from simpair.predictors import load_predictor
 

@@ -10,13 +10,13 @@ import pytest
 from test_training_toydata import write_toy_home
 from typer.testing import CliRunner
 
-from simpair.evaluate import evaluate_model
 from simpair.evaluation import (
     BinaryClassificationEvaluator,
     GradedSimilarityEvaluator,
     best_threshold,
     binary_metrics,
 )
+from simpair.evaluation.splits import evaluate_model
 from simpair.models import save_tiny_model
 from simpair.predictors import load_predictor
 from simpair.training import TrainConfig, train

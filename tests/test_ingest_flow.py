@@ -22,7 +22,8 @@ from prefect.client.schemas.filters import (
 from prefect.client.schemas.sorting import ArtifactSort, TaskRunSort
 
 from simpair.catalog import Catalog
-from simpair.flows.ingest import ingest_flow, report_from_state
+from simpair.flows.ingest import ingest_flow
+from simpair.tasks.ingest import report_from_state
 
 REPO = Path(__file__).resolve().parents[1]
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

@@ -197,7 +197,8 @@ def test_wheel_installs_one_namespace_and_finds_profiles_without_a_checkout(tmp_
 
 
 # simpair's packages from the bottom up, as docs/architecture.md lists them; a module may import its
-# own package, the foundation, and packages on earlier lines only
+# own package, the foundation, and packages on earlier lines only. A `package.part` entry ranks that
+# sub-package or module apart from the rest of its package (evaluation's runners sit above the loader).
 DOMAIN_ORDER = [
     "settings schema pairs contracts catalog atomic pair_tokens progress stages locks",
     "losses",
@@ -207,11 +208,11 @@ DOMAIN_ORDER = [
     "training",
     "ensemble",
     "predictors",
-    "evaluate",
+    "evaluation.splits",
     "registry",
     "nightly",
     "model_ref",
-    "evaluate_file transfer",
+    "evaluation.file evaluation.transfer",
     "runtime",
     "scoring",
     "mining",
@@ -223,8 +224,11 @@ def test_domain_packages_keep_the_documented_order() -> None:
     rank = {name: i for i, line in enumerate(DOMAIN_ORDER) for name in line.split()}
 
     def package(module: str) -> str | None:
+        """The ranked name: `evaluation.splits` when listed on its own, else the top package `evaluation`."""
         parts = module.split(".")
-        return parts[1] if len(parts) > 1 and _layer(module) == LAYER["simpair"] else None
+        if len(parts) < 2 or _layer(module) != LAYER["simpair"]:
+            return None
+        return ".".join(parts[1:3]) if ".".join(parts[1:3]) in rank else parts[1]
 
     unranked, upward = set(), []
     for a, targets in _graph().items():
@@ -266,3 +270,133 @@ def test_only_the_runtime_imports_an_inference_backend() -> None:
                     if any(n == b or n.startswith(b + ".") for b in BACKEND_MODULES)
                 ]
     assert offenders == [], "inference backends belong in simpair/runtime/"
+
+
+def _decorated_by(node: ast.FunctionDef | ast.AsyncFunctionDef, name: str) -> bool:
+    """`@name`, `@name(...)`, `@prefect.name` or `@prefect.name(...)` among the function's decorators."""
+    for decorator in node.decorator_list:
+        target = decorator.func if isinstance(decorator, ast.Call) else decorator
+        if ast.unparse(target) in (name, f"prefect.{name}"):
+            return True
+    return False
+
+
+def test_flow_modules_are_wiring_only() -> None:
+    """A module under flows/ that defines a flow defines flows and nothing else: no helper, no class.
+
+    A flow hands a domain DAG its tasks; helpers that need Prefect live in tasks/, pure logic in
+    simpair/, and `flows/launch.py` (which defines no flow) starts flows from Python.
+    """
+    offenders = []
+    for path in sorted((ROOT / "flows").rglob("*.py")):
+        body = ast.parse(path.read_text(encoding="utf-8")).body
+        functions = [n for n in body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+        if not any(_decorated_by(n, "flow") for n in functions):
+            continue
+        offenders += [
+            f"{path.relative_to(ROOT)}:{n.lineno} {n.name}"
+            for n in body
+            if isinstance(n, ast.ClassDef) or (n in functions and not _decorated_by(n, "flow"))
+        ]
+    assert offenders == [], "move helpers to tasks/ (Prefect-aware) or simpair/ (pure logic)"
+
+
+def test_every_prefect_task_is_defined_under_tasks() -> None:
+    """`@task`, `@task(...)` and `task(fn)` appear only in tasks/: a reader finds every task in one layer."""
+    offenders = []
+    for folder in (*FOLDERS, "benchmarks"):
+        if folder == "tasks":
+            continue
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+            names = {"prefect.task"} | {
+                alias.asname or alias.name
+                for node in ast.walk(tree)
+                if isinstance(node, ast.ImportFrom) and node.module == "prefect"
+                for alias in node.names
+                if alias.name == "task"
+            }
+            for node in ast.walk(tree):
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    # a bare `@task`; `@task(...)` is a call, found below
+                    found = [node.name for d in node.decorator_list if ast.unparse(d) in names]
+                elif isinstance(node, ast.Call) and isinstance(node.func, (ast.Name, ast.Attribute)):
+                    found = [ast.unparse(node)[:60]] if ast.unparse(node.func) in names else []
+                else:
+                    continue
+                offenders += [f"{path.relative_to(ROOT)}:{node.lineno} {name}" for name in found]
+    assert offenders == [], "define Prefect tasks in tasks/"
+
+
+def _registered_names(tree: ast.Module) -> set[str]:
+    """Command names a cli module registers: `x.command("name")`, `add_typer(..., name=)`, `Typer(name=)`."""
+    names = set()
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute | ast.Name):
+            continue
+        attr = node.func.attr if isinstance(node.func, ast.Attribute) else node.func.id
+        if attr == "command" and node.args and isinstance(node.args[0], ast.Constant):
+            names.add(node.args[0].value)
+        keywords = [k.value for k in node.keywords if k.arg == "name"]
+        names |= {k.value for k in keywords if isinstance(k, ast.Constant)}
+    return names
+
+
+def test_cli_commands_are_module_level_functions_in_files_named_after_them() -> None:
+    """`cli/<command>_cmd.py` holds `simpair <command>` (and its family) as module-level functions.
+
+    No command is a closure inside `register()`: a reader finds `simpair score` as `def score` in
+    cli/score_cmd.py, and a test can import it.
+    """
+    nested, misnamed = [], []
+    for path in sorted((ROOT / "cli").glob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for outer in ast.walk(tree):
+            if not isinstance(outer, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            for inner in ast.walk(outer):
+                if inner is not outer and isinstance(inner, ast.FunctionDef | ast.AsyncFunctionDef):
+                    decorators = [ast.unparse(d) for d in inner.decorator_list]
+                    if any(".command" in d or ".callback" in d for d in decorators):
+                        nested.append(f"{path.relative_to(ROOT)}:{inner.lineno} {inner.name}")
+        if path.stem.endswith("_cmd"):
+            family = path.stem.removesuffix("_cmd").replace("_", "-")
+            if family not in _registered_names(tree):
+                misnamed.append(f"{path.relative_to(ROOT)} registers {sorted(_registered_names(tree))}")
+    assert nested == [], "define commands at module level and register them in register(app)"
+    assert misnamed == [], "name each cli/*_cmd.py after a command it holds"
+
+
+def test_home_option_is_declared_once() -> None:
+    """`--home` is `HomeOption` from cli/common.py in every command: one spelling, one help text."""
+    offenders = []
+    for path in sorted((ROOT / "cli").glob("*.py")):
+        if path.name == "common.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.arg) and node.arg == "home" and node.annotation is not None:
+                annotation = ast.unparse(node.annotation)
+                if "typer." in annotation or annotation.startswith("Annotated"):
+                    offenders.append(f"{path.relative_to(ROOT)}:{node.lineno} home: {annotation[:40]}")
+            elif isinstance(node, ast.Constant) and node.value == "--home":
+                offenders.append(f"{path.relative_to(ROOT)}:{node.lineno} '--home'")
+            elif isinstance(node, ast.Assign | ast.AnnAssign) and "Annotated" in ast.unparse(node):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                offenders += [
+                    f"{path.relative_to(ROOT)}:{node.lineno} {ast.unparse(t)}"
+                    for t in targets
+                    if "home" in ast.unparse(t).lower()
+                ]
+    assert offenders == [], "use HomeOption from cli/common.py"
+
+
+def test_evaluation_lives_in_one_package_of_small_modules() -> None:
+    """Every way to evaluate a model sits in simpair/evaluation/, in modules a reader takes in at once."""
+    top = (ROOT / "simpair").glob("*.py")
+    stray = sorted(p.name for p in top if p.stem.startswith(("evaluat", "transfer")))
+    lengths = {
+        str(p.relative_to(ROOT)): len(p.read_text(encoding="utf-8").splitlines())
+        for p in (ROOT / "simpair" / "evaluation").rglob("*.py")
+    }
+    assert stray == [], "evaluation modules belong in simpair/evaluation/"
+    assert {name: n for name, n in lengths.items() if n > 300} == {}

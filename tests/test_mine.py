@@ -252,7 +252,7 @@ def test_hnsw_recall_and_piecewise_merge() -> None:
 
 
 def test_mine_flow_runs_on_a_tiny_input(prefect_api: None, tmp_path: Path, models) -> None:
-    from simpair.flows.mine import run as run_flow
+    from simpair.flows.launch import mine as run_flow
     from simpair.mining import MineOptions
 
     write_input(tmp_path / "in.parquet", sentences(15))

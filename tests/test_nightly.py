@@ -23,8 +23,9 @@ from mlflow import MlflowClient
 from registry_helpers import MlflowServer, one_torch_thread  # noqa: F401 - fixture
 
 from simpair import settings
-from simpair.flows.nightly_retrain import NightlyFailed, run
+from simpair.flows.launch import nightly as run
 from simpair.nightly.plan import read_state
+from simpair.nightly.summary import NightlyFailed
 from simpair.predictors import load_predictor
 from simpair.registry import registry, resolve_model
 
@@ -247,13 +248,14 @@ def test_deployments_apply_with_cron_pools_trigger_and_one_run_at_a_time(home: P
     }
 
 
-@pytest.mark.parametrize("jobs", [1, 2])
 def test_a_stack_config_in_the_profile_trains_members_and_registers_one_stacked_model(
-    home: Path, shared_data: Path, tmp_path: Path, jobs: int
+    home: Path, shared_data: Path, tmp_path: Path
 ) -> None:
     """A nightly task may point at a stack config: every member trains (a nested soup of two seeds
     first), the zero-shot backbone joins, and the stack is what gets gated. With `jobs: 2` the
-    members train side by side, each its own task in its own process, to the same stack."""
+    members train side by side, each its own task in its own process, to the same stack as one after
+    the other. (Members one after the other in the night: tests/test_cascade.py's night.)"""
+    jobs = 2
     configs = settings.PROJECT_ROOT / "configs"
     cross = yaml.safe_load((configs / "smoke-sts.yaml").read_text())
     cross.update(name="smoke-sts-cross", kind="cross", objective="bce")

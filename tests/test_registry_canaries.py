@@ -19,7 +19,7 @@ from test_training_toydata import make_pairs, refresh_leakage, write_dataset, wr
 from typer.testing import CliRunner
 
 from simpair.cli import app
-from simpair.cli.registry_cmd import canary_summary
+from simpair.cli.models_cmd import canary_summary
 from simpair.models import ModelMetadata
 from simpair.registry import registry
 from simpair.registry.gate import Canary, GatePolicy, metric
@@ -158,7 +158,7 @@ def test_a_graded_model_on_a_binary_split_gets_threshold_free_figures_only(
     home: Path, tmp_path: Path
 ) -> None:
     """An STS model never tunes a threshold, so the gate compares it on a binary canary by ROC-AUC alone."""
-    from simpair.evaluate import evaluate_model
+    from simpair.evaluation.splits import evaluate_model
     from simpair.registry.promotion import evaluate
 
     write_toy_home(home)

@@ -26,7 +26,7 @@ from test_scoring_support import (
     write_batch,
 )
 
-from simpair.flows.nightly_score import run as run_flow
+from simpair.flows.launch import score as run_flow
 from simpair.local_stack import free_port
 
 tiny_cross = support.tiny_cross

@@ -20,7 +20,7 @@ from test_scoring_support import (
     write_batch,
 )
 
-from simpair.flows.nightly_score import run as run_flow
+from simpair.flows.launch import score as run_flow
 
 tiny_cross = support.tiny_cross
 pytestmark = [pytest.mark.slow, pytest.mark.integration]

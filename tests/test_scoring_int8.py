@@ -105,8 +105,8 @@ def test_int8_scores_stay_close_to_fp32(which: str, request: pytest.FixtureReque
         assert member.precision == "int8" and member.variant.endswith("+int8-dynamic")
 
 
-def test_default_precision_stays_fp32_and_int8_needs_onnx_runtime() -> None:
-    assert ScoringOptions().precision == "fp32"
+def test_default_precision_is_auto_and_int8_needs_onnx_runtime() -> None:
+    assert ScoringOptions().precision == "auto"
     assert ScoringOptions(precision="int8").backend == "auto"
     with pytest.raises(ValueError, match="int8 runs a quantized ONNX Runtime graph"):
         check_precision("int8", "torch")

@@ -110,7 +110,7 @@ def test_in_process_runner_calls_the_stages_in_the_flows_order(tmp_path: Path, t
 def test_flow_and_no_prefect_give_the_same_outputs_and_ledger_with_a_bad_chunk(
     prefect_api: None, tmp_path: Path, tiny_cross: Path
 ) -> None:
-    from simpair.flows.nightly_score import run as run_flow
+    from simpair.flows.launch import score as run_flow
 
     inbox = tmp_path / "inbox"
     tables = _inbox(inbox)

@@ -103,7 +103,7 @@ def test_without_native_bf16_it_warns_and_scores_exactly_fp32(
     write_batch(table, tmp_path / "inbox" / "night.parquet")
     fp32 = score_inbox(
         str(tmp_path / "inbox"), tmp_path / "out-fp32", str(tiny_cross), tmp_path / "home",
-        threads=1, backend="torch", chunk_rows=256,
+        threads=1, backend="torch", precision="fp32", chunk_rows=256,
     )  # fmt: skip
     with pytest.warns(RuntimeWarning, match="no native bf16.*scoring in fp32"):
         asked = score_inbox(
@@ -264,7 +264,7 @@ def test_flow_on_a_local_dask_cluster_hands_precision_to_its_workers(
     prefect_api: None, tmp_path: Path, tiny_cross: Path
 ) -> None:
     """The flow process resolves the precision; the worker process receives it as a task argument."""
-    from simpair.flows.nightly_score import run as run_flow
+    from simpair.flows.launch import score as run_flow
 
     table = make_pairs(700, seed=18)
     write_batch(table, tmp_path / "inbox" / "night.parquet")

@@ -127,7 +127,7 @@ def test_the_night_registers_the_chosen_alpha_with_its_path(
 ) -> None:
     from test_nightly import _artifact
 
-    from simpair.flows.nightly_retrain import run
+    from simpair.flows.launch import nightly as run
 
     profile = yaml.safe_load((settings.PROJECT_ROOT / "configs" / "nightly-smoke.yaml").read_text())
     choice = {

@@ -1,8 +1,13 @@
-"""Evaluation building blocks: metrics and evaluators per metric family, plots, the leakage filter.
+"""Evaluation, all in one place: the building blocks here, and the three ways to evaluate a model.
 
-Evaluators take a loaded predictor and choose decision thresholds only on the data they are given
-(dev), never on test. `simpair.evaluate.evaluate_model` (any saved model directory on ingested
-splits) is built from these and sits above the model loader.
+The building blocks (this package's own modules: metrics and evaluators per metric family, plots,
+groups, the leakage filter) sit low, so training, ensembles and the gate use them too. Evaluators take
+a loaded predictor and choose decision thresholds only on the data they are given (dev), never on test.
+
+Above the model loader and the registry sit the three ways `simpair evaluate` runs, each in its own
+sub-package or module, imported by name (never from here, which keeps this package light):
+`splits` (`evaluate_model`, a saved model on ingested splits), `file` (`evaluate_file`, a user's own
+labelled file beside the zero-shot backbone) and `transfer` (in its domain and off it).
 """
 
 from simpair.evaluation.binary_classification import (

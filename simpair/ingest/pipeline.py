@@ -1,7 +1,17 @@
-"""`run_ingest`: every contract in a folder, one source at a time, then the leakage report.
+"""The ingest DAG, defined once: load the contracts, ingest each source, update leakage, report.
 
-This is the plain-Python path (`simpair ingest --no-prefect`, tests, notebooks). The Prefect flow
-`flows/ingest.py` calls the same three steps as separate tasks.
+`run_ingest(sources, home, contracts, runner)` is the one definition of an ingest run. Its stages are
+plain functions, each called with keyword arguments through a `simpair.stages.StageRunner`:
+
+1. `load_contracts`: the valid contracts, and a failed report per contract file that cannot be used.
+2. `ingest_dataset`, mapped over the contracts: one source each; a broken file fails its source only.
+3. `safe_leakage`, once every source is done: the train/test overlap report, never raised.
+4. `finish_ingest`: the run's report (sources in name order, then leakage), its headline logged.
+
+`InProcess` (the default: `simpair ingest --no-prefect`, tests, notebooks) runs them one after the
+other here; the `ingest` flow hands `simpair.tasks.stages.PrefectStages` over the tasks of
+`simpair.tasks.ingest`, which run the sources as mapped tasks, parse each file as its own task and
+publish the report as an artifact. Both see the same calls, so they write and report the same.
 """
 
 from __future__ import annotations
@@ -15,6 +25,7 @@ from simpair.contracts import Contract, ContractError, contract_files, load_cont
 from simpair.ingest.dataset import ingest_dataset
 from simpair.ingest.leakage import LeakageInputError, update_leakage
 from simpair.ingest.report import DatasetReport, IngestReport, LeakageReport
+from simpair.stages import InProcess, StageRunner
 
 log = logging.getLogger(__name__)
 
@@ -67,15 +78,29 @@ def one_line(text: str) -> str:
     return " ".join(text.split())
 
 
+def finish_ingest(datasets: list[DatasetReport], leakage: LeakageReport) -> IngestReport:
+    """The run's report, sources in name order (contract failures among them), with its headline logged."""
+    report = IngestReport(datasets=sorted(datasets, key=lambda r: r.dataset), leakage=leakage)
+    log.info(report.headline())
+    return report
+
+
 def run_ingest(
-    sources: str | Path | None = None, home: str | Path | None = None, contracts: str | Path | None = None
+    sources: str | Path | None = None,
+    home: str | Path | None = None,
+    contracts: str | Path | None = None,
+    runner: StageRunner | None = None,
 ) -> IngestReport:
-    """Ingest every source described in `contracts` from `sources` into `home` (see docs/ingest.md)."""
+    """Ingest every source described in `contracts` from `sources` into `home` (see docs/ingest.md).
+
+    `runner` runs each stage (default `InProcess`: here, one after the other). The report comes back
+    whatever failed; the flow marks its run Failed when a source or the leakage report failed.
+    """
+    runner = runner or InProcess()
     sources_dir = settings.sources_dir(sources)
     home_dir = settings.home_dir(home)
-    contracts_dir = settings.contracts_dir(contracts)
-    good, reports = load_contracts(contracts_dir)
-    for contract in good:
-        reports.append(ingest_dataset(contract, sources_dir, home_dir))
-    reports.sort(key=lambda r: r.dataset)
-    return IngestReport(datasets=reports, leakage=safe_leakage(home_dir))
+    good, bad = runner.run(load_contracts, contracts=settings.contracts_dir(contracts))
+    started = runner.map(ingest_dataset, {"contract": good}, sources=sources_dir, home=home_dir)
+    datasets = [*bad, *runner.result(started)]
+    leakage = runner.run(safe_leakage, home=home_dir)
+    return runner.run(finish_ingest, datasets=datasets, leakage=leakage)

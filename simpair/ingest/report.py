@@ -115,6 +115,18 @@ class IngestReport(BaseModel):
         return "ingest finished: " + ", ".join(f"{d.dataset} {d.status}" for d in self.datasets) + leakage
 
 
+class IngestFailedError(RuntimeError):
+    """A run in which a source or the leakage report failed (the flow ends Failed); carries the report."""
+
+    def __init__(self, report: IngestReport) -> None:
+        super().__init__(report.headline() + ": " + "; ".join(d.error or "" for d in report.failed))
+        self.report = report
+
+    def __reduce__(self) -> tuple[type, tuple[IngestReport]]:
+        # picklable for Prefect result persistence (the default reduce would pass the message as report)
+        return (IngestFailedError, (self.report,))
+
+
 def _reasons(reasons: dict[str, int]) -> str:
     return ", ".join(f"{k} {v}" for k, v in sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0]))) or "-"
 

@@ -13,6 +13,7 @@ scoring too, for the same model, precision and forward pass).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +26,8 @@ from simpair.runtime.embedding_store import StoreCounts
 from simpair.runtime.loading import load_for_run
 from simpair.runtime.options import DEFAULT_BATCH_SIZE, RuntimeOptions
 from simpair.runtime.stored_predict import StoredEncoder, stored_encoder
+
+log = logging.getLogger(__name__)
 
 DEFAULT_ENCODE_CHUNK = 4096
 # STS models are the ones trained for graded similarity: the natural default for mining
@@ -62,10 +65,22 @@ def load_reranker(model: ModelRef, runtime: RuntimeOptions) -> object:
     return _load(model, runtime)
 
 
+def run_precision(model: ModelRef, runtime: RuntimeOptions) -> str:
+    """The precision `simpair score` runs the model in by default (`--precision auto`): the one its
+    cached precision verdict chose, so mined scores equal scored ones and the two share stored vectors.
+    A model without a verdict runs fp32 (measuring one needs its dev split: `simpair score` does that)."""
+    from simpair.models.device import pick_device
+    from simpair.runtime.precision_ladder import auto_precision
+
+    chosen = auto_precision(model, None, runtime.backend, pick_device("auto"))
+    log.info("%s: %s", model.label, chosen.why)
+    return chosen.precision
+
+
 def _load(model: ModelRef, runtime: RuntimeOptions) -> object:
-    """The model as `simpair score` loads it: same backend choice (`auto`: ONNX Runtime on CPU when
-    installed), fp32 on purpose, so mined scores equal scored ones and the two share stored vectors."""
-    return load_for_run(model.local_dir, runtime, "fp32")
+    """The model as `simpair score` loads it by default: same backend choice (`auto`: ONNX Runtime on
+    CPU when installed), same precision (`run_precision`)."""
+    return load_for_run(model.local_dir, runtime, run_precision(model, runtime))
 
 
 def output_store(output: str | Path, runtime: RuntimeOptions) -> Path | None:
@@ -79,7 +94,9 @@ def bi_encoder(
     model: ModelRef, runtime: RuntimeOptions, store: str | Path | None, job: str = "simpair encode"
 ) -> StoredEncoder:
     """The pinned bi-encoder, its vectors looked up in the store in `store` first (None: no store)."""
-    return stored_encoder(load_bi_encoder(model, runtime, job), model, store, runtime.embedding_memory_mb)
+    predictor = load_bi_encoder(model, runtime, job)
+    precision = run_precision(model, runtime)
+    return stored_encoder(predictor, model, store, runtime.embedding_memory_mb, precision)
 
 
 @dataclass

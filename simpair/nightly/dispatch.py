@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -100,3 +100,18 @@ def seconds_since_heartbeat(result: Path, started: float) -> float:
     except FileNotFoundError:
         last = started
     return time.time() - last
+
+
+def recorded(result: Path | None, work: Callable[[], Trained]) -> Trained:
+    """`work()`, and with a `result` path (a run the night dispatched to a pool) its `Trained` record,
+    or its error, written there, with a heartbeat file beside it while it runs."""
+    if result is None:
+        return work()
+    with heartbeat(Path(result)):
+        try:
+            trained = work()
+        except BaseException as exc:
+            write_error(Path(result), exc)
+            raise
+    write_result(Path(result), trained)
+    return trained

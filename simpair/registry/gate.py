@@ -11,6 +11,11 @@ Canaries guard the other side: a fine-tuned model can beat its backbone in-domai
 off its training domain. Each canary is an out-of-domain split on which the challenger may fall at most
 `margin` below the untrained backbone; one canary below that rejects the challenger whatever the
 in-domain result.
+
+A bi -> cross cascade is judged as the model it is (its own outputs, against the same champion and bar),
+and one promise more: its band was fitted on dev so that few decisions differ from its own cross-encoder
+alone. The gate checks that promise on the evaluation pairs, which the band never saw; a cascade whose
+share of differing decisions there exceeds its limit is rejected whatever the in-domain result.
 """
 
 from __future__ import annotations
@@ -104,6 +109,39 @@ class CanaryResult:
         )
 
 
+@dataclass
+class CascadeCheck:
+    """A cascade challenger against its own cross-encoder alone, on one evaluation split's common pairs.
+
+    `share_to_cross` is what the cascade costs (the pairs the cross-encoder scored), `disagreement` what
+    it gives up (decisions that differ from the cross-encoder's); `limit` bounds the latter.
+    """
+
+    label: str
+    pairs: int
+    share_to_cross: float
+    disagreement: float
+    limit: float
+
+    @property
+    def differing(self) -> int:
+        return round(self.disagreement * self.pairs)
+
+    @property
+    def passed(self) -> bool:
+        return self.disagreement <= self.limit + CANARY_TOLERANCE
+
+    def describe(self) -> str:
+        figures = (
+            f"{self.disagreement:.2%} of decisions ({self.differing} of {self.pairs} pairs) differ from its "
+            f"own cross-encoder"
+        )
+        sent = f"{self.share_to_cross:.1%} of pairs sent to the cross-encoder"
+        if self.passed:
+            return f"cascade {self.label}: {figures} (limit {self.limit:.2%}); {sent}"
+        return f"cascade {self.label}: {figures}, above the limit {self.limit:.2%}; {sent}"
+
+
 class GatePolicy(BaseModel):
     """What "measurably better" means for one task (set per task in the nightly profile)."""
 
@@ -114,6 +152,13 @@ class GatePolicy(BaseModel):
     zero_shot_backbone: str | None = Field(None, description="default: the challenger's own backbone")
     canaries: list[Canary] = Field(
         default_factory=list, description="out-of-domain splits compared with the untrained backbone"
+    )
+    cascade_max_disagreement: float | None = Field(
+        None,
+        ge=0.0,
+        lt=1.0,
+        description="a cascade's largest share of evaluation decisions that may differ from its own "
+        "cross-encoder alone; default: the limit its band was fitted to on dev (max_disagreement)",
     )
 
     @classmethod
@@ -137,6 +182,8 @@ class GateDecision:
     excluded: dict[str, int] = field(default_factory=dict)
     dataset_versions: dict[str, str] = field(default_factory=dict)
     canaries: list[CanaryResult] = field(default_factory=list)
+    # a cascade challenger against its own cross-encoder, per evaluation split (empty for other kinds)
+    cascade: list[CascadeCheck] = field(default_factory=list)
     # the WiSE-FT path the challenger was chosen from (`simpair.registry.wise_path`), when it was
     wise_ft: dict[str, Any] | None = None
 
@@ -164,6 +211,12 @@ class GateDecision:
             out[f"{key}.challenger"] = f"{canary.challenger:.6g}"
             out[f"{key}.zero_shot"] = f"{canary.zero_shot:.6g}"
             out[f"{key}.margin"] = f"{canary.margin:.6g}"
+        for check in self.cascade:
+            key = f"gate.cascade.{check.label}"
+            out[f"{key}.pairs"] = str(check.pairs)
+            out[f"{key}.share_to_cross"] = f"{check.share_to_cross:.6g}"
+            out[f"{key}.disagreement"] = f"{check.disagreement:.6g}"
+            out[f"{key}.limit"] = f"{check.limit:.6g}"
         for key, value in self.excluded.items():
             out[f"gate.leakage_excluded.{key}"] = str(value)
         for key, value in self.dataset_versions.items():
@@ -212,6 +265,21 @@ class GateDecision:
                 lines.append(
                     f"| {c.label} | {c.metric} | {_fmt(c.challenger)} | {_fmt(c.zero_shot)} "
                     f"| {c.delta:+.4f} | {c.margin:.4f} | {'pass' if c.passed else 'FAIL'} |"
+                )
+        if self.cascade:
+            lines += [
+                "",
+                "Cascade (bi -> cross) on the evaluation pairs: the share its cross-encoder scored, and the "
+                "decisions that differ from its cross-encoder alone (at most the limit):",
+                "",
+                "| split | pairs | sent to the cross-encoder | differ from its cross-encoder | limit "
+                "| result |",
+                "|---|---|---|---|---|---|",
+            ]
+            for k in self.cascade:
+                lines.append(
+                    f"| {k.label} | {k.pairs} | {k.share_to_cross:.1%} | {k.disagreement:.2%} "
+                    f"({k.differing}) | {k.limit:.2%} | {'pass' if k.passed else 'FAIL'} |"
                 )
         if self.wise_ft:
             lines += ["", wise_ft_markdown(self.wise_ft).rstrip("\n")]
@@ -289,25 +357,29 @@ def decide(
     zero_shot: Mapping[str, float] | None = None,
     champion_error: str | None = None,
     canaries: Sequence[CanaryResult] = (),
+    cascade: Sequence[CascadeCheck] = (),
 ) -> GateDecision:
     """Pure decision rule; every branch writes a reason a person can check against the numbers.
 
-    The in-domain rule decides first; a failed canary then overrides any promotion, and the reason keeps
-    the in-domain verdict after the canary's, so both are on record.
+    The in-domain rule decides first; a failed canary or cascade check then overrides any promotion, and
+    the reason keeps the in-domain verdict after the failures, so both are on record.
     """
     decision = _decide_in_domain(
         policy, challenger_version, challenger, champion_version, champion, zero_shot, champion_error
     )
     decision.canaries = list(canaries)
-    if not decision.canaries:
-        return decision
-    failed = [c for c in decision.canaries if not c.passed]
+    decision.cascade = list(cascade)
+    failed = [c.describe() for c in [*decision.canaries, *decision.cascade] if not c.passed]
     if failed:
         decision.promote = False
-        decision.reason = "; ".join(c.describe() for c in failed) + f". In-domain: {decision.reason}"
-    else:
+        decision.reason = "; ".join(failed) + f". In-domain: {decision.reason}"
+        return decision
+    if decision.canaries:
         shown = "; ".join(c.describe() for c in decision.canaries)
         decision.reason = f"{decision.reason}. Canaries passed: {shown}"
+    if decision.cascade:
+        shown = "; ".join(c.describe() for c in decision.cascade)
+        decision.reason = f"{decision.reason}. Cascade within its limit: {shown}"
     return decision
 
 

@@ -8,6 +8,10 @@ markdown report. Only then, and only on a "promote" decision, does it move `cham
 Canary splits (the policy's off-domain checks) are scored for the challenger and, always, for the
 untrained backbone, on the same pairs: the gate's exclusion union plus any canary pair the challenger
 trained on.
+
+A cascade challenger is evaluated as a whole like any model, and also against its own cross-encoder
+alone on the same common pairs (`cascade_checks`): the share of pairs its cross-encoder scored and the
+share of decisions that differ, which must stay within its limit.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from simpair.registry import registry, tracking
 from simpair.registry.gate import (
     THRESHOLD_FREE_BINARY,
     CanaryResult,
+    CascadeCheck,
     GateDecision,
     GatePolicy,
     decide,
@@ -77,9 +82,9 @@ def evaluate(
 ) -> Evaluation:
     """Score every pair with `evaluate_model` (plots, report), then compute the gate's metrics on the
     common set: all pairs of each split minus `excluded`, at the model's own dev-chosen threshold."""
-    from simpair.evaluate import evaluate_model
     from simpair.evaluation.binary_classification import binary_metrics
     from simpair.evaluation.graded_similarity import graded_metrics
+    from simpair.evaluation.splits import evaluate_model
 
     result = evaluate_model(
         model_dir, home, datasets=[tuple(s) for s in eval_sets], exclude_leaked=False, out_dir=out_dir
@@ -116,6 +121,41 @@ def evaluate(
         metrics.update({f"{label}/{k}": float(v) for k, v in values.items()})
     artifacts = [result.report_path, *result.plot_paths]
     return Evaluation(metrics=metrics, artifacts=[Path(p) for p in artifacts if p])
+
+
+def cascade_checks(
+    model_dir: Path,
+    home: Path,
+    eval_sets: Sequence[tuple[str, str]],
+    excluded: Mapping[str, set[str]],
+    limit: float | None = None,
+) -> list[CascadeCheck]:
+    """A cascade against its own cross-encoder alone on each split's common pairs ([] for other kinds).
+
+    The band was fitted on dev to keep at most `max_disagreement` of decisions different from the
+    cross-encoder's; these pairs are ones it never saw, so a band fitted too narrow shows here. `limit`
+    (the policy's `cascade_max_disagreement`) replaces the cascade's own when given.
+    """
+    if ModelMetadata.read(model_dir).kind != "cascade":
+        return []
+    from simpair.ensemble.cascade import compare_with_cross
+    from simpair.predictors import load_predictor
+
+    predictor = load_predictor(model_dir)
+    bound = predictor.spec.max_disagreement if limit is None else limit
+    catalog = Catalog(home)
+    checks: list[CascadeCheck] = []
+    for dataset, split in eval_sets:
+        label = f"{dataset}/{split}"
+        frame = catalog.read_split(dataset, split)
+        frame = frame.filter(~pl.col("pair_id").is_in(list(excluded.get(label, set()))))
+        if frame.height == 0:
+            continue
+        agreement = compare_with_cross(predictor, frame["text_a"].to_list(), frame["text_b"].to_list())
+        checks.append(
+            CascadeCheck(label, agreement.pairs, agreement.share_to_cross, agreement.disagreement, bound)
+        )
+    return checks
 
 
 def _log_gate_run(
@@ -155,6 +195,20 @@ def _log_gate_run(
                     tracking._metric_key(f"{key}/challenger"): canary.challenger,
                     tracking._metric_key(f"{key}/zero_shot"): canary.zero_shot,
                     tracking._metric_key(f"{key}/passed"): 1.0 if canary.passed else 0.0,
+                }
+            )
+        for check in decision.cascade:
+            key = f"cascade/{check.label}"
+            mlflow.log_metrics(
+                {
+                    tracking._metric_key(f"{key}/{name}"): float(value)
+                    for name, value in (
+                        ("pairs", check.pairs),
+                        ("share_to_cross", check.share_to_cross),
+                        ("disagreement", check.disagreement),
+                        ("limit", check.limit),
+                        ("passed", 1.0 if check.passed else 0.0),
+                    )
                 }
             )
         mlflow.log_metric("promoted", 1.0 if decision.promote else 0.0)
@@ -198,11 +252,17 @@ def _log_wise_ft(record: Mapping[str, Any]) -> None:
 
 
 def wise_ft_record(model_dir: Path) -> dict[str, Any] | None:
-    """The WiSE-FT path a model was chosen from (its metrics.json `wise_ft`), None for a plain model."""
-    path = Path(model_dir) / "metrics.json"
-    if not path.is_file():
-        return None
-    record = json.loads(path.read_text()).get("wise_ft")
+    """The WiSE-FT path a model was chosen from (its metrics.json `wise_ft`), None for a plain model.
+
+    A cascade's band is fitted on its cross-encoder as chosen, so the cross-encoder's path is the one.
+    """
+    model_dir = Path(model_dir)
+    path = model_dir / "metrics.json"
+    record = json.loads(path.read_text()).get("wise_ft") if path.is_file() else None
+    if record is None and (model_dir / "cascade.json").is_file():
+        from simpair.ensemble.cascade import CROSS, CascadeSpec
+
+        return wise_ft_record(model_dir / CascadeSpec.read(model_dir).members[CROSS])
     return record if isinstance(record, dict) and "by_alpha" in record else None
 
 
@@ -268,7 +328,9 @@ def run_gate(
     """Evaluate challenger vs champion (or the zero-shot bar), record the decision, move `champion` if won.
 
     With canaries in the policy, challenger and untrained backbone are also compared on each canary
-    split, and a canary failure rejects the challenger whatever the in-domain outcome.
+    split, and a canary failure rejects the challenger whatever the in-domain outcome. A cascade
+    challenger whose decisions on the evaluation pairs differ from its own cross-encoder's beyond its
+    limit is rejected the same way.
     """
     c = registry.client(home)
     name = registry.model_name(task)
@@ -292,6 +354,7 @@ def run_gate(
     out = home / "gate" / name / f"v{version}-{stamp}"
     chal_eval = evaluate(challenger.local_dir, home, scored_sets, excluded, out / "challenger")
     chal_metrics = _split_metrics(chal_eval.metrics, eval_sets)
+    cascade = cascade_checks(challenger.local_dir, home, eval_sets, excluded, policy.cascade_max_disagreement)
 
     champ_metrics: dict[str, float] | None = None
     champ_error: str | None = None
@@ -343,6 +406,7 @@ def run_gate(
         zero_metrics,
         champ_error,
         canaries,
+        cascade,
     )
     if champion_version == version:
         decision.promote = False

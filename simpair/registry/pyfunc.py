@@ -4,7 +4,10 @@ The model directory (safetensors weights, tokenizer, `config.json`, `simpair.jso
 *artifact*, and the wrapper is logged with MLflow's models-from-code (`_pyfunc_entry.py`) instead of
 cloudpickle: nothing executable is unpickled at load time, and the weights are only ever read with
 safetensors. Prediction goes through `simpair.predictors.load_predictor`, the same object `simpair predict`
-uses, so `mlflow.pyfunc.load_model(uri).predict(df)` gives the same numbers as the CLI.
+uses, so `mlflow.pyfunc.load_model(uri).predict(df)` gives the same numbers as the CLI. It serves in the
+precision the model's cached precision verdict chose (`served_precision`), as `simpair score` does by
+default, among the rungs plain torch runs (fp32, and bf16 where native): int8 needs ONNX Runtime,
+which a served model does not install.
 
 The model also carries simpair's domain package (`code_paths`) and pins only third-party packages in its
 requirements, so it loads and serves (`mlflow models serve`) where simpair is not installed.
@@ -59,13 +62,25 @@ def _texts(column: pd.Series) -> list[str]:
     return values.where(values.notna(), "").map(str).tolist()
 
 
+def served_precision(model_dir: Path) -> str:
+    """`auto` for a served model: the verdict's fastest accepted torch rung here; fp32 without one."""
+    from simpair.models.device import native_bf16, pick_device
+    from simpair.models.precision_verdict import PrecisionVerdict
+
+    verdict = PrecisionVerdict.read(model_dir)
+    if verdict is None:
+        return "fp32"
+    return verdict.choose(("fp32", "bf16") if native_bf16(pick_device("auto")) else ("fp32",)).precision
+
+
 class SimpairPyfuncModel(PythonModel):
     """Loads the predictor from the logged artifact folder once; predicts a frame of text pairs."""
 
     def load_context(self, context: PythonModelContext) -> None:
         from simpair.predictors import load_predictor
 
-        self._predictor = load_predictor(Path(context.artifacts[MODEL_DIR_ARTIFACT]))
+        model_dir = Path(context.artifacts[MODEL_DIR_ARTIFACT])
+        self._predictor = load_predictor(model_dir, precision=served_precision(model_dir))
 
     def predict(
         self, context: PythonModelContext, model_input: pd.DataFrame, params: dict[str, Any] | None = None

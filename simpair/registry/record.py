@@ -10,7 +10,7 @@ aliases moved and the other's not.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,6 +19,7 @@ import mlflow
 
 from simpair.catalog import Catalog, CatalogError
 from simpair.models import ModelMetadata
+from simpair.models.precision_verdict import PrecisionVerdict
 from simpair.registry import registry, tracking
 from simpair.registry.pyfunc import log_pyfunc
 
@@ -75,6 +76,12 @@ def _cascade_tags(model_dir: Path, meta: ModelMetadata) -> dict[str, str]:
     return CascadeSpec.read(model_dir).tags()
 
 
+def _precision_tags(model_dir: Path) -> dict[str, str]:
+    """The precision ladder's cached verdict (`simpair.precision.*`), so the gate report can show it."""
+    verdict = PrecisionVerdict.read(model_dir)
+    return verdict.to_tags() if verdict else {}
+
+
 def register_trained_model(
     home: Path,
     model_dir: Path,
@@ -122,6 +129,7 @@ def register_trained_model(
         **{f"metric.{k}": f"{v:.6g}" for k, v in {**final, **evaluated}.items()},
         **{k: v for k, v in tags.items() if k.startswith(("prefect.", "mlflow.source.git"))},
         **_cascade_tags(model_dir, meta),
+        **_precision_tags(model_dir),
     }
     registry.tag_version(c, name, version, version_tags)
     return RegisteredVersion(task=meta.task, name=name, version=version, run_id=run_id)
@@ -130,3 +138,10 @@ def register_trained_model(
 def mark_challenger(home: Path, registered: RegisteredVersion) -> None:
     """Point `challenger` at a version registered by `register_trained_model`."""
     registry.set_challenger(registry.client(home), registered.name, registered.version)
+
+
+def mark_challengers(home: Path, registered: Sequence[RegisteredVersion]) -> list[str]:
+    """Point `challenger` at every new version: called once all of a night's versions exist."""
+    for item in registered:
+        mark_challenger(home, item)
+    return [f"{r.name}/{r.version}" for r in registered]

@@ -5,14 +5,16 @@ nothing here knows about inboxes, chunks or ledgers. No Prefect here. Pieces, on
 
 - `options`: `RuntimeOptions`, the six settings of how a model runs (batch size, threads, backend,
   embedding store on/off, its folder kept across runs, its memory bound), checked once.
-- `precision`: the backend and precision names, and the one place a run's precision is resolved
-  (`resolve_precision`: bf16 only where native, int8 only past the parity guard).
+- `precision`: the backend and precision names and their checks; `resolve`: the one place a run's
+  precision is decided (auto from the model's verdict, bf16 only where native, int8 only past the guard).
 - `loading`: load a pinned model once per process with the asked forward pass (`load_for_run` in a
   run's stages, `load_pinned` on its own).
 - `onnx_backend`, `bf16_backend`, `budget`: the forward passes behind `--backend onnx` (and `auto`
   on CPU) and `--precision bf16`, with token-budget batches.
-- `int8_backend`, `int8_guard`: the opt-in `--precision int8` graph and the dev-split parity check
-  that must pass before a model version may score in int8.
+- `int8_backend`, `int8_guard`: the `--precision int8` graph and the dev-split parity check that must
+  pass before a model version may score in int8 explicitly.
+- `precision_ladder`: fp32 -> bf16 -> int8 measured once per model on its dev split (flips, metric,
+  largest score change, pairs/s); `--precision auto` scores in the fastest rung within the limits.
 - `embedding_store`: bi-encoder sentence vectors kept for a whole run (or across nights), so each
   distinct sentence is encoded once; `stored_predict`: scores and vectors through that store.
 

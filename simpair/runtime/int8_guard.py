@@ -1,4 +1,8 @@
-"""The int8 parity guard: a model scores in int8 only once int8 is shown not to change its decisions.
+"""The int8 parity guard behind an explicit `--precision int8`: the int8 rung of the precision ladder.
+
+`--precision auto` reads the whole ladder's cached verdict (`precision_ladder`, stricter limits); an
+explicit int8 is checked here with the dev pairs, metric and comparison of that same ladder, under
+its own limits below, and its verdict kept as `simpair.int8.*` tags on the registry version.
 
 int8 moves scores far more than bf16, and how far depends on the weights (a fine-tuned model with
 sharp logits flips labels an untrained one never does), so no tolerance can be promised in advance.
@@ -17,14 +21,11 @@ is given, or measures anew with `--force` (or when the quantization mode changed
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-
-import numpy as np
 
 from simpair.model_ref import ModelRef
 
@@ -33,7 +34,6 @@ DEFAULT_MAX_DELTA = 0.005
 DEFAULT_MAX_FLIP_SHARE = 0.01
 ENV_MAX_DELTA = "SIMPAIR_INT8_MAX_DELTA"
 ENV_MAX_FLIP_SHARE = "SIMPAIR_INT8_MAX_FLIP_SHARE"
-PRIMARY = {"paraphrase": "f1", "sts": "spearman"}
 
 
 class Int8Refused(RuntimeError):
@@ -134,60 +134,34 @@ class Int8Check:
 
 
 def dev_pairs(model_dir: Path, home: Path) -> tuple[str, Any]:
-    """(where the dev pairs come from, frame) of the pairs the model was tuned on, from the pipeline home."""
-    from simpair.catalog import Catalog, CatalogError
-    from simpair.models.metadata import ModelMetadata
+    """The precision ladder's dev pairs (`precision_ladder.dev_pairs`), refused as `Int8Refused`."""
+    from simpair.runtime.precision_ladder import NoDevSplit
+    from simpair.runtime.precision_ladder import dev_pairs as ladder_dev_pairs
 
-    metrics_file = model_dir / "metrics.json"
-    metrics = json.loads(metrics_file.read_text()) if metrics_file.is_file() else {}
-    ids_file = model_dir / (ModelMetadata.read(model_dir).dev_pair_ids_file or "dev_pair_ids.txt")
-    source = metrics.get("dev_source")
-    if not source or not ids_file.is_file():
-        raise Int8Refused(
-            f"{model_dir.name} records no dev split (metrics.json dev_source and {ids_file.name}), "
-            "so its int8 metric cannot be measured against fp32"
-        )
-    dataset, split = str(source).split()[0].split("/", 1)
-    ids = ids_file.read_text().split()
     try:
-        frame = Catalog(home).read_split(dataset, split)
-    except (CatalogError, FileNotFoundError) as exc:
-        raise Int8Refused(
-            f"its dev split {dataset}/{split} is not in the pipeline home {home} ({exc}), so its int8 "
-            "metric cannot be measured against fp32"
-        ) from None
-    frame = frame.filter(frame["pair_id"].is_in(ids))
-    if frame.is_empty():
-        raise Int8Refused(f"none of its {len(ids)} dev pairs are in {dataset}/{split} of {home}")
-    return str(source), frame  # e.g. "stsb/dev", or "msrp/train carved 0.1 seed 13"
-
-
-def _metric(predictor: Any, out: dict[str, np.ndarray], frame: Any) -> float:
-    from simpair.evaluation.binary_classification import binary_metrics
-    from simpair.evaluation.graded_similarity import graded_metrics
-
-    if predictor.task == "paraphrase" and frame["label"].null_count() == 0:
-        gold = frame["label"].to_numpy().astype(np.int64)
-        return float(binary_metrics(out["probability"], gold, predictor.threshold)["f1"])
-    return float(graded_metrics(out["score"], frame["score"].to_numpy().astype(np.float64))["spearman"])
+        return ladder_dev_pairs(Path(model_dir), home)
+    except NoDevSplit as exc:
+        raise Int8Refused(str(exc).replace("its precisions", "its int8 metric")) from None
 
 
 def measure(model_dir: Path, home: Path, limits: Int8Limits, threads: int = 1) -> Int8Check:
-    """Score the model's dev pairs in fp32 and int8 and judge the difference under `limits`."""
+    """Score the model's dev pairs in fp32 and int8 and judge the difference under `limits`.
+
+    The int8 rung of the precision ladder (`precision_ladder.compare`), with this guard's own limits.
+    """
     from simpair.predictors import load_predictor
     from simpair.runtime.int8_backend import DEFAULT_MODE, use_int8
+    from simpair.runtime.precision_ladder import compare
 
     model_dir = Path(model_dir)
     split, frame = dev_pairs(model_dir, home)
     text_a, text_b = frame["text_a"].to_list(), frame["text_b"].to_list()
     fp32 = load_predictor(model_dir, device="cpu", precision="fp32")
     int8 = use_int8(load_predictor(model_dir, device="cpu", precision="fp32"), threads)
-    want, got = fp32.predict(text_a, text_b), int8.predict(text_a, text_b)
-    flips = float(np.mean(want["label"] != got["label"])) if "label" in want else None
+    c = compare(fp32, fp32.predict(text_a, text_b), int8.predict(text_a, text_b), frame)
     return Int8Check(
-        metric=PRIMARY.get(fp32.task, "f1") if "label" in want else "spearman",
-        metric_fp32=_metric(fp32, want, frame), metric_int8=_metric(fp32, got, frame),
-        label_flip_share=flips, pairs=len(text_a), dev_split=split, mode=DEFAULT_MODE,
+        metric=c.metric, metric_fp32=c.metric_fp32, metric_int8=c.metric_rung,
+        label_flip_share=c.label_flip_share, pairs=len(text_a), dev_split=split, mode=DEFAULT_MODE,
         measured_at=datetime.now(UTC).isoformat(timespec="seconds"),
         max_delta=limits.max_delta, max_flip_share=limits.max_flip_share,
     ).judged(limits)  # fmt: skip

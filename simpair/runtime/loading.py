@@ -1,7 +1,7 @@
 """Load a pinned model once per process, with the forward pass the options ask for.
 
 `load_for_run` is what a run's stages call (scoring chunks, mining, encoding): the precision is the
-run's, already resolved (`precision.resolve_precision`), and a process that cannot run it natively
+run's, already resolved (`resolve.resolve`), and a process that cannot run it natively
 refuses rather than fall back. `load_pinned` is the same loader on its own (benchmarks, notebooks):
 it checks the names and resolves the precision itself, falling back from bf16 with a warning.
 """
@@ -52,6 +52,8 @@ def load_for_run(local_dir: str, runtime: RuntimeOptions, precision: str = "fp32
     """
     from simpair.models.device import pick_device
 
+    if precision == "auto":  # resolved once per run (`resolve.resolve`), never per process
+        raise ValueError("load_for_run needs the run's resolved precision, not auto")
     require_native(precision, pick_device("auto"))
     with _LOAD_LOCK:
         return _load(local_dir, runtime.threads or default_threads(), runtime.backend, precision, precision)
@@ -66,10 +68,18 @@ def load_pinned(
     `backend="onnx"` runs the forward pass in ONNX Runtime (see `onnx_backend`). `precision="bf16"`
     runs the torch forward pass under bf16 autocast (members of a stacked model too) where bf16 is
     native, and falls back to fp32 with a warning elsewhere; `backend="auto"` then means torch.
+    `precision="auto"` takes the model's cached precision verdict (fp32 without one; never measures).
     """
     from simpair.models.device import pick_device
 
     check_precision(precision, backend)
+    if precision == "auto":
+        from simpair.models.precision_verdict import PrecisionVerdict
+        from simpair.runtime.precision import allowed_rungs
+
+        verdict = PrecisionVerdict.read(local_dir)
+        allowed = allowed_rungs(backend, pick_device("auto"))
+        precision = verdict.choose(allowed).precision if verdict else "fp32"
     effective = runnable_precision(precision, pick_device("auto"))
     with _LOAD_LOCK:
         # keyed by the precision run *and* the one asked for: a fallback warns once per process

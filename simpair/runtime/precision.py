@@ -1,12 +1,13 @@
 """Backend and precision: which names are accepted, and which precision a run really scores in.
 
 Checked once, where the options are built (`RuntimeOptions`, `ScoringOptions`), and resolved once, by
-the process that starts a run (`resolve_precision`), before its first chunk; the resolved precision is
-what every chunk and worker gets. `fp32` (default) gives scores equal to sentence-transformers' to
-~1e-7. `bf16` is an explicit opt-in for throughput, run only where bf16 is native (CUDA with bf16, CPUs
-with AVX512-BF16 or AMX): emulated bf16 is slower than fp32 and would still move the scores, so
-elsewhere it falls back to fp32 with a warning. ONNX Runtime has no fast bf16 on CPU, so bf16 scores
-with torch; the opt-in `int8` runs a quantized ONNX Runtime graph and needs `int8_guard`'s consent.
+the process that starts a run (`resolve.resolve`), before its first chunk; the resolved precision is what
+every chunk and worker gets. `auto` (default) is the fastest rung of the model's precision ladder that
+keeps its dev decisions (`precision_ladder`: measured once per model, cached beside it). `fp32` gives
+scores equal to sentence-transformers' to ~1e-7. `bf16` runs only where bf16 is native (CUDA with bf16,
+CPUs with AVX512-BF16 or AMX): emulated bf16 is slower than fp32 and would still move the scores, so
+elsewhere an explicit bf16 falls back to fp32 with a warning. ONNX Runtime has no fast bf16 on CPU,
+so bf16 scores with torch; `int8` runs a quantized ONNX Runtime graph and needs `int8_guard`'s consent.
 """
 
 from __future__ import annotations
@@ -15,15 +16,12 @@ import logging
 import warnings
 from typing import Any
 
-from simpair.model_ref import ModelRef
-from simpair.runtime.int8_guard import require_int8
-
 log = logging.getLogger(__name__)
 
 BACKENDS = ("auto", "torch", "onnx")
-PRECISIONS = ("fp32", "bf16", "int8")
+PRECISIONS = ("auto", "fp32", "bf16", "int8")
 DEFAULT_BACKEND = "auto"  # ONNX Runtime on CPU when installed, else torch
-DEFAULT_PRECISION = "fp32"  # scores identical to fp32 by default; bf16 and int8 are explicit opt-ins
+DEFAULT_PRECISION = "auto"  # the fastest precision the model's dev split accepts (precision_ladder)
 
 
 def check_backend(backend: str) -> str:
@@ -56,26 +54,12 @@ def runnable_precision(precision: str, device: Any) -> str:
     return precision
 
 
-def resolve_precision(
-    precision: str, backend: str, device: Any | None = None, model: ModelRef | None = None, home: Any = None
-) -> str:
-    """Decide a run's precision once, before its first chunk, and warn if bf16 must fall back.
+def allowed_rungs(backend: str, device: Any) -> tuple[str, ...]:
+    """The precisions `auto` may pick for this backend and device: bf16 only where native, via torch."""
+    from simpair.models import device as devices
+    from simpair.models.precision_verdict import BACKEND_RUNGS
 
-    Called by the process that starts the run; the result is passed to every chunk (and worker),
-    so all chunks of a run use the same precision. `device` defaults to the one `load_predictor`
-    would pick here (CUDA if available, else CPU). int8 is refused (`int8_guard.Int8Refused`)
-    unless the pinned `model` passes the parity guard (`home` holds its dev split and registry).
-    """
-    from simpair.models.device import pick_device
-
-    check_precision(precision, backend)
-    device = pick_device("auto") if device is None else device
-    effective = runnable_precision(precision, device)
-    if effective != precision:
-        warn_fallback(device)
-    if precision == "int8":  # measured on the model's dev split, or read from its registry version
-        require_int8(model, home)
-    return effective
+    return tuple(p for p in BACKEND_RUNGS[backend] if p != "bf16" or devices.native_bf16(device))
 
 
 def require_native(precision: str, device: Any) -> None:

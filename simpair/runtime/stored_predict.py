@@ -121,9 +121,15 @@ class StoredEncoder:
 
 
 def stored_encoder(
-    predictor: Any, model: ModelRef, folder: str | Path | None, memory_mb: float = DEFAULT_MEMORY_MB
+    predictor: Any,
+    model: ModelRef,
+    folder: str | Path | None,
+    memory_mb: float = DEFAULT_MEMORY_MB,
+    precision: str = "fp32",
 ) -> StoredEncoder:
-    """A bi-encoder `predictor` over the store in `folder` for its identity (fp32); None: no store."""
+    """A bi-encoder `predictor` (run in `precision`) over the store in `folder` for its identity;
+    None: no store."""
     if folder is None:
         return StoredEncoder(predictor)
-    return StoredEncoder(predictor, open_stores(predictor, model, "fp32", str(folder), memory_mb).get(SELF))
+    stores = open_stores(predictor, model, precision, str(folder), memory_mb)
+    return StoredEncoder(predictor, stores.get(SELF))

@@ -59,7 +59,7 @@ def score_chunk(
 
     `runtime` gives the batch size, threads, backend and embedding store (bi-encoders and a stack's
     bi members: vectors kept across the run's chunks); `precision` is the run's resolved precision
-    (`simpair.runtime.precision.resolve_precision`). A worker that cannot run it natively (bf16
+    (`simpair.runtime.resolve`). A worker that cannot run it natively (bf16
     pinned by a driver with native bf16, on a worker without) fails the chunk rather than score it
     in another precision than the rest of the run (`simpair.runtime.loading.load_for_run`).
     """

@@ -29,8 +29,9 @@ class ScoringOptions(RuntimeOptions):
     - `model`: `name@alias`, `name/version` or a saved model folder; None = the paraphrase champion.
     - `home`: pipeline home holding the MLflow registry; None = `$SIMPAIR_HOME`.
     - `chunk_rows`: rows per chunk, the unit of resume and fan-out.
-    - `precision`: `fp32`, the opt-in `bf16` (not with backend `onnx`) or `int8` (not with `torch`;
-      refused unless the model passes the parity guard, `simpair.runtime.int8_guard`).
+    - `precision`: `auto` (the fastest rung of the model's cached precision verdict that keeps its dev
+      decisions, `simpair.runtime.precision_ladder`), `fp32`, `bf16` (not with backend `onnx`) or
+      `int8` (not with `torch`; refused unless the model passes the parity guard, `int8_guard`).
     - `lock_wait`: seconds to wait for another run holding the output; 0 = give up at once.
     - `contract`: the scoring-input contract file; None = `data_contracts/scoring_input.yaml`.
     - `rescore`: also score batches that another model version already scored (each version once;

@@ -19,7 +19,6 @@ from pathlib import Path
 import pyarrow as pa
 
 from simpair.model_ref import ModelRef
-from simpair.runtime.precision import DEFAULT_PRECISION
 from simpair.scoring.contract import ScoringContract
 from simpair.scoring.inbox import InboxFile, content_hash
 from simpair.scoring.ledger import Ledger
@@ -107,7 +106,7 @@ def plan_files(
     run_id: str,
     contract: ScoringContract,
     chunk_rows: int = DEFAULT_CHUNK_ROWS,
-    precision: str = DEFAULT_PRECISION,
+    precision: str = "fp32",  # the run's resolved precision (never auto)
     rescore: Rescore | None = None,
 ) -> list[FilePlan]:
     """Decide, claim and quarantine, in one sequential pass (the only step that writes claims).

@@ -19,8 +19,9 @@ order above (`score_inbox`, `simpair score --no-prefect`); `simpair.tasks.stages
 each as its Prefect task, mapped or submitted to the flow's task runner (threads, Dask). Both see the
 same calls in the same order, so they claim, score, quarantine and record the same things.
 
-Precision (`fp32` default, `bf16` and `int8` opt-in) is resolved once per run
-(`simpair.runtime.precision.resolve_precision`) and passed to every stage like the pinned model:
+Precision (`auto` default: the model's cached precision verdict; `fp32`, `bf16` and `int8` explicit)
+is resolved once per run (`simpair.runtime.resolve`) and passed to every stage like the
+pinned model. `auto` is fixed per model, not per run, so a resumed run scores in the same precision:
 chunks get it with the runtime options alone, record it in the ledger and on every output row, and
 a resumed batch rescores chunks scored in another precision, so one output file never mixes them.
 
@@ -39,7 +40,7 @@ from typing import Any
 
 from simpair.model_ref import ModelRef, resolve_model_ref
 from simpair.runtime.embedding_store import release_store
-from simpair.runtime.precision import resolve_precision
+from simpair.runtime.resolve import resolve
 from simpair.scoring.chunk import ChunkResult, run_store, score_chunk
 from simpair.scoring.commit import finalize_file
 from simpair.scoring.contract import load_contract
@@ -86,7 +87,7 @@ def run_scoring(
     contract = load_contract(options.contract)
     with run_lock(out_dir, options.lock_wait):
         model = runner.run(resolve_model_ref, spec=options.model, home=home_dir(options.home))
-        precision = resolve_precision(  # int8: the parity guard runs here, once per run
+        precision, why = resolve(  # auto reads the model's verdict; int8: the parity guard, once per run
             options.precision, options.backend, model=model, home=home_dir(options.home)
         )
         run_id = run_id or new_run_id()
@@ -127,7 +128,7 @@ def run_scoring(
             run_id, model, plans, file_results, chunk_results, seconds, precision, options.precision,
             embedding_store=str(store) if options.embedding_store and looked_up else None,
             embedding_store_kept=options.keeps_store,
-            rescore=rescore.note if rescore else None,
+            rescore=rescore.note if rescore else None, precision_why=why,
         )  # fmt: skip
         runner.run(finish_run, out=out_dir, summary=summary)
         release_store(store, keep=options.keeps_store)

@@ -10,7 +10,6 @@ from dataclasses import asdict, dataclass, field
 
 from simpair.model_ref import ModelRef
 from simpair.runtime.embedding_store import store_line
-from simpair.runtime.precision import DEFAULT_PRECISION
 from simpair.scoring.chunk import ChunkResult
 from simpair.scoring.commit import FileResult
 from simpair.scoring.plan import FilePlan
@@ -23,8 +22,9 @@ class ScoreSummary:
     run_id: str
     model_name: str
     model_version: str
-    precision: str = DEFAULT_PRECISION  # what every chunk of the run was scored in
-    precision_requested: str = DEFAULT_PRECISION  # differs when bf16 fell back to fp32 (no native bf16)
+    precision: str = "fp32"  # what every chunk of the run was scored in (never auto: resolved)
+    precision_requested: str = "fp32"  # auto, or differs when bf16 fell back to fp32 (no native bf16)
+    precision_why: str | None = None  # with auto: the rung chosen and its dev figures, or why fp32
     files_seen: int = 0
     files_scored: int = 0
     files_rescored: int = 0  # of files_scored: batches another model version had scored before
@@ -55,11 +55,12 @@ def summarize(
     results: list[FileResult],
     chunk_results: list[ChunkResult],
     scoring_seconds: float,
-    precision: str = DEFAULT_PRECISION,
+    precision: str = "fp32",
     precision_requested: str | None = None,
     embedding_store: str | None = None,
     embedding_store_kept: bool = False,
     rescore: str | None = None,
+    precision_why: str | None = None,
 ) -> ScoreSummary:
     """Roll plans and results up into the run summary (one line per inbox file)."""
     by_sha = {r.sha256: r for r in results}
@@ -70,6 +71,7 @@ def summarize(
         precision=precision,
         precision_requested=precision_requested or precision,
         files_seen=len(plans),
+        precision_why=precision_why,
     )
     for plan in plans:
         result = by_sha.get(plan.sha256 or "") if plan.action == "score" else None
@@ -103,6 +105,8 @@ def summarize(
 
 def precision_note(summary: ScoreSummary) -> str:
     """One phrase saying what the run's precision means for its scores (console and artifact)."""
+    if summary.precision_why:  # auto: "auto: int8 (0.2% flips, metric -0.001, 2.9x fp32)"
+        return summary.precision_why
     if summary.precision_requested != summary.precision:
         return f"{summary.precision_requested} asked, no native {summary.precision_requested} here: fell back"
     if summary.precision == "bf16":

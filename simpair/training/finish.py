@@ -9,6 +9,7 @@ the dev and training pair ids that evaluation's leakage exclusion reads.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,7 @@ from simpair.pair_tokens import PairTokens
 from simpair.training import calibration as calibrate
 from simpair.training.checkpoint import dev_metrics
 from simpair.training.config import TrainConfig
+from simpair.training.data import TrainData
 
 
 def joined_lines(lines: pa.Array) -> str:
@@ -79,24 +81,37 @@ def fit_postprocess(
     return model.post.describe(trained.split_labels(), len(distinct))
 
 
-def finish(
-    config: TrainConfig,
-    home: Path,
-    model: CrossEncoder | BiEncoder,
-    tokenizer: Any,
-    data: Any,
-    trained: PairTokens,
-    dev_pairs: PairTokens,
-    parent: ModelMetadata | None,
-    parent_dir: str | None,
-    backbone_label: str,
-    device: torch.device,
-    dtype: torch.dtype | None,
-    pad_id: int,
-    history: list[dict[str, Any]],
-    run_info: dict[str, Any],
-) -> Path:
+@dataclass(frozen=True)
+class TrainedRun:
+    """One training stage as the loop leaves it: what `finish` turns into a saved model directory.
+
+    `model` holds the chosen weights; `trained` is every training pair (all ranks', before the
+    symmetric copy) and `dev_pairs` the dev pairs the threshold is picked on; `parent` and `parent_dir`
+    name the earlier stage it started from, if any; `dtype` is the evaluation precision (None: fp32);
+    `run_info` is merged into metrics.json beside the dev metrics.
+    """
+
+    config: TrainConfig
+    home: Path
+    model: CrossEncoder | BiEncoder
+    tokenizer: Any
+    data: TrainData
+    trained: PairTokens
+    dev_pairs: PairTokens
+    parent: ModelMetadata | None
+    parent_dir: str | None
+    backbone_label: str
+    device: torch.device
+    dtype: torch.dtype | None
+    pad_id: int
+    history: list[dict[str, Any]]
+    run_info: dict[str, Any]
+
+
+def finish(run: TrainedRun) -> Path:
     """Pick threshold/calibration on dev, write the model directory with metrics and lineage."""
+    config, model, trained, dev_pairs, parent = run.config, run.model, run.trained, run.dev_pairs, run.parent
+    pad_id, device, dtype, run_info = run.pad_id, run.device, run.dtype, run.run_info
     postprocess_info = None
     if config.postprocess is not None and isinstance(model, BiEncoder):
         before = dev_metrics(raw_outputs(model, dev_pairs, pad_id, device, dtype), dev_pairs, config)
@@ -123,10 +138,11 @@ def finish(
             score = calibrate.apply(calibration, raw)
         dev = graded_metrics(score, dev_pairs.targets)
 
-    out_dir = Path(config.output_dir) if config.output_dir else new_model_dir(home / "models", config.name)
+    models = run.home / "models"
+    out_dir = Path(config.output_dir) if config.output_dir else new_model_dir(models, config.name)
     parent_file = None
-    if parent is not None and parent.train_pairs_file and parent_dir is not None:
-        parent_file = Path(parent_dir) / parent.train_pairs_file
+    if parent is not None and parent.train_pairs_file and run.parent_dir is not None:
+        parent_file = Path(run.parent_dir) / parent.train_pairs_file
     train_text = _train_pair_lines(trained, parent_file)
     train_splits = trained.split_labels()
     if parent is not None:
@@ -137,33 +153,33 @@ def finish(
         objective=config.objective,
         threshold=threshold,
         max_length=config.max_length,
-        backbone=backbone_label,
+        backbone=run.backbone_label,
         symmetric=config.symmetric and config.kind == "cross",
         cross_head=config.cross_head,
         calibration=calibration,
-        dataset_versions={**(parent.dataset_versions if parent else {}), **data.versions},
+        dataset_versions={**(parent.dataset_versions if parent else {}), **run.data.versions},
         train_datasets=train_splits,
         dev_pair_ids_file="dev_pair_ids.txt",
         train_pairs_file="train_pairs.txt",
-        tokenizer_fingerprint=tokenizer_fingerprint(tokenizer),
-        init_from=parent_dir if parent is not None else None,
+        tokenizer_fingerprint=tokenizer_fingerprint(run.tokenizer),
+        init_from=run.parent_dir if parent is not None else None,
         embedding_postprocess=postprocess_info,
     )
     metrics = {
         "dev": dev,
-        "dev_source": data.dev_source,
+        "dev_source": run.data.dev_source,
         "selection_metric": config.metric_for_selection,
         "train_pairs": len(trained),
         "train_pairs_by_dataset": dict(sorted(trained.count_by_dataset().items())),
         "batches_by_dataset": config.batch_per_dataset and len(trained.count_by_dataset()) > 1,
         "dev_pairs": len(dev_pairs),
-        "excluded_leaked_train_pairs": data.excluded_leaked,
+        "excluded_leaked_train_pairs": run.data.excluded_leaked,
         **run_info,
-        "history": history,
+        "history": run.history,
     }
     save_model(
         model,
-        tokenizer,
+        run.tokenizer,
         out_dir,
         meta,
         train_config_yaml=config.to_yaml(),

@@ -26,24 +26,18 @@ from simpair.models.bi_encoder import BiEncoder
 from simpair.models.cross_encoder import CrossEncoder
 from simpair.models.device import autocast, autocast_dtype, pick_device
 from simpair.models.inference import raw_outputs
-from simpair.models.io import build_model, quiet_transformers
-from simpair.models.tiny import build_tiny
-from simpair.models.tokenizer import load_tokenizer
-from simpair.pair_tokens import PairTokens
 from simpair.progress import note, progress
-from simpair.training.backbone import resolve_backbone
 from simpair.training.checkpoint import BestWeights, dev_metrics, weights_sha1
 from simpair.training.config import TrainConfig
-from simpair.training.data import collate, load_train_data
+from simpair.training.data import collate
 from simpair.training.ddp import (
     agree_min,
     barrier,
     broadcast_object,
-    gather_objects,
     init_distributed,
-    shard_rows,
 )
-from simpair.training.finish import finish
+from simpair.training.finish import TrainedRun, finish
+from simpair.training.inputs import load_backbone, load_pairs
 from simpair.training.optim import build_optimizer, total_steps
 from simpair.training.progress_slot import current_slot
 from simpair.training.sampling import epoch_batches, epoch_rows
@@ -102,40 +96,10 @@ def train_once(config: TrainConfig, home: Path) -> TrainResult:
         torch.set_num_threads(config.num_threads)
     seed_everything(config.seed)
 
-    backbone, parent = resolve_backbone(config, home)
-    with quiet_transformers():
-        if backbone == "tiny":
-            model, tokenizer = build_tiny(config.kind, seed=config.seed, cross_head=config.cross_head)
-            backbone_label = "tiny-random-bert"
-        else:
-            tokenizer = load_tokenizer(backbone)
-            model = build_model(config.kind, backbone, config.cross_head)
-            backbone_label = parent.backbone if parent else backbone
-    pad_id = tokenizer.pad_token_id or 0
-    if isinstance(model, BiEncoder):  # a bi-encoder backbone's transform belongs to its old weights
-        model.post = None
-
-    # Rank 0 tokenizes first (file lock also protects), then the others read the cache.
-    if not dist_info.is_main:
-        barrier(dist_info)
-    data = load_train_data(config, home, tokenizer)
-    if dist_info.is_main:
-        barrier(dist_info)
-    train_pairs = data.train
-    if config.max_train_samples is not None and config.max_train_samples < len(train_pairs):
-        pick = np.random.default_rng(config.seed).permutation(len(train_pairs))[: config.max_train_samples]
-        train_pairs = train_pairs.subset(np.sort(pick))
-    dev_pairs = data.dev
-    if config.max_dev_samples is not None and config.max_dev_samples < len(dev_pairs):
-        dev_pairs = dev_pairs.subset(np.arange(config.max_dev_samples))
-    trained_pairs = train_pairs
-    shards: dict[str, Any] = {}
-    if dist_info.enabled:  # each rank reads only its own disjoint shard
-        train_pairs = train_pairs.subset(shard_rows(len(train_pairs), config.seed, dist_info))
-        shard = {"pairs": len(train_pairs), "sha1": train_pairs.digest()}
-        shards = {"ddp_shards": gather_objects(shard, dist_info)}
-    if config.symmetric:
-        train_pairs = PairTokens.concat([train_pairs, train_pairs.swapped()])
+    base = load_backbone(config, home)
+    model, pad_id = base.model, base.pad_id
+    pairs = load_pairs(config, home, base.tokenizer, dist_info)
+    train_pairs, dev_pairs = pairs.train, pairs.dev
 
     sources = train_pairs.dataset_codes() if config.batch_per_dataset else None
     per_rank = config.samples_per_epoch
@@ -260,37 +224,29 @@ def train_once(config: TrainConfig, home: Path) -> TrainResult:
             before = selection_value(module.model)
             start.interpolate(config.wise_ft_alpha)
             wise = {"wise_ft": {"alpha": config.wise_ft_alpha, f"dev_{metric_name}_before": before}}
+        run_info = {
+            "best_epoch": kept.epoch,
+            "weights": chosen,
+            "train_seconds": train_seconds,
+            "wall_seconds": time.perf_counter() - started,
+            "train_samples_per_s": samples_seen / max(train_seconds, 1e-9),
+            "steps": step,
+            "world_size": dist_info.world_size,
+            "device": str(device),
+            "autocast": str(dtype) if dtype else "fp32",
+            "encoder_moved": start.distance(),
+            **({"samples_per_epoch": config.samples_per_epoch} if config.samples_per_epoch else {}),
+            **pairs.shards,
+            **wise,
+        }
         model_dir = finish(
-            config,
-            home,
-            module.model,
-            tokenizer,
-            data,
-            trained_pairs,
-            dev_pairs,
-            parent,
-            backbone if parent is not None else None,
-            backbone_label,
-            device,
-            eval_dtype,
-            pad_id,
-            history,
-            {
-                "best_epoch": kept.epoch,
-                "weights": chosen,
-                "train_seconds": train_seconds,
-                "wall_seconds": time.perf_counter() - started,
-                "train_samples_per_s": samples_seen / max(train_seconds, 1e-9),
-                "steps": step,
-                "world_size": dist_info.world_size,
-                "device": str(device),
-                "autocast": str(dtype) if dtype else "fp32",
-                "encoder_moved": start.distance(),
-                **({"samples_per_epoch": config.samples_per_epoch} if config.samples_per_epoch else {}),
-                **shards,
-                **wise,
-            },
-        )
+            TrainedRun(
+                config=config, home=home, model=module.model, tokenizer=base.tokenizer, data=pairs.data,
+                trained=pairs.trained, dev_pairs=dev_pairs, parent=base.parent, parent_dir=base.parent_dir,
+                backbone_label=base.label, device=device, dtype=eval_dtype, pad_id=pad_id, history=history,
+                run_info=run_info,
+            )
+        )  # fmt: skip
         metrics = json.loads((model_dir / "metrics.json").read_text())
     model_dir = broadcast_object(model_dir, dist_info)
     barrier(dist_info)

@@ -72,3 +72,13 @@ def train_in_process(config: TrainConfig, home: str | Path, progress_slot: int |
     """
     with worker_pool(1, first_slot=progress_slot or 0) as pool:
         return pool.submit(train_in_worker, config.model_dump(mode="json"), str(home)).result()
+
+
+def train_model(
+    config: TrainConfig, home: str | Path, isolated: bool = False, progress_slot: int | None = None
+) -> TrainResult:
+    """Train one model here, or with `isolated` in a fresh process (`train_in_process`): trainings
+    going side by side then share neither torch's random state nor its thread pool."""
+    if isolated:
+        return train_in_process(config, home, progress_slot)
+    return train(config, Path(home))

@@ -1,15 +1,9 @@
-"""Evaluate a saved model of any kind on ingested splits: metrics, plots and a markdown report.
+"""`evaluate_model`: score a saved model on ingested splits and write what the report shows.
 
-`evaluate_model` loads the directory through `simpair.predictors.load_predictor` (plain, soup or
-stack), so it sits above the loader; the metrics, plots and leakage filter it uses live below it in
-`simpair.evaluation`.
-
-The model's own decision threshold (chosen on dev at training time) is applied unchanged; nothing is
-tuned on the evaluated data. Pairs the ingest leakage report finds among the pairs this model was
-trained on (parents included) are excluded and counted, so a score never rests on memorised pairs.
 Tokens come from the cache (`simpair.tokens`), the same ids training used, read through its
 memory-mapped columns a batch at a time (`simpair.pair_tokens`): only the split's ids, labels and
-scores are held whole, never its token ids.
+scores are held whole, never its token ids. Composite models (stacks, cascades) score from the texts,
+since each member tokenizes for itself.
 """
 
 from __future__ import annotations
@@ -30,6 +24,7 @@ from simpair.evaluation.graded_similarity import graded_metrics
 from simpair.evaluation.groups import compile_group_pattern, metrics_by_group, pair_groups
 from simpair.evaluation.leaked_pairs import leaked_pair_ids, trained_pairs
 from simpair.evaluation.plots import confusion_matrix_png, histogram_png, scatter_png
+from simpair.evaluation.splits.report import render_report
 from simpair.models.inference import raw_outputs
 from simpair.models.metadata import COMPOSITE_KINDS
 from simpair.pair_tokens import PairTokens, open_pairs
@@ -249,57 +244,3 @@ def _metrics_by_group(
         return out
 
     return metrics_by_group(groups, metrics)
-
-
-def render_report(summary: dict[str, Any], plots: list[Path], out: Path) -> str:
-    """Markdown: one table row per split, then the plots."""
-    if summary["task"] == "paraphrase":
-        threshold = f"threshold {summary['threshold']:.4f} (chosen on dev at training time)"
-    else:  # a graded model's threshold is the untuned default: say so rather than imply it was chosen
-        threshold = (
-            f"no tuned threshold (graded model): binary splits are cut at the fixed "
-            f"{summary['threshold']:.4f}, so read their ROC-AUC, not accuracy or F1"
-        )
-    lines = [
-        f"# Evaluation of `{Path(summary['model_dir']).name}`",
-        "",
-        f"{summary['kind']}-encoder, task {summary['task']}, objective {summary['objective']}, {threshold}.",
-        "",
-        "| split | evaluated | leaked excluded | accuracy | F1 | precision | recall | ROC-AUC "
-        "| Spearman | Pearson | MSE | MAE |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
-    ]
-
-    def fmt(m: dict[str, Any], *keys: str) -> str:
-        for key in keys:
-            if key in m:
-                return f"{m[key]:.4f}"
-        return ""
-
-    for label, m in summary["splits"].items():
-        lines.append(
-            f"| {label} | {m['evaluated']} | {m['excluded_leaked']} | {fmt(m, 'accuracy')} | {fmt(m, 'f1')} "
-            f"| {fmt(m, 'precision')} | {fmt(m, 'recall')} | {fmt(m, 'roc_auc')} "
-            f"| {fmt(m, 'spearman', 'graded_spearman')} | {fmt(m, 'pearson', 'graded_pearson')} "
-            f"| {fmt(m, 'mse', 'graded_mse')} | {fmt(m, 'mae', 'graded_mae')} |"
-        )
-    lines.append("")
-    for label, m in summary["splits"].items():
-        if "by_group" not in m:
-            continue
-        lines += [
-            f"### {label} by group (pair ids matched by `{summary['group_pattern']}`)",
-            "",
-            "| group | evaluated | accuracy | F1 | ROC-AUC | Spearman | Pearson | MAE |",
-            "|---|---|---|---|---|---|---|---|",
-        ]
-        for group, g in m["by_group"].items():
-            lines.append(
-                f"| {group} | {g['evaluated']} | {fmt(g, 'accuracy')} | {fmt(g, 'f1')} | {fmt(g, 'roc_auc')} "
-                f"| {fmt(g, 'spearman', 'graded_spearman')} | {fmt(g, 'pearson', 'graded_pearson')} "
-                f"| {fmt(g, 'mae', 'graded_mae')} |"
-            )
-        lines.append("")
-    for plot in plots:
-        lines += [f"![{plot.stem}]({plot.relative_to(out)})", ""]
-    return "\n".join(lines)

@@ -23,7 +23,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from simpair.catalog import Catalog
-from simpair.evaluate import default_eval_splits
+from simpair.evaluation.splits import default_eval_splits
 from simpair.models import ModelMetadata
 from simpair.registry import tracking
 from simpair.registry.gate import DEFAULT_PRIMARY, wise_ft_markdown

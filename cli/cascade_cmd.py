@@ -1,0 +1,83 @@
+"""CLI command `simpair cascade`: a bi-encoder first, the cross-encoder only on the pairs it is unsure of.
+
+From a trained cross-encoder (`--cross`, with `--bi` or the backbone untouched) or from a cascade config
+(`--config`) whose members it trains first (the same config path as `stack` and `soup`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from simpair.cli.common import (
+    EvaluateAfterOption,
+    HomeOption,
+    JobsOption,
+    ModelDirOutOption,
+    parse_split_option,
+    print_combined,
+    resolve_model_option,
+    train_combined_from_config,
+)
+
+
+def cascade(
+    cross: Annotated[
+        str | None, typer.Option(help="A trained paraphrase cross-encoder (directory or registry ref).")
+    ] = None,
+    bi: Annotated[
+        str | None,
+        typer.Option(
+            help="A trained paraphrase bi-encoder (default: the cross-encoder's backbone, untouched)."
+        ),
+    ] = None,
+    config: Annotated[
+        Path | None,
+        typer.Option(help="Or: a cascade config (combine: cascade): trains its members, then fits the band."),
+    ] = None,
+    max_disagreement: Annotated[
+        float,
+        typer.Option(
+            min=0.0, max=0.999, help="Share of dev decisions that may differ from the cross-encoder's."
+        ),
+    ] = 0.005,
+    out: ModelDirOutOption = None,
+    home: HomeOption = None,
+    split: EvaluateAfterOption = None,
+    jobs: JobsOption = 1,
+) -> None:
+    """A bi -> cross cascade: the bi stage scores every pair, the cross-encoder only the pairs in a band
+    of uncertain bi probabilities, fitted on dev to agree with the cross-encoder alone.
+    """
+    from simpair import settings
+    from simpair.ensemble import fit_cascade
+    from simpair.models.io import new_model_dir
+
+    if (config is None) == (cross is None):
+        raise typer.BadParameter("give either --config or --cross", param_hint="--config")
+    home_path = settings.home_dir(home)
+    splits = [parse_split_option(s) for s in split] if split else []
+    if config is not None:
+        train_combined_from_config(config, home_path, None, jobs, out, splits, combine="cascade")
+        return
+    try:
+        members = [resolve_model_option(cross, home_path)]
+        members += [resolve_model_option(bi, home_path)] if bi else []
+        target = fit_cascade(
+            members,
+            home_path,
+            out or new_model_dir(home_path / "models", "cascade"),
+            max_disagreement,
+            zero_shot=bi is None,
+        )
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--cross") from exc
+    print_combined(Console(), target, home_path, splits)
+
+
+def register(app: typer.Typer) -> None:
+    """Add `simpair cascade` to the top-level app."""
+    app.command("cascade")(cascade)

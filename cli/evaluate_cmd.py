@@ -1,0 +1,198 @@
+"""CLI command `simpair evaluate`: metrics, plots and a report for a saved model.
+
+Three modes share one command: ingested splits (default), your own labelled file (`--file`), and
+in-domain beside cross-task (`--transfer`). The command only parses options, calls the domain
+(`simpair.evaluation`: `splits`, `file`, `transfer`) and prints; heavy imports happen
+inside it, so `simpair --help` stays fast.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from simpair.cli.common import (
+    HomeOption,
+    ModelOption,
+    parse_split_option,
+    print_eval,
+    print_file_eval,
+    print_transfer,
+    resolve_model_option,
+)
+
+
+class LabelKindOption(StrEnum):
+    """The --label-kind choices (typer shows them in --help and rejects others)."""
+
+    graded = "graded"
+    binary = "binary"
+
+
+def evaluate(
+    model: ModelOption = None,
+    split: Annotated[
+        list[str] | None,
+        typer.Option(help="DATASET/SPLIT to evaluate on (repeatable). Default: test splits."),
+    ] = None,
+    home: HomeOption = None,
+    exclude_leaked: Annotated[
+        bool,
+        typer.Option(
+            help="Exclude pairs the leakage report finds in the model's training data (with --file: "
+            "the file's pairs that sit in the model's training data ingested in this home)."
+        ),
+    ] = True,
+    out: Annotated[
+        Path | None, typer.Option(help="Output folder. Default: <home>/evaluations/<model>-<time>.")
+    ] = None,
+    group_pattern: Annotated[
+        str | None,
+        typer.Option(
+            help="Also report metrics per group of pairs: a regular expression over pair ids whose "
+            "first capture group names the group, e.g. '^(.+?)-\\d{4}' for STS-B genres."
+        ),
+    ] = None,
+    file: Annotated[
+        Path | None,
+        typer.Option(
+            "--file",
+            help="Evaluate on your own labelled pairs instead of ingested splits: a Parquet, CSV or TSV "
+            "file with text_a, text_b and a label column; the untrained backbone is scored beside it.",
+        ),
+    ] = None,
+    label_kind: Annotated[
+        LabelKindOption | None,
+        typer.Option(
+            help="With --file: 0/1 labels (binary) or similarity grades (graded). Default: the "
+            "model's task (paraphrase: binary, sts: graded)."
+        ),
+    ] = None,
+    score_range: Annotated[
+        tuple[float, float] | None,
+        typer.Option(
+            "--range",
+            metavar="MIN MAX",
+            help="With --file and graded labels: the scale they are written on (e.g. 0 5); rescaled to "
+            "0-1, rows outside dropped. Default: 0 1.",
+        ),
+    ] = None,
+    label_column: Annotated[
+        str | None,
+        typer.Option(help="With --file: the label column. Default: label (binary), score (graded)."),
+    ] = None,
+    zero_shot: Annotated[
+        bool,
+        typer.Option(help="With --file: also score the untrained backbone (zero-shot) for comparison."),
+    ] = True,
+    transfer: Annotated[
+        bool,
+        typer.Option(
+            "--transfer",
+            help="The model beside its untrained backbone on its test splits and on the other task's "
+            "test split (STS model: ROC-AUC on msrp/test; paraphrase model: Spearman on stsb/test); "
+            "recorded as an MLflow run.",
+        ),
+    ] = False,
+) -> None:
+    """Metrics, PNG plots and a markdown report for a saved model (threshold as chosen on dev).
+
+    With --file: on your own labelled pairs, the model beside its untrained backbone (zero-shot).
+    With --transfer: in its domain and off it, beside its untrained backbone.
+    """
+    from simpair import settings
+
+    file_only = {
+        "--label-kind": label_kind is not None,
+        "--range": score_range is not None,
+        "--label-column": label_column is not None,
+        "--no-zero-shot": not zero_shot,
+    }
+    if file is not None:
+        clash = [
+            name for name, given in (("--split", bool(split)), ("--group-pattern", group_pattern)) if given
+        ]
+        if clash:
+            raise typer.BadParameter(
+                f"--file evaluates your own pairs; it cannot be combined with {', '.join(clash)}",
+                param_hint="--file",
+            )
+        _evaluate_file(
+            model, file, label_kind, score_range, label_column, zero_shot, exclude_leaked, home, out
+        )
+        return
+    stray = [name for name, given in file_only.items() if given]
+    if stray:
+        raise typer.BadParameter(f"{', '.join(stray)} only apply with --file PATH", param_hint=stray[0])
+    from simpair.evaluation.splits import evaluate_model
+
+    home_path = settings.home_dir(home)
+    model_dir = resolve_model_option(model, home_path)
+    if transfer:
+        if split or group_pattern:
+            raise typer.BadParameter("--transfer picks its own splits", param_hint="--transfer")
+        from simpair.evaluation.transfer import log_transfer, transfer_report
+
+        report = transfer_report(model_dir, home_path, out)
+        run_id = log_transfer(report, home_path)
+        print_transfer(Console(), report, run_id)
+        return
+    splits = [parse_split_option(s) for s in split] if split else None
+    try:
+        ev = evaluate_model(
+            model_dir,
+            home_path,
+            splits,
+            exclude_leaked=exclude_leaked,
+            out_dir=out,
+            group_pattern=group_pattern,
+        )
+    except ValueError as exc:
+        if group_pattern is None or "group pattern" not in str(exc):
+            raise
+        raise typer.BadParameter(str(exc), param_hint="--group-pattern") from exc
+    print_eval(Console(), ev)
+
+
+def _evaluate_file(
+    model: str | None,
+    file: Path,
+    label_kind: LabelKindOption | None,
+    score_range: tuple[float, float] | None,
+    label_column: str | None,
+    zero_shot: bool,
+    exclude_leaked: bool,
+    home: Path | None,
+    out: Path | None,
+) -> None:
+    """`evaluate --file`: the domain's errors about the file become one usage line naming the option."""
+    from simpair import settings
+    from simpair.evaluation.file import FileEvalError, evaluate_file
+    from simpair.model_ref import NoModel
+
+    try:  # the spec itself goes down, so the report names a registry model by name and version
+        result = evaluate_file(
+            model,
+            file,
+            label_kind.value if label_kind else None,
+            label_column=label_column,
+            score_range=score_range,
+            home=settings.home_dir(home),
+            out_dir=out,
+            zero_shot=zero_shot,
+            exclude_trained=exclude_leaked,
+        )
+    except NoModel as exc:
+        raise typer.BadParameter(str(exc), param_hint="--model") from None
+    except FileEvalError as exc:
+        raise typer.BadParameter(str(exc), param_hint=exc.option) from None
+    print_file_eval(Console(), result)
+
+
+def register(app: typer.Typer) -> None:
+    """Add the `evaluate` command to the top-level app."""
+    app.command("evaluate")(evaluate)

@@ -1,0 +1,256 @@
+"""CLI commands for the registry: `models` (and `models int8-check`), `promote`, `rollback`.
+
+They read and move the MLflow registry's aliases through `simpair.registry`; none of them imports
+Prefect, so they and `simpair --help` stay fast.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.markdown import Markdown
+from rich.markup import escape
+from rich.table import Table
+
+from simpair import settings
+from simpair.cli.common import HomeOption, ProfileOption
+
+TaskOption = Annotated[str, typer.Option("--task", help="paraphrase | sts | all")]
+ReasonOption = Annotated[str | None, typer.Option(help="Why (recorded in the champion history).")]
+
+
+def _tasks(task: str) -> list[str]:
+    from simpair.registry import MODEL_NAMES
+
+    if task == "all":
+        return list(MODEL_NAMES)
+    if task not in MODEL_NAMES:
+        raise typer.BadParameter(f"--task must be one of {sorted(MODEL_NAMES)} or 'all', got {task!r}")
+    return [task]
+
+
+def _fail(console: Console, message: str) -> None:
+    console.print(f"[bold red]error:[/] {message}")
+    raise typer.Exit(code=1)
+
+
+def _against(compared_with: str) -> str:
+    return f"v{compared_with}" if compared_with.isdigit() else compared_with
+
+
+def canary_summary(tags: dict[str, str]) -> str:
+    """`<split> <metric> <challenger> vs <zero-shot> ok|FAIL` per canary the gate recorded on a version."""
+    from simpair.registry.gate import CanaryResult
+
+    figures: dict[tuple[str, str], dict[str, str]] = {}
+    for key, value in tags.items():
+        if key.startswith("gate.canary.") and key.count(".") >= 4:
+            label, metric, role = key.removeprefix("gate.canary.").rsplit(".", 2)
+            figures.setdefault((label, metric), {})[role] = value
+    parts = []
+    for (label, metric), values in sorted(figures.items()):
+        try:
+            chal, zero = float(values["challenger"]), float(values["zero_shot"])
+        except (KeyError, ValueError):
+            continue
+        verdict = ""
+        if "margin" in values:
+            passed = CanaryResult(label, metric, chal, zero, float(values["margin"])).passed
+            verdict = " ok" if passed else " FAIL"
+        parts.append(f"{label} {metric} {chal:.3f} vs {zero:.3f}{verdict}")
+    return "\n".join(parts)
+
+
+def models_table(home: Path) -> Table:
+    """Every version of every simpair model with aliases, key metrics and the gate decision.
+
+    The canary column appears only when some version was gated with canaries, so tables of homes
+    without them keep their width.
+    """
+    from simpair.registry import MODEL_NAMES, registry
+    from simpair.registry.gate import DEFAULT_PRIMARY
+
+    c = registry.client(home)
+    rows: list[list[str]] = []
+    for task, name in MODEL_NAMES.items():
+        primary = DEFAULT_PRIMARY[task]
+        versions = registry.list_versions(c, name)
+        aliases_of: dict[str, list[str]] = {}
+        if versions:  # search results do not carry aliases; the registered model does
+            for alias, version in (c.get_registered_model(name).aliases or {}).items():
+                aliases_of.setdefault(str(version), []).append(alias)
+        for mv in versions:
+            tags = mv.tags or {}
+            gated = [v for k, v in tags.items() if k.startswith("gate.challenger.") and k.endswith(primary)]
+            compared = [
+                v
+                for k, v in tags.items()
+                if k.startswith(("gate.champion.", "gate.zero_shot.")) and k.endswith(primary)
+            ]
+            created = datetime.fromtimestamp(mv.creation_timestamp / 1000, UTC).strftime("%Y-%m-%d %H:%M")
+            rows.append(
+                [
+                    name,
+                    str(mv.version),
+                    ", ".join(sorted(aliases_of.get(str(mv.version), []))),
+                    created,
+                    primary,
+                    gated[0] if gated else "",
+                    f"{compared[0]} ({_against(tags.get('gate.compared_with', ''))})" if compared else "",
+                    tags.get("gate.decision", "not gated")
+                    + (" (manually promoted)" if "manual_promotion.reason" in tags else ""),
+                    canary_summary(tags),
+                ]
+            )
+    columns = ["model", "version", "aliases", "created (UTC)", "primary", "value", "compared with", "gate"]
+    if any(row[-1] for row in rows):
+        columns.append("canaries (vs zero-shot)")
+    table = Table(title=f"simpair models ({settings.tracking_uri(home)})")
+    for column in columns:
+        table.add_column(column)
+    for row in rows:
+        table.add_row(*row[: len(columns)])
+    return table
+
+
+def models(ctx: typer.Context, home: HomeOption = None) -> None:
+    """Table of registered versions: aliases (champion, challenger), metrics, gate, canaries.
+
+    `simpair models int8-check NAME VERSION` measures whether a version may score in int8.
+    """
+    if ctx.invoked_subcommand is not None:
+        return
+    table = models_table(settings.home_dir(home))
+    width = 180 if len(table.columns) > 8 else 140  # the canary column needs room of its own
+    Console(width=max(Console().width, width)).print(table)
+
+
+def promote(
+    task: TaskOption = "all",
+    version: Annotated[
+        int | None, typer.Option(help="Make this version champion (manual override; needs --reason).")
+    ] = None,
+    reason: ReasonOption = None,
+    profile: ProfileOption = "default",
+    home: HomeOption = None,
+) -> None:
+    """Run the promotion gate on the current challenger, or promote --version N with a --reason."""
+    from simpair.nightly.profile import load_profile
+    from simpair.registry import model_name
+    from simpair.registry.promotion import promote_manual, run_gate
+    from simpair.registry.registry import CorruptModel, ModelNotFound
+
+    console = Console(width=max(Console().width, 140))
+    home_dir = settings.home_dir(home)
+    if version is not None:
+        if task == "all":
+            _fail(console, "--version needs --task paraphrase or --task sts")
+        if not reason:
+            _fail(console, "--version needs --reason '...': a manual promotion must say why")
+        name = model_name(task)
+        try:
+            previous = promote_manual(home_dir, name, str(version), reason or "", by="cli")
+        except Exception as exc:  # unknown version, registry down
+            _fail(console, f"{name} version {version}: {exc}")
+        console.print(f"{name}: champion v{previous or '-'} -> v{version} (manual: {reason})")
+        return
+    plan = load_profile(profile)
+    failed = False
+    for t in _tasks(task):
+        if t not in plan.tasks:
+            console.print(f"[yellow]{t}: not in profile {plan.name}; skipped[/]")
+            continue
+        try:
+            decision = run_gate(home_dir, t, plan.tasks[t].gate, plan.tasks[t].evaluate)
+        except (ModelNotFound, CorruptModel) as exc:
+            console.print(f"[red]{model_name(t)}: {exc}[/]")
+            failed = True
+            continue
+        console.print(Markdown(decision.to_markdown(model_name(t))))
+    if failed:
+        raise typer.Exit(code=1)
+
+
+def rollback(
+    task: TaskOption = "paraphrase",
+    reason: ReasonOption = "manual rollback",
+    home: HomeOption = None,
+) -> None:
+    """Point `champion` back at the previous champion recorded in the champion_history tag.
+
+    With `--task all` every model is rolled back on its own; one that cannot be (no earlier
+    champion) is reported and the command exits 1 after doing the others.
+    """
+    from simpair.registry import model_name, registry
+
+    console = Console()
+    names = [model_name(t) for t in _tasks(task)]
+    outcomes = registry.rollback_each(registry.client(settings.home_dir(home)), names, reason=reason)
+    for outcome in outcomes:
+        if outcome.ok:
+            moved = f"v{outcome.moved_from} -> v{outcome.moved_to}"
+            console.print(f"{outcome.name}: champion {moved} (rollback: {reason})")
+        else:
+            console.print(f"[red]{outcome.name}: not rolled back: {escape(outcome.error or '')}[/]")
+    failed = [o.name for o in outcomes if not o.ok]
+    if failed:
+        _fail(console, f"{len(failed)} of {len(outcomes)} model(s) not rolled back: {', '.join(failed)}")
+
+
+def int8_check(
+    name: Annotated[str, typer.Argument(help="Registered model, e.g. simpair-paraphrase.")],
+    version: Annotated[str, typer.Argument(help="Its version number.")],
+    max_delta: Annotated[
+        float | None, typer.Option(min=0, help="Largest allowed change of the dev metric (0.005).")
+    ] = None,
+    max_flip_share: Annotated[
+        float | None, typer.Option(min=0, max=1, help="Largest allowed share of flipped labels (0.01).")
+    ] = None,
+    force: Annotated[bool, typer.Option("--force", help="Measure again, even if recorded.")] = False,
+    home: HomeOption = None,
+) -> None:
+    """Measure int8 against fp32 on a version's dev split; record the verdict on the version.
+
+    A recorded measurement is reused: given limits re-judge it, `--force` measures again.
+    Exits 1 when int8 is refused, so a script can stop before scoring in int8.
+    """
+    from simpair.runtime.int8_guard import Int8Limits, Int8Refused, check_version
+
+    console = Console()
+    limits = None
+    if max_delta is not None or max_flip_share is not None:
+        defaults = Int8Limits.from_env()
+        limits = Int8Limits(
+            defaults.max_delta if max_delta is None else max_delta,
+            defaults.max_flip_share if max_flip_share is None else max_flip_share,
+        )
+    try:
+        check = check_version(settings.home_dir(home), name, version, limits, force=force)
+    except Int8Refused as exc:
+        _fail(console, escape(str(exc)))
+    flips = "n/a" if check.label_flip_share is None else f"{check.label_flip_share:.2%}"
+    console.print(
+        f"{name}/{version}: dev {check.metric} fp32 {check.metric_fp32:.4f}, int8 {check.metric_int8:.4f}"
+        f" (delta {check.delta:+.4f}, limit {check.max_delta:g}), labels flipped {flips} "
+        f"(limit {check.max_flip_share:.2%}), {check.pairs} pairs of {check.dev_split}, "
+        f"int8 {check.mode}, measured {check.measured_at}",
+        soft_wrap=True,
+    )
+    if not check.accepted:
+        console.print(f"[red]int8 refused:[/] {escape(check.reason)}", soft_wrap=True)
+        raise typer.Exit(code=1)
+    console.print(f"[green]int8 accepted[/] for {name}/{version}", soft_wrap=True)
+
+
+def register(app: typer.Typer) -> None:
+    """Add `simpair models` (with `models int8-check`), `promote` and `rollback` to the top-level app."""
+    app.command("promote")(promote)
+    app.command("rollback")(rollback)
+    models_app = typer.Typer(no_args_is_help=False)
+    models_app.callback(invoke_without_command=True)(models)
+    models_app.command("int8-check")(int8_check)
+    app.add_typer(models_app, name="models")

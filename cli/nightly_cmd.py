@@ -1,0 +1,55 @@
+"""CLI command `simpair nightly`: ingest -> pre-tokenize -> train -> evaluate -> register -> gate.
+
+The nightly flow (and so Prefect) is imported inside the command only, so `simpair --help` stays fast
+and `simpair/` stays Prefect-free at import time.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.markdown import Markdown
+
+from simpair.cli.common import HomeOption, NoPrefectOption, ProfileOption, SourcesOption
+from simpair.cli.failures import quiet_prefect_console
+
+
+def nightly(
+    profile: ProfileOption = "default",
+    force: Annotated[bool, typer.Option("--force", help="Retrain even if no source changed.")] = False,
+    home: HomeOption = None,
+    sources: SourcesOption = None,
+    wait: Annotated[
+        float | None,
+        typer.Option(help="Seconds to wait for another nightly run to finish (default: the profile's)."),
+    ] = None,
+    no_prefect: NoPrefectOption = False,
+) -> None:
+    """Ingest -> pre-tokenize -> train -> evaluate -> register -> gate, as one Prefect flow run."""
+    from simpair.nightly.summary import NightlyFailed  # noqa: PLC0415
+
+    if no_prefect:
+        from simpair.nightly.night import night_in_process as run  # noqa: PLC0415
+    else:
+        # Prefect's temporary API migrates SQLite on first start: ~17 s idle, over its 20 s default when
+        # the machine is busy ("Timed out while attempting to connect to ephemeral Prefect API server").
+        os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "180")
+        from simpair.flows.launch import nightly as run  # noqa: PLC0415 - Prefect only here
+
+        quiet_prefect_console()
+
+    console = Console(width=max(Console().width, 140))
+    try:
+        summary = run(profile=profile, force=force, home=home, sources=sources, wait_seconds=wait)
+    except NightlyFailed as exc:
+        console.print(f"[bold red]error:[/] {exc}")
+        raise typer.Exit(code=1) from None
+    console.print(Markdown(summary.to_markdown()))
+
+
+def register(app: typer.Typer) -> None:
+    """Add `simpair nightly` to the top-level app."""
+    app.command("nightly")(nightly)

@@ -1,0 +1,48 @@
+"""CLI command `simpair predict`: score one pair with a saved or registered model.
+
+The predictor (and torch) is loaded inside the command, so `simpair --help` stays fast.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from simpair.cli.common import HomeOption, ModelOption, resolve_model_option
+
+
+def predict(
+    text_a: Annotated[str, typer.Argument(help="First sentence.")],
+    text_b: Annotated[str, typer.Argument(help="Second sentence.")],
+    model: ModelOption = None,
+    home: HomeOption = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
+) -> None:
+    """Score one pair: score (0-1), and for paraphrase models probability and label."""
+    from simpair import settings
+    from simpair.predictors import load_predictor
+
+    model_dir = resolve_model_option(model, settings.home_dir(home))
+    predictor = load_predictor(model_dir)
+    out = predictor.predict([text_a], [text_b])
+    result: dict[str, Any] = {k: v[0].item() for k, v in out.items()}
+    result["truncated"] = bool(predictor.truncated([text_a], [text_b])[0])
+    result["model"] = str(model_dir)
+    if as_json:
+        typer.echo(json.dumps(result))
+        return
+    names = {"stacked": "stacked ensemble", "cascade": "bi -> cross cascade"}
+    kind = names.get(predictor.kind, f"{predictor.kind}-encoder")
+    table = Table("field", "value", title=f"{kind}, task {predictor.task}")
+    for key, value in result.items():
+        table.add_row(key, f"{value:.4f}" if isinstance(value, float) else str(value))
+    Console().print(table)
+
+
+def register(app: typer.Typer) -> None:
+    """Add `simpair predict` to the top-level app."""
+    app.command("predict")(predict)

@@ -1,0 +1,139 @@
+"""A model's precision verdict: which of fp32, bf16 and int8 keep its dev decisions, and how fast each runs.
+
+Written once per model by the precision ladder (`simpair.runtime.precision_ladder`, which measures it on
+the model's recorded dev split) into `precision_verdict.json` beside `simpair.json`, and recorded as
+`simpair.precision.*` tags on its registry version. Everything that runs the model with `--precision
+auto` (scoring, encoding, mining, the MLflow pyfunc, a cascade's stages) reads this file and never
+measures again, so a model scores in one precision on every run and a resumed run matches the one it
+resumes. Kept here, beside the metadata, because registration and the pyfunc read it and must not
+depend on the inference backends that measure it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Collection
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from simpair.atomic import atomic_write_text
+
+VERDICT_FILE = "precision_verdict.json"
+TAG_PREFIX = "simpair.precision."
+RUNGS = ("fp32", "bf16", "int8")
+# which forward passes can run which precision: ONNX Runtime has no fast bf16, int8 is an ORT graph
+BACKEND_RUNGS = {"auto": RUNGS, "torch": ("fp32", "bf16"), "onnx": ("fp32", "int8")}
+
+
+@dataclass(frozen=True)
+class RungCheck:
+    """One precision against fp32 on the dev pairs: `accepted`, `refused` (with why) or `skipped`."""
+
+    precision: str
+    verdict: str
+    reason: str = ""
+    metric: float | None = None  # the dev metric in this precision
+    metric_delta: float | None = None  # against fp32
+    label_flip_share: float | None = None  # None for graded (STS) models: no labels
+    max_score_change: float | None = None  # largest |score - fp32 score| over the dev pairs
+    pairs_per_s: float | None = None
+    speedup: float | None = None  # pairs/s against fp32's, measured in the same process
+
+    @property
+    def accepted(self) -> bool:
+        return self.verdict == "accepted"
+
+    def figures(self) -> str:
+        """'0.2% flips, metric -0.001, 2.9x fp32' (what the run summary shows of a chosen rung)."""
+        parts = [] if self.label_flip_share is None else [f"{self.label_flip_share:.1%} flips"]
+        if self.metric_delta is not None:
+            parts.append(f"metric {self.metric_delta:+.3f}")
+        if self.speedup is not None:
+            parts.append(f"{self.speedup:.1f}x fp32")
+        return ", ".join(parts)
+
+
+@dataclass(frozen=True)
+class PrecisionVerdict:
+    """Every rung of the ladder for one model, measured once on `pairs` dev pairs of `dev_split`."""
+
+    metric: str
+    dev_split: str
+    pairs: int
+    device: str
+    threads: int
+    measured_at: str
+    max_delta: float
+    max_flip_share: float
+    rungs: tuple[RungCheck, ...] = field(default_factory=tuple)
+
+    def rung(self, precision: str) -> RungCheck | None:
+        return next((r for r in self.rungs if r.precision == precision), None)
+
+    def choose(self, allowed: Collection[str] = RUNGS) -> RungCheck:
+        """The fastest accepted rung among `allowed` (fp32 when nothing else qualifies)."""
+        candidates = [r for r in self.rungs if r.accepted and r.precision in allowed]
+        if not candidates:
+            return self.rung("fp32") or RungCheck("fp32", "accepted", speedup=1.0)
+        return max(candidates, key=lambda r: (r.speedup or 0.0, r.precision == "fp32"))
+
+    def why(self, chosen: RungCheck, allowed: Collection[str] = RUNGS) -> str:
+        """One line for the run summary: 'auto: int8 (0.2% flips, metric -0.001, 2.9x fp32)'."""
+        if chosen.precision != "fp32":
+            return f"auto: {chosen.precision} ({chosen.figures()})"
+        others = []
+        for r in self.rungs:
+            if r.precision == "fp32":
+                continue
+            if r.precision not in allowed:
+                others.append(f"{r.precision} not run by this backend or device")
+            elif r.accepted:
+                others.append(f"{r.precision} accepted but {r.speedup or 0:.1f}x fp32")
+            else:
+                others.append(f"{r.precision} {r.verdict}: {r.reason}")
+        return "auto: fp32" + (f" ({'; '.join(others)})" if others else "")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> PrecisionVerdict:
+        values = dict(data)
+        values["rungs"] = tuple(RungCheck(**r) for r in values.get("rungs", ()))
+        return cls(**values)
+
+    def write(self, model_dir: str | Path) -> Path:
+        """Cache the verdict next to the model's metadata (atomically: readers see all of it or none)."""
+        return atomic_write_text(Path(model_dir) / VERDICT_FILE, json.dumps(self.to_dict(), indent=2) + "\n")
+
+    @classmethod
+    def read(cls, model_dir: str | Path) -> PrecisionVerdict | None:
+        """The cached verdict of a model directory, or None when it has none (or it cannot be read)."""
+        path = Path(model_dir) / VERDICT_FILE
+        try:
+            return cls.from_dict(json.loads(path.read_text()))
+        except (OSError, ValueError, TypeError, KeyError):
+            return None
+
+    def to_tags(self) -> dict[str, str]:
+        """`simpair.precision.*` version tags: the chosen rung, and each rung's verdict and figures."""
+        chosen = self.choose()
+        tags = {
+            "chosen": chosen.precision,
+            "why": self.why(chosen),
+            "dev_split": self.dev_split,
+            "pairs": str(self.pairs),
+            "device": self.device,
+            "measured_at": self.measured_at,
+            "max_delta": f"{self.max_delta:g}",
+            "max_flip_share": f"{self.max_flip_share:g}",
+        }
+        for r in self.rungs:
+            tags[f"{r.precision}.verdict"] = r.verdict
+            tags[f"{r.precision}.reason"] = r.reason
+            for key in ("metric_delta", "label_flip_share", "max_score_change", "pairs_per_s", "speedup"):
+                value = getattr(r, key)
+                if value is not None:
+                    tags[f"{r.precision}.{key}"] = f"{value:.6g}"
+        return {TAG_PREFIX + key: value[:5000] for key, value in tags.items()}

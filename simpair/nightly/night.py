@@ -1,0 +1,236 @@
+"""The night's DAG, defined once: lock -> check tracking -> ingest -> plan -> train each task ->
+register -> mark challengers -> gate -> summary. What the `nightly-retrain` flow and
+`simpair nightly --no-prefect` run.
+
+`run_night(plan, home, runner)` calls its stages through a `simpair.stages.StageRunner`: the flow hands
+it `PrefectStages` over the tasks in `simpair.tasks.nightly` and `simpair.tasks.registry` (ingest and
+each task's training run as subflows there), `night_in_process` a `RetryingInProcess`. The stages in
+`RETRIED` are retried on transient faults with the profile's retries either way.
+
+Failure rules, in the order they protect production:
+- one night at a time per pipeline home: the lock is taken before anything else;
+- the tracking store is checked before any work;
+- every task is trained and evaluated before anything is registered: a permanent failure in any
+  training leaves the registry and its aliases exactly as they were and fails the night with a message;
+- versions are registered first, `challenger` aliases moved after all exist, `champion` only by the gate.
+When no source and no training config changed since the last successful night, training is skipped.
+Each task trains in this process (`dispatch: local`) or, in the flow only, as a run of the GPU
+deployment the night waits for (`dispatch: pool`, `simpair.flows.pool_dispatch`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from simpair import settings
+from simpair.ingest import run_ingest
+from simpair.ingest.report import IngestFailedError, IngestReport
+from simpair.nightly.lock import nightly_lock
+from simpair.nightly.plan import plan_night, write_state
+from simpair.nightly.profile import NightlyProfile, TaskPlan, load_profile
+from simpair.nightly.retry import RetryingInProcess
+from simpair.nightly.summary import (
+    NightlyFailed,
+    NightlySummary,
+    TaskOutcome,
+    Trained,
+    skipped_summary,
+    success_state,
+    trained_summary,
+    training_failed,
+)
+from simpair.nightly.train import train_here
+from simpair.registry.gate import GateDecision, GatePolicy
+from simpair.registry.promotion import run_gate
+from simpair.registry.record import RegisteredVersion, mark_challengers, register_trained_model
+from simpair.registry.tracking import check_reachable
+from simpair.stages import StageRunner
+
+
+def with_dispatch(plan: NightlyProfile, dispatch: str | None) -> NightlyProfile:
+    """The profile with `dispatch.mode` set to `dispatch` (`local` or `pool`) when given."""
+    if dispatch is None:
+        return plan
+    dumped = plan.model_dump()
+    return plan.model_validate({**dumped, "dispatch": {**dumped["dispatch"], "mode": dispatch}})
+
+
+def ingest_sources(sources: str | None, home: str, contracts: str | None) -> IngestReport:
+    """Ingest every source; raise `IngestFailedError` when a source failed (the night stops there)."""
+    report = run_ingest(sources, home, contracts)
+    print(report.headline())
+    if not report.ok:
+        raise IngestFailedError(report)
+    return report
+
+
+@dataclass(frozen=True)
+class PoolTraining:
+    """A task's `Trained` record, and a note for the summary when it ran elsewhere than on the pool."""
+
+    trained: Trained
+    note: str | None = None
+
+
+def train_on_pool(
+    plan: NightlyProfile,
+    task_name: str,
+    task_plan: TaskPlan,
+    home: Path,
+    night_id: str,
+    run_here: Callable[[], Trained] | None = None,
+) -> PoolTraining:
+    """`dispatch: pool` needs Prefect: the flow runs `simpair.flows.pool_dispatch.train_on_pool` here."""
+    raise pool_needs_prefect(plan)
+
+
+def pool_needs_prefect(plan: NightlyProfile) -> NightlyFailed:
+    """The one line an in-process night with `dispatch: pool` stops with."""
+    return NightlyFailed(
+        f"nightly ({plan.name}): dispatch: pool needs Prefect (a work pool and its workers): run the night "
+        "without --no-prefect, or set dispatch: local"
+    )
+
+
+def gate(
+    home: Path, task_name: str, policy: GatePolicy, eval_sets: Sequence[tuple[str, str]], version: str
+) -> GateDecision:
+    """Challenger `version` against the champion; `champion` moves only if it wins."""
+    return run_gate(home, task_name, policy, eval_sets, challenger_version=version)
+
+
+def publish_summary(summary: NightlySummary) -> str:
+    """The night's summary as markdown (the flow publishes it as the `nightly-retrain` artifact)."""
+    return summary.to_markdown()
+
+
+# the stages run with the profile's retries (transient faults only), in the flow and in process
+RETRIED = (check_reachable, register_trained_model, mark_challengers, gate)
+
+
+def run_night(
+    plan: NightlyProfile,
+    home: Path,
+    runner: StageRunner,
+    *,
+    force: bool = False,
+    sources: str | Path | None = None,
+    contracts: str | Path | None = None,
+    wait_seconds: float | None = None,
+    run_id: str = "",
+) -> NightlySummary:
+    """One night of `plan` in `home`, each stage run by `runner`; see the module docstring for the
+    failure rules. `run_id` names the run in the registry tags and the state file (the flow run's id)."""
+    wait = plan.lock_wait_seconds if wait_seconds is None else wait_seconds
+    with nightly_lock(home, wait):
+        started = time.monotonic()
+        print(f"nightly ({plan.name}): checking the tracking store")
+        runner.run(check_reachable, home=home)
+        print("nightly: ingesting sources")
+        runner.run(ingest_sources, sources=_text(sources), home=str(home), contracts=_text(contracts))
+        night = runner.run(plan_night, profile=plan, home=home, force=force)
+        if night.skip:
+            print(night.skip)
+            summary = skipped_summary(plan.name, night, time.monotonic() - started, run_id)
+            runner.run(publish_summary, summary=summary)
+            return summary
+
+        trained, notes = _train_every_task(plan, home, runner, run_id)
+        print("nightly: registering new versions")
+        registered = [_register(t, home, runner) for t in trained]
+        runner.run(mark_challengers, home=home, registered=registered)
+        outcomes: list[TaskOutcome] = []
+        for t, version in zip(trained, registered, strict=True):
+            task_plan = plan.tasks[t.task]
+            print(f"nightly: promotion gate for {version.name} v{version.version}")
+            decision = runner.run(
+                gate, home=home, task_name=t.task, policy=task_plan.gate, eval_sets=task_plan.evaluate,
+                version=version.version,
+            )  # fmt: skip
+            outcomes.append(TaskOutcome.of(t, version.version, decision.outcome, decision.reason))
+        announce_rescore(plan, outcomes)
+        write_state(home, success_state(plan.name, night, outcomes, run_id))
+        summary = trained_summary(plan.name, night, outcomes, time.monotonic() - started, run_id)
+        if notes:
+            summary = summary.model_copy(update={"message": "; ".join([summary.message, *notes])})
+        runner.run(publish_summary, summary=summary)
+        print(summary.message)
+        return summary
+
+
+def _train_every_task(
+    plan: NightlyProfile, home: Path, runner: StageRunner, run_id: str
+) -> tuple[list[Trained], list[str]]:
+    """Every task trained and evaluated (nothing registered yet), and notes on tasks that trained
+    elsewhere than the profile asked (`dispatch.fallback`)."""
+    trained: list[Trained] = []
+    notes: list[str] = []
+    for name, task_plan in plan.tasks.items():
+
+        def here(name: str = name, task_plan: TaskPlan = task_plan) -> Trained:
+            return runner.run(
+                train_here, task_name=name, config_path=str(task_plan.config_path()), home=str(home),
+                eval_sets=task_plan.evaluate, retries=plan.retries, jobs=task_plan.jobs,
+                wise_ft=task_plan.wise_ft,
+            )  # fmt: skip
+
+        try:
+            if plan.dispatch.mode == "pool":
+                on_pool = runner.run(
+                    train_on_pool, plan=plan, task_name=name, task_plan=task_plan, home=home,
+                    night_id=run_id, run_here=here,
+                )  # fmt: skip
+                trained.append(on_pool.trained)
+                notes += [on_pool.note] if on_pool.note else []
+                continue
+            trained.append(here())
+        except Exception as exc:
+            raise training_failed(plan.name, name, task_plan.config, exc) from exc
+    return trained, notes
+
+
+def _text(value: str | Path | None) -> str | None:
+    return None if value is None else str(value)
+
+
+def _register(t: Trained, home: Path, runner: StageRunner) -> RegisteredVersion:
+    return runner.run(
+        register_trained_model, home=home, model_dir=Path(t.model_dir), config=t.config, metrics=t.metrics,
+        history=t.history, eval_metrics=t.eval_metrics, eval_artifacts=[Path(p) for p in t.eval_artifacts],
+    )  # fmt: skip
+
+
+def announce_rescore(plan: NightlyProfile, outcomes: list[TaskOutcome]) -> None:
+    """The hand-off to scoring: `nightly-score` (started when this night completes) reads the same
+    profile's `scoring.rescore_days_after_promotion` and, seeing a new champion, re-scores that window."""
+    days = plan.scoring.rescore_days_after_promotion
+    for outcome in outcomes:
+        if days and outcome.decision == "promoted":
+            print(
+                f"nightly: {outcome.model} v{outcome.version} promoted; the next nightly-score run with "
+                f"{outcome.model}@champion scores the batches of the last {days} day(s) again with it"
+            )
+
+
+def night_in_process(
+    profile: str | Path = "default",
+    force: bool = False,
+    home: str | Path | None = None,
+    sources: str | Path | None = None,
+    contracts: str | Path | None = None,
+    wait_seconds: float | None = None,
+    dispatch: str | None = None,
+) -> NightlySummary:
+    """One night in this process, no Prefect (`simpair nightly --no-prefect`): the same DAG, stages
+    and retries as the flow. `dispatch: pool` is refused before the lock is taken."""
+    plan = with_dispatch(load_profile(profile), dispatch)
+    if plan.dispatch.mode == "pool":
+        raise pool_needs_prefect(plan)
+    home_dir = settings.home_dir(home)
+    runner = RetryingInProcess(plan.retries, RETRIED)
+    return run_night(
+        plan, home_dir, runner, force=force, sources=sources, contracts=contracts, wait_seconds=wait_seconds
+    )

@@ -1,0 +1,241 @@
+"""The precision ladder: fp32 -> bf16 -> int8, measured once per model, the fastest safe rung chosen.
+
+How much bf16 or int8 moves a model's decisions depends on its weights (a fine-tuned model with sharp
+logits flips labels an untrained one never does), and how much faster each runs depends on the model
+and the hardware, so neither is assumed: each rung scores the model's recorded dev split (never the
+test split) next to fp32, and the check records the share of dev labels it flips, how far the dev
+metric moves (paraphrase F1 at the model's threshold, STS Spearman), the largest score change, and its
+pairs/s in this process. A rung is accepted within `Limits` (by default at most 0.5% of dev labels
+flip and the metric moves by at most 0.002; a graded model has no labels, so only its metric counts);
+bf16 is skipped where it is not native (`simpair.models.device.native_bf16`). `--precision auto`
+scores in the fastest accepted rung.
+
+The verdict is cached beside the model's metadata (`simpair.models.precision_verdict`), written at
+registration or on the first `auto` run of a model that has none, and never measured again. The int8
+parity guard behind an explicit `--precision int8` (`int8_guard`) is the int8 rung of this same check.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from simpair.model_ref import ModelRef
+from simpair.models.precision_verdict import RUNGS, PrecisionVerdict, RungCheck
+from simpair.runtime.precision import allowed_rungs
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MAX_DELTA = 0.002
+DEFAULT_MAX_FLIP_SHARE = 0.005
+ENV_MAX_DELTA = "SIMPAIR_PRECISION_MAX_DELTA"
+ENV_MAX_FLIP_SHARE = "SIMPAIR_PRECISION_MAX_FLIP_SHARE"
+PRIMARY = {"paraphrase": "f1", "sts": "spearman"}
+WARMUP_PAIRS = 16
+
+
+class NoDevSplit(RuntimeError):
+    """The model's dev split cannot be read, so no rung can be measured against fp32 (says why)."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    """How far a rung may move the dev metric (absolute) and what share of dev labels it may flip."""
+
+    max_delta: float = DEFAULT_MAX_DELTA
+    max_flip_share: float = DEFAULT_MAX_FLIP_SHARE
+
+    @classmethod
+    def from_env(cls) -> Limits:
+        """The defaults, or `SIMPAIR_PRECISION_MAX_DELTA` / `SIMPAIR_PRECISION_MAX_FLIP_SHARE` where set."""
+        return cls(
+            float(os.environ.get(ENV_MAX_DELTA, DEFAULT_MAX_DELTA)),
+            float(os.environ.get(ENV_MAX_FLIP_SHARE, DEFAULT_MAX_FLIP_SHARE)),
+        )
+
+
+@dataclass(frozen=True)
+class Auto:
+    """What `--precision auto` resolved to for one run, and the one line that says why."""
+
+    precision: str
+    why: str
+
+
+def dev_pairs(model_dir: Path, home: Path) -> tuple[str, Any]:
+    """(where the dev pairs come from, frame) of the pairs the model was tuned on, from the pipeline home."""
+    from simpair.catalog import Catalog, CatalogError
+    from simpair.models.metadata import ModelMetadata
+
+    metrics_file = model_dir / "metrics.json"
+    metrics = json.loads(metrics_file.read_text()) if metrics_file.is_file() else {}
+    ids_file = model_dir / (ModelMetadata.read(model_dir).dev_pair_ids_file or "dev_pair_ids.txt")
+    source = metrics.get("dev_source")
+    if not source or not ids_file.is_file():
+        raise NoDevSplit(
+            f"{model_dir.name} records no dev split (metrics.json dev_source and {ids_file.name}), "
+            "so its precisions cannot be measured against fp32"
+        )
+    dataset, split = str(source).split()[0].split("/", 1)
+    ids = ids_file.read_text().split()
+    try:
+        frame = Catalog(home).read_split(dataset, split)
+    except (CatalogError, FileNotFoundError) as exc:
+        raise NoDevSplit(
+            f"its dev split {dataset}/{split} is not in the pipeline home {home} ({exc}), so its "
+            "precisions cannot be measured against fp32"
+        ) from None
+    frame = frame.filter(frame["pair_id"].is_in(ids))
+    if frame.is_empty():
+        raise NoDevSplit(f"none of its {len(ids)} dev pairs are in {dataset}/{split} of {home}")
+    return str(source), frame  # e.g. "stsb/dev", or "msrp/train carved 0.1 seed 13"
+
+
+def dev_metric(predictor: Any, out: dict[str, np.ndarray], frame: Any) -> float:
+    """The model's primary dev metric of `out`: F1 at its own threshold, or Spearman for graded pairs."""
+    from simpair.evaluation.binary_classification import binary_metrics
+    from simpair.evaluation.graded_similarity import graded_metrics
+
+    if predictor.task == "paraphrase" and frame["label"].null_count() == 0:
+        gold = frame["label"].to_numpy().astype(np.int64)
+        return float(binary_metrics(out["probability"], gold, predictor.threshold)["f1"])
+    return float(graded_metrics(out["score"], frame["score"].to_numpy().astype(np.float64))["spearman"])
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """A rung's outputs on the dev pairs against fp32's: the figures every verdict is judged on."""
+
+    metric: str
+    metric_fp32: float
+    metric_rung: float
+    label_flip_share: float | None
+    max_score_change: float
+
+    @property
+    def delta(self) -> float:
+        return self.metric_rung - self.metric_fp32
+
+
+def compare(
+    predictor: Any, want: dict[str, np.ndarray], got: dict[str, np.ndarray], frame: Any
+) -> Comparison:
+    """Label flips, dev metric of both, and the largest score change of `got` against fp32's `want`."""
+    flips = float(np.mean(want["label"] != got["label"])) if "label" in want else None
+    return Comparison(
+        metric=PRIMARY.get(predictor.task, "f1") if "label" in want else "spearman",
+        metric_fp32=dev_metric(predictor, want, frame),
+        metric_rung=dev_metric(predictor, got, frame),
+        label_flip_share=flips,
+        max_score_change=float(np.max(np.abs(np.asarray(got["score"]) - np.asarray(want["score"])))),
+    )
+
+
+def judge(precision: str, c: Comparison, limits: Limits) -> tuple[str, str]:
+    """(verdict, reason) of a rung's comparison under `limits`: the reason names the figures."""
+    problems = []
+    if abs(c.delta) > limits.max_delta:
+        problems.append(f"dev {c.metric} moves {c.delta:+.4f}, more than the allowed {limits.max_delta:g}")
+    if c.label_flip_share is not None and c.label_flip_share > limits.max_flip_share:
+        problems.append(
+            f"{c.label_flip_share:.1%} of dev labels flip, more than the allowed {limits.max_flip_share:.1%}"
+        )
+    if problems:
+        return "refused", "; ".join(problems)
+    flips = "" if c.label_flip_share is None else f", {c.label_flip_share:.1%} of dev labels flip"
+    return "accepted", f"dev {c.metric} moves {c.delta:+.4f}{flips}"
+
+
+def _timed(predictor: Any, text_a: list[str], text_b: list[str]) -> tuple[dict[str, np.ndarray], float]:
+    """The predictor's outputs on the dev pairs and its pairs/s (after a short warm-up batch)."""
+    predictor.predict(text_a[:WARMUP_PAIRS], text_b[:WARMUP_PAIRS])
+    began = time.perf_counter()
+    out = predictor.predict(text_a, text_b)
+    return out, len(text_a) / max(time.perf_counter() - began, 1e-9)
+
+
+def measure(
+    model_dir: Path, home: Path, limits: Limits | None = None, threads: int | None = None
+) -> PrecisionVerdict:
+    """Run every rung of the ladder on the model's dev pairs, each against fp32, and judge it."""
+    from simpair.models.device import native_bf16, pick_device
+    from simpair.runtime.loading import default_threads, load_pinned
+
+    limits = limits or Limits.from_env()
+    threads = threads or default_threads()
+    model_dir = Path(model_dir)
+    split, frame = dev_pairs(model_dir, home)
+    text_a, text_b = frame["text_a"].to_list(), frame["text_b"].to_list()
+    device = pick_device("auto")
+    fp32 = load_pinned(str(model_dir), threads, "auto", "fp32")  # what fp32 scoring runs (ORT on CPU)
+    want, fp32_speed = _timed(fp32, text_a, text_b)
+    metric = compare(fp32, want, want, frame)
+    rungs = [RungCheck("fp32", "accepted", "the reference", metric.metric_fp32, 0.0,
+                       0.0 if "label" in want else None, 0.0, round(fp32_speed, 1), 1.0)]  # fmt: skip
+    for precision in RUNGS[1:]:
+        if precision == "bf16" and not native_bf16(device):
+            rungs.append(RungCheck("bf16", "skipped", f"no native bf16 on {device}"))
+            continue
+        got, speed = _timed(load_pinned(str(model_dir), threads, "auto", precision), text_a, text_b)
+        c = compare(fp32, want, got, frame)
+        verdict, reason = judge(precision, c, limits)
+        rungs.append(
+            RungCheck(precision, verdict, reason, c.metric_rung, c.delta, c.label_flip_share,
+                      c.max_score_change, round(speed, 1), round(speed / fp32_speed, 2))
+        )  # fmt: skip
+    return PrecisionVerdict(
+        metric=metric.metric, dev_split=split, pairs=len(text_a), device=str(device), threads=threads,
+        measured_at=datetime.now(UTC).isoformat(timespec="seconds"), max_delta=limits.max_delta,
+        max_flip_share=limits.max_flip_share, rungs=tuple(rungs),
+    )  # fmt: skip
+
+
+def ensure_verdict(model_dir: Path, home: Path | None, threads: int | None = None) -> PrecisionVerdict:
+    """The model's cached verdict, else measured now on its dev split and cached (`NoDevSplit` if none)."""
+    cached = PrecisionVerdict.read(model_dir)
+    if cached is not None:
+        return cached
+    if home is None:
+        raise NoDevSplit(f"{Path(model_dir).name} has no cached precision verdict and no pipeline home")
+    verdict = measure(Path(model_dir), home, threads=threads)
+    path = verdict.write(model_dir)
+    log.info("measured the precision ladder of %s on %s; cached in %s", model_dir, verdict.dev_split, path)
+    return verdict
+
+
+def auto_precision(model: ModelRef | None, home: Path | None, backend: str, device: Any) -> Auto:
+    """What `--precision auto` scores `model` in: the fastest accepted rung of its cached verdict.
+
+    A model with no verdict is measured once here (and the verdict cached, and recorded on its registry
+    version); one whose dev split cannot be read scores in fp32, and the line says why.
+    """
+    if model is None:
+        return Auto("fp32", "auto: fp32 (no pinned model to read a precision verdict of)")
+    model_dir = Path(model.local_dir)
+    had_one = PrecisionVerdict.read(model_dir) is not None
+    try:
+        verdict = ensure_verdict(model_dir, home)
+    except NoDevSplit as exc:
+        log.info("auto precision for %s: fp32, %s", model.label, exc)
+        return Auto("fp32", f"auto: fp32 (no precision verdict: {exc})")
+    if not had_one:
+        log.warning("%s had no precision verdict: measured it once on %s", model.label, verdict.dev_split)
+        if not model.version.startswith("local-") and home is not None:
+            _tag_version(home, model, verdict)
+    allowed = allowed_rungs(backend, device)
+    chosen = verdict.choose(allowed)
+    return Auto(chosen.precision, verdict.why(chosen, allowed))
+
+
+def _tag_version(home: Path, model: ModelRef, verdict: PrecisionVerdict) -> None:
+    from simpair.registry import registry
+
+    registry.tag_version(registry.client(home), model.name, model.version, verdict.to_tags())
