@@ -143,8 +143,9 @@ def test_pyfunc_serves_the_cascade_with_its_stage_column(tmp_path: Path) -> None
 
 
 # --------------------------------------------------------------------------- fitted on a toy home
-def test_cascade_config_fits_a_band_that_agrees_with_its_cross_encoder_on_dev(home: Path) -> None:
-    write_toy_home(home)
+def write_cascade_config(home: Path) -> Path:
+    """`cascade.yaml` in the toy home: a tiny cross-encoder member (one epoch on msrp/train, a quarter
+    carved for dev), the zero-shot backbone as its bi stage, a band that may not differ on dev."""
     member = {
         "name": "cross", "task": "paraphrase", "kind": "cross", "objective": "bce", "backbone": "tiny",
         "train": [{"dataset": "msrp", "split": "train"}],
@@ -155,6 +156,12 @@ def test_cascade_config_fits_a_band_that_agrees_with_its_cross_encoder_on_dev(ho
     config = {"name": "casc", "task": "paraphrase", "members": ["cross.yaml"], "combine": "cascade",
               "zero_shot": True, "max_disagreement": 0.0}  # fmt: skip
     (home / "cascade.yaml").write_text(yaml.safe_dump(config))
+    return home / "cascade.yaml"
+
+
+def test_cascade_config_fits_a_band_that_agrees_with_its_cross_encoder_on_dev(home: Path) -> None:
+    write_toy_home(home)
+    write_cascade_config(home)
     result = train_stack_file(home / "cascade.yaml", home)
     out = result.model_dir
 
@@ -244,16 +251,7 @@ def test_the_night_fits_a_cascades_band_on_its_chosen_wise_ft_cross_encoder(home
     from simpair.stages import InProcess
 
     write_toy_home(home)
-    member = {
-        "name": "cross", "task": "paraphrase", "kind": "cross", "objective": "bce", "backbone": "tiny",
-        "train": [{"dataset": "msrp", "split": "train"}],
-        "dev": {"split": None, "carve_fraction": 0.25}, "max_length": 48, "epochs": 1, "batch_size": 8,
-        "learning_rate": 2e-3, "progress": False, "num_threads": 1,
-    }  # fmt: skip
-    (home / "cross.yaml").write_text(yaml.safe_dump(member))
-    config = {"name": "casc", "task": "paraphrase", "members": ["cross.yaml"], "combine": "cascade",
-              "zero_shot": True, "max_disagreement": 0.0}  # fmt: skip
-    (home / "cascade.yaml").write_text(yaml.safe_dump(config))
+    write_cascade_config(home)
     policy = WiseFtPolicy(alphas=[0.5, 1.0], canaries=[ChoiceCanary(dataset="stsb", split="dev")])
     job = TrainingJob(
         "paraphrase", str(home / "cascade.yaml"), str(home), [("msrp", "test")], Retries(), 1, policy
