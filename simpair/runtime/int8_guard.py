@@ -21,13 +21,13 @@ is given, or measures anew with `--force` (or when the quantization mode changed
 
 from __future__ import annotations
 
-import os
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from simpair.model_ref import ModelRef
+from simpair.runtime.parity_limits import ParityLimits
 
 TAG_PREFIX = "simpair.int8."
 DEFAULT_MAX_DELTA = 0.005
@@ -41,19 +41,12 @@ class Int8Refused(RuntimeError):
 
 
 @dataclass(frozen=True)
-class Int8Limits:
-    """How far int8 may move the dev metric (absolute) and what share of dev labels it may flip."""
+class Int8Limits(ParityLimits):
+    """`--precision int8`'s own limits: `SIMPAIR_INT8_MAX_DELTA` / `SIMPAIR_INT8_MAX_FLIP_SHARE`."""
 
     max_delta: float = DEFAULT_MAX_DELTA
     max_flip_share: float = DEFAULT_MAX_FLIP_SHARE
-
-    @classmethod
-    def from_env(cls) -> Int8Limits:
-        """The defaults, or `SIMPAIR_INT8_MAX_DELTA` / `SIMPAIR_INT8_MAX_FLIP_SHARE` where set."""
-        return cls(
-            float(os.environ.get(ENV_MAX_DELTA, DEFAULT_MAX_DELTA)),
-            float(os.environ.get(ENV_MAX_FLIP_SHARE, DEFAULT_MAX_FLIP_SHARE)),
-        )
+    env: ClassVar[tuple[str, str]] = (ENV_MAX_DELTA, ENV_MAX_FLIP_SHARE)
 
 
 @dataclass(frozen=True)

@@ -19,17 +19,17 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
 from simpair.model_ref import ModelRef
 from simpair.models.precision_verdict import RUNGS, PrecisionVerdict, RungCheck
+from simpair.runtime.parity_limits import ParityLimits
 from simpair.runtime.precision import allowed_rungs
 
 log = logging.getLogger(__name__)
@@ -47,19 +47,12 @@ class NoDevSplit(RuntimeError):
 
 
 @dataclass(frozen=True)
-class Limits:
-    """How far a rung may move the dev metric (absolute) and what share of dev labels it may flip."""
+class Limits(ParityLimits):
+    """The ladder's limits: `SIMPAIR_PRECISION_MAX_DELTA` / `SIMPAIR_PRECISION_MAX_FLIP_SHARE`."""
 
     max_delta: float = DEFAULT_MAX_DELTA
     max_flip_share: float = DEFAULT_MAX_FLIP_SHARE
-
-    @classmethod
-    def from_env(cls) -> Limits:
-        """The defaults, or `SIMPAIR_PRECISION_MAX_DELTA` / `SIMPAIR_PRECISION_MAX_FLIP_SHARE` where set."""
-        return cls(
-            float(os.environ.get(ENV_MAX_DELTA, DEFAULT_MAX_DELTA)),
-            float(os.environ.get(ENV_MAX_FLIP_SHARE, DEFAULT_MAX_FLIP_SHARE)),
-        )
+    env: ClassVar[tuple[str, str]] = (ENV_MAX_DELTA, ENV_MAX_FLIP_SHARE)
 
 
 @dataclass(frozen=True)
