@@ -104,3 +104,20 @@ def test_quoted_multiline_fields_same_at_any_cut(tmp_path: Path) -> None:
     whole_file = read_source(body.encode(), "train.csv", load_contract(tmp_path / "s.yaml").format)
     assert report.splits[0].data_records == len(whole_file.records) == 4
     assert report.splits[0].stats["crlf_lines"] == whole_file.stats["crlf_lines"] == 3
+
+
+def test_split_files_skip_text_statistics(tmp_path: Path) -> None:
+    """The long texts carry no min/max statistics (no reader filters on them; they cost write CPU)."""
+    import pyarrow.parquet as pq
+
+    sources = tmp_path / "sources"
+    sources.mkdir()
+    (sources / "train.tsv").write_text(f"1\t1\t{LONG}\tshort one\n2\t0\tfresh\tpair\n")
+    (sources / "test.tsv").write_text("3\t1\tx\ty\n")
+    (tmp_path / "s.yaml").write_text(CONTRACT.format(delimiter="\\t", quoting="none", header="false"))
+    report = ingest_dataset(load_contract(tmp_path / "s.yaml"), sources, tmp_path / "home")
+    assert report.status == "ingested", report.error
+    meta = pq.ParquetFile(tmp_path / "home" / "datasets" / "s" / report.version / "train.parquet").metadata
+    columns = {meta.schema.column(i).name: meta.row_group(0).column(i) for i in range(meta.num_columns)}
+    assert columns["text_a"].statistics is None and columns["text_b"].statistics is None
+    assert columns["pair_id"].statistics.has_min_max and columns["source_line"].statistics.max == 2

