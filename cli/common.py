@@ -29,6 +29,17 @@ BackendOption = Annotated[
     str,
     typer.Option(help="Forward pass: auto (ONNX Runtime on CPU when installed, else torch), torch, or onnx."),
 ]
+PrecisionOption = Annotated[
+    str,
+    typer.Option(
+        help="auto (default: the fastest of fp32, bf16 and int8 that keeps the model's dev decisions: at "
+        "most 0.5% of dev labels flip, dev metric within 0.002; measured once per model and cached, see "
+        "docs/scoring.md), fp32 (the fp32 reference), bf16 (where bf16 is native; not with --backend "
+        "onnx) or int8 (quantized ONNX Runtime graph; refused unless it passes the int8 parity guard on "
+        "the model's dev split, see `simpair models int8-check`; not with --backend torch).",
+    ),
+]
+EXIT_INT8_REFUSED = 5  # an explicit --precision int8 the parity guard refused (as `simpair score`)
 HomeOption = Annotated[
     Path | None,
     typer.Option(

@@ -8,13 +8,16 @@ from typing import Annotated
 import typer
 from pydantic import ValidationError
 from rich.console import Console
+from rich.markup import escape
 
 from simpair.cli.common import (
+    EXIT_INT8_REFUSED,
     EXIT_NO_MODEL,
     BackendOption,
     BiEncoderOption,
     HomeOption,
     IdColumnOption,
+    PrecisionOption,
     SentenceColumnOption,
     validation_message,
 )
@@ -27,6 +30,7 @@ from simpair.cli.store_options import (
 from simpair.mining.encoder import DEFAULT_STORE_MEMORY_MB
 from simpair.mining.sentences import DEFAULT_BATCH_ROWS
 from simpair.runtime.options import DEFAULT_BATCH_SIZE, RuntimeOptions
+from simpair.runtime.precision import DEFAULT_PRECISION
 
 
 def encode(
@@ -41,6 +45,7 @@ def encode(
     ] = DEFAULT_BATCH_ROWS,
     threads: Annotated[int | None, typer.Option(min=1, help="Torch threads (default: the CPUs).")] = None,
     backend: BackendOption = "auto",
+    precision: PrecisionOption = DEFAULT_PRECISION,
     embedding_store: EmbeddingStoreOption = True,
     embedding_cache: OutputCacheOption = None,
     embedding_memory_mb: EmbeddingMemoryOption = DEFAULT_STORE_MEMORY_MB,
@@ -50,12 +55,14 @@ def encode(
     from simpair.mining.encode import encode_file
     from simpair.model_ref import resolve_model_ref
     from simpair.runtime.embedding_store import store_line
+    from simpair.runtime.int8_guard import Int8Refused
     from simpair.settings import home_dir
 
     console = Console()
     try:  # before the model resolves, so a wrong combination is a usage error
         runtime = RuntimeOptions(
-            batch_size=batch_size, threads=threads, backend=backend, embedding_store=embedding_store,
+            batch_size=batch_size, threads=threads, backend=backend, precision=precision,
+            embedding_store=embedding_store,
             embedding_cache=embedding_cache, embedding_memory_mb=embedding_memory_mb,
         )  # fmt: skip
     except ValidationError as exc:
@@ -65,13 +72,20 @@ def encode(
     except LookupError as exc:
         console.print(f"[red]no model:[/] {exc}")
         raise typer.Exit(EXIT_NO_MODEL) from None
-    summary = encode_file(
-        input, output, ref, column=column, id_column=id_column, batch_rows=batch_rows, runtime=runtime
-    )
+    try:
+        summary = encode_file(
+            input, output, ref, column=column, id_column=id_column, batch_rows=batch_rows, runtime=runtime,
+            home=home_dir(home),
+        )  # fmt: skip
+    except Int8Refused as exc:  # the parity guard: figures, limits and what to do, in one line
+        console.print(f"[red]not started:[/] {escape(str(exc))}", soft_wrap=True)
+        raise typer.Exit(EXIT_INT8_REFUSED) from None
     console.print(
         f"encoded {summary.encoded} of {summary.rows} rows with {summary.model} "
         f"({summary.dims} dims) into {summary.output} in {summary.seconds:.1f}s"
     )
+    why = summary.precision_why or "asked with --precision"
+    console.print(f"precision {summary.precision}: {escape(why)}")
     if summary.rejects:
         console.print(f"[yellow]{summary.rejected} rows rejected[/] (reasons in {summary.rejects})")
     store = store_line(summary)

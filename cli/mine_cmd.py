@@ -13,14 +13,17 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from pydantic import ValidationError
 from rich.console import Console
+from rich.markup import escape
 
 from simpair.cli.common import (
+    EXIT_INT8_REFUSED,
     EXIT_NO_MODEL,
     BackendOption,
     BiEncoderOption,
     HomeOption,
     IdColumnOption,
     JsonOutOption,
+    PrecisionOption,
     SentenceColumnOption,
     validation_message,
 )
@@ -35,6 +38,7 @@ from simpair.mining.index import METHODS
 from simpair.mining.search import DEFAULT_MEMORY_MB, MineOptions
 from simpair.runtime.embedding_store import store_line
 from simpair.runtime.options import DEFAULT_BATCH_SIZE
+from simpair.runtime.precision import DEFAULT_PRECISION
 
 if TYPE_CHECKING:
     from simpair.mining.run import MineSummary
@@ -57,7 +61,11 @@ def describe(summary: MineSummary) -> str:
         + f"; {summary.index} search in {summary.pieces} piece(s), {summary.seconds:.1f}s -> {summary.output}"
     )
     store = store_line(summary)
-    return f"{read}\n{found}" + (f"\nembedding store: {store}" if store else "")
+    precision = f"precision {summary.precision}: {summary.precision_why or 'asked with --precision'}"
+    if summary.rerank_precision:
+        why = summary.rerank_precision_why or "asked with --precision"
+        precision += f"; re-ranker {summary.rerank_precision}: {why}"
+    return f"{read}\n{found}\n{precision}" + (f"\nembedding store: {store}" if store else "")
 
 
 def mine(
@@ -96,6 +104,7 @@ def mine(
     batch_size: SentenceBatchOption = DEFAULT_BATCH_SIZE,
     threads: Annotated[int | None, typer.Option(min=1, help="Torch and faiss threads.")] = None,
     backend: BackendOption = "auto",
+    precision: PrecisionOption = DEFAULT_PRECISION,
     embedding_store: EmbeddingStoreOption = True,
     embedding_cache: OutputCacheOption = None,
     embedding_memory_mb: EmbeddingMemoryOption = DEFAULT_STORE_MEMORY_MB,
@@ -104,6 +113,8 @@ def mine(
     json_out: JsonOutOption = None,
 ) -> None:
     """Find similar sentence pairs (bi-encoder + exact or HNSW search), optionally re-ranked."""
+    from simpair.runtime.int8_guard import Int8Refused
+
     console = Console()
     try:
         options = MineOptions(
@@ -111,7 +122,7 @@ def mine(
             batch_size=batch_size, threads=threads, column=column, id_column=id_column,
             corpus_column=corpus_column, corpus_id_column=corpus_id_column,
             embedding_store=embedding_store, embedding_cache=embedding_cache,
-            embedding_memory_mb=embedding_memory_mb, backend=backend,
+            embedding_memory_mb=embedding_memory_mb, backend=backend, precision=precision,
         )  # fmt: skip
     except ValidationError as exc:
         raise typer.BadParameter(validation_message(exc)) from None
@@ -132,7 +143,10 @@ def mine(
     except LookupError as exc:  # registry: no such model/alias
         console.print(f"[red]no model:[/] {exc}")
         raise typer.Exit(EXIT_NO_MODEL) from None
-    console.print(describe(summary))
+    except Int8Refused as exc:  # the parity guard: figures, limits and what to do, in one line
+        console.print(f"[red]not started:[/] {escape(str(exc))}", soft_wrap=True)
+        raise typer.Exit(EXIT_INT8_REFUSED) from None
+    console.print(escape(describe(summary)))
     if summary.rejects:
         console.print(f"[yellow]rejected rows[/] (with reasons) in {summary.rejects}")
     if json_out:

@@ -18,11 +18,13 @@ from rich.markup import escape
 from rich.table import Table
 
 from simpair.cli.common import (
+    EXIT_INT8_REFUSED,
     EXIT_NO_MODEL,
     BackendOption,
     HomeOption,
     JsonOutOption,
     NoPrefectOption,
+    PrecisionOption,
     validation_message,
 )
 from simpair.cli.failures import debug_enabled, quiet_prefect_console
@@ -34,7 +36,6 @@ from simpair.scoring.options import DEFAULT_CHUNK_ROWS, ScoringOptions
 from simpair.scoring.summary import ScoreSummary, precision_note, store_note
 
 EXIT_LOCKED = 3
-EXIT_INT8_REFUSED = 5
 
 
 def summary_table(summary: ScoreSummary) -> Table:
@@ -80,17 +81,7 @@ def score(
         int | None, typer.Option(min=1, help="Torch threads per worker. Default: CPUs/workers.")
     ] = (None),
     backend: BackendOption = DEFAULT_BACKEND,
-    precision: Annotated[
-        str,
-        typer.Option(
-            help="auto (default: the fastest of fp32, bf16 and int8 that keeps the model's dev "
-            "decisions: at most 0.5% of dev labels flip, dev metric within 0.002; measured once per "
-            "model and cached, see docs/scoring.md), fp32 (scores equal to the fp32 reference), bf16 "
-            "(faster where bf16 is native; not with --backend onnx) or int8 (quantized ONNX Runtime "
-            "graph; refused unless int8 keeps the model's dev metric within 0.005 and flips at most 1% "
-            "of dev labels, see `simpair models int8-check`; not with --backend torch)."
-        ),
-    ] = DEFAULT_PRECISION,
+    precision: PrecisionOption = DEFAULT_PRECISION,
     embedding_store: EmbeddingStoreOption = True,
     embedding_cache: ScoreCacheOption = None,
     embedding_memory_mb: EmbeddingMemoryOption = DEFAULT_MEMORY_MB,

@@ -45,8 +45,15 @@ from simpair.registry.record import mark_challengers, register_trained_model
 from simpair.registry.tracking import check_reachable
 from simpair.registry.wise_path import apply_wise_ft
 from simpair.registry.wise_rule import WiseFtPolicy
+from simpair.runtime.precision_ladder import measure_precision
 from simpair.tasks.nightly import plan_night_task, publish_summary_task, stages, train_side_by_side_tasks
-from simpair.tasks.registry import check_tracking_task, gate_task, mark_challengers_task, register_model_task
+from simpair.tasks.registry import (
+    check_tracking_task,
+    gate_task,
+    mark_challengers_task,
+    measure_precision_task,
+    register_model_task,
+)
 from simpair.tasks.training import combine_task, evaluate_task, pretokenize_task, train_task, wise_ft_task
 from simpair.training.pretokenize import pretokenize_config
 from simpair.training.workers import train_model
@@ -92,6 +99,7 @@ NIGHT = {
     plan_night: plan_night_task,
     train_here: train_and_evaluate,  # subflow, one per task (`dispatch: local`)
     train_on_pool: pool_dispatch.train_on_pool,  # `dispatch: pool`: a run of the GPU deployment, waited for
+    measure_precision: measure_precision_task,  # per task: the precision ladder, cached beside the model
     register_trained_model: register_model_task,  # per task, once every task is trained
     mark_challengers: mark_challengers_task,
     gate: gate_task,  # per task

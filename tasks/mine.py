@@ -76,10 +76,11 @@ def write_pairs_task(
     options: MineOptions,
     started: float,
     encoding: StoreCounts,
+    precisions: dict[str, str | None] | None = None,
 ) -> MineSummary:
     """Write the pairs and rejects files and publish the run's summary as a markdown artifact."""
     summary = write_mined(
-        table, output, inputs, corpus, candidates, model, reranker, options, started, encoding
+        table, output, inputs, corpus, candidates, model, reranker, options, started, encoding, precisions
     )
     create_markdown_artifact(
         key="mine-summary",

@@ -8,7 +8,6 @@ tag so a deployment (or a tag concurrency limit) can route or throttle them.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -22,8 +21,7 @@ from simpair.registry import faults, tracking
 from simpair.registry.gate import GateDecision, GatePolicy
 from simpair.registry.promotion import run_gate
 from simpair.registry.record import RegisteredVersion, mark_challengers, register_trained_model
-
-log = logging.getLogger(__name__)
+from simpair.runtime.precision_ladder import measure_precision
 
 DEFAULT_RETRIES = 3
 DEFAULT_DELAYS = [10.0, 60.0, 300.0]
@@ -79,23 +77,19 @@ def register_model_task(
 ) -> RegisteredVersion:
     """Log the training run and create a new version (no alias moves here).
 
-    The model's precision ladder is measured first on its dev split (`precision_ladder`), so its
-    verdict travels in the registered model and is recorded on the version for the gate report.
+    The night runs `measure_precision_task` first, so the version records the cached verdict
+    (`simpair.precision.*` tags) for the gate report.
     """
-    measure_precision(home, model_dir)
     return register_trained_model(
         home, model_dir, config, metrics, history, eval_metrics, eval_artifacts, flow_tags=flow_tags()
     )
 
 
-def measure_precision(home: Path, model_dir: Path) -> None:
-    """Cache the model's precision verdict before registration; a model with no dev split has none."""
-    from simpair.runtime.precision_ladder import NoDevSplit, ensure_verdict
-
-    try:
-        ensure_verdict(Path(model_dir), home)
-    except NoDevSplit as exc:
-        log.warning("no precision verdict for %s: %s; auto scores it in fp32", model_dir, exc)
+@task(name="measure-precision", task_run_name="precision-{model_dir.name}", cache_policy=NO_CACHE)
+def measure_precision_task(home: Path, model_dir: Path) -> str | None:
+    """The model's precision ladder on its dev split, cached beside it before it is registered
+    (`simpair.runtime.precision_ladder.measure_precision`, the step `--no-prefect` runs too)."""
+    return measure_precision(home, model_dir)
 
 
 @task(name="mark-challengers", tags=["mlflow"], **_COMMON)

@@ -118,17 +118,19 @@ def test_no_dev_split_scores_fp32_and_says_why(home: Path, tmp_path: Path, one_t
 def test_registration_records_the_verdict_and_a_version_without_one_is_measured_once(
     home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, one_thread: None
 ) -> None:
-    from tasks.registry import register_model_task
+    from tasks.registry import measure_precision_task, register_model_task
 
     dev_ids = _ingest_toy(home, tmp_path)
     measured = _tiny_with_dev(tmp_path / "measured", dev_ids)
+    why = measure_precision_task.fn(home, measured)  # the flow's step before register-model
     v1 = register_model_task.fn(home, measured, {"name": "m"}, {"dev_f1": 0.5}).version
     tags = registry.client(home).get_model_version(NAME, v1).tags
     verdict = PrecisionVerdict.read(measured)
     assert verdict is not None and tags["simpair.precision.chosen"] == verdict.choose().precision
     assert tags["simpair.precision.int8.verdict"] == "accepted"
     assert tags["simpair.precision.dev_split"] == "toy/dev"
-    assert tags["simpair.precision.why"].startswith("auto: ") and "simpair.precision.int8.speedup" in tags
+    assert tags["simpair.precision.why"] == why and why.startswith("auto: ")
+    assert "simpair.precision.int8.speedup" in tags
 
     # a version registered without a verdict: its first auto run measures it once, caches and tags it
     plain = _tiny_with_dev(tmp_path / "plain", dev_ids)

@@ -22,7 +22,14 @@ import pyarrow.parquet as pq
 from pydantic import BaseModel
 
 from simpair.atomic import atomic_path
-from simpair.mining.encoder import DEFAULT_STORE_MEMORY_MB, bi_encoder, embedding_dims, output_store
+from simpair.mining.encoder import (
+    DEFAULT_STORE_MEMORY_MB,
+    bi_encoder,
+    check_bi_encoder,
+    embedding_dims,
+    output_store,
+    resolve_precision,
+)
 from simpair.mining.pairs import write_rejects
 from simpair.mining.sentences import DEFAULT_BATCH_ROWS, Rejects, distinct, iter_sentences, open_sentences
 from simpair.model_ref import ModelRef
@@ -51,11 +58,14 @@ class EncodeSummary(BaseModel):
     sentences_encoded: int = 0  # distinct texts the encoder ran on (store misses)
     embedding_memory_hits: int = 0
     embedding_disk_hits: int = 0
+    precision: str = "fp32"  # what the vectors were computed in (resolved: never auto)
+    precision_why: str | None = None  # with auto: which rung the model's verdict chose, and why
 
 
-def output_schema(dims: int, model: ModelRef) -> pa.Schema:
+def output_schema(dims: int, model: ModelRef, precision: str = "fp32") -> pa.Schema:
     """row (in the input), id, text, embedding[dims]; how they were made in the metadata."""
-    meta = {"model": model.name, "version": model.version, "dims": dims, "normalized": True}
+    meta = {"model": model.name, "version": model.version, "dims": dims, "normalized": True,
+            "precision": precision}  # fmt: skip
     fields = [
         ("row", pa.int64()),
         ("id", pa.string()),
@@ -88,17 +98,21 @@ def encode_file(
     batch_rows: int = DEFAULT_BATCH_ROWS,
     show_progress: bool = True,
     runtime: RuntimeOptions = ENCODE_RUNTIME,
+    home: str | Path | None = None,
 ) -> EncodeSummary:
     """Write the vectors of every usable row of `input` to `output`; see the module docstring.
 
-    `runtime` says how the model runs (batch size, threads, backend, the embedding store).
+    `runtime` says how the model runs (batch size, threads, backend, precision, the embedding store);
+    `home` holds the dev split a model without a precision verdict is measured on under `auto`.
     """
     started = time.monotonic()
     total = open_sentences(input, column, id_column).metadata.num_rows  # fails before the model loads
+    check_bi_encoder(model)  # a wrong kind fails before any precision is measured
+    runtime, why = resolve_precision(model, runtime, Path(home) if home else None)
     folder = output_store(output, runtime)
     encoder = bi_encoder(model, runtime, folder)
     dims = embedding_dims(encoder)
-    schema = output_schema(dims, model)
+    schema = output_schema(dims, model, runtime.precision)
     rejects, encoded = Rejects(), 0
     bar = progress(total=total, desc="encode", unit="row", disable=not show_progress)
     with atomic_path(Path(output)) as tmp, pq.ParquetWriter(tmp, schema, compression="zstd") as writer:
@@ -139,4 +153,6 @@ def encode_file(
         sentences_encoded=counts.encoded,
         embedding_memory_hits=counts.memory_hits,
         embedding_disk_hits=counts.disk_hits,
+        precision=runtime.precision,
+        precision_why=why,
     )

@@ -8,7 +8,8 @@ each chunk's vectors once it has used them (corpus pieces).
 Vectors go through the embedding store `simpair score` uses (`simpair.runtime.stored_predict`): a
 text in both the input and the corpus is encoded once, a killed run's rerun reuses what it stored,
 and with `--embedding-cache` tomorrow's run encodes only the new sentences (the same folder serves
-scoring too, for the same model, precision and forward pass).
+scoring too, for the same model, precision and forward pass). Each job decides the precision of each
+model once, before loading it (`resolve_precision`), as scoring does.
 """
 
 from __future__ import annotations
@@ -43,6 +44,12 @@ class WrongModelKind(ValueError):
 
 def load_bi_encoder(model: ModelRef, runtime: RuntimeOptions, job: str = "simpair encode") -> object:
     """The pinned bi-encoder's `Predictor`; any other kind is refused with what to do instead."""
+    check_bi_encoder(model, job)
+    return _load(model, runtime)
+
+
+def check_bi_encoder(model: ModelRef, job: str = "simpair encode") -> None:
+    """Refuse any model but a bi-encoder, saying what to do instead (before anything is loaded)."""
     if model.kind != "bi":
         hint = (
             " (a cross-encoder scores pairs: pass it to `simpair mine --rerank`)"
@@ -52,35 +59,45 @@ def load_bi_encoder(model: ModelRef, runtime: RuntimeOptions, job: str = "simpai
         raise WrongModelKind(
             f"{job} needs a bi-encoder (sentence embeddings); {model.label} is a {model.kind} model{hint}"
         )
-    return _load(model, runtime)
 
 
 def load_reranker(model: ModelRef, runtime: RuntimeOptions) -> object:
     """The pinned pair scorer for re-ranking: a cross-encoder or a stacked model, never a bi-encoder."""
+    check_reranker(model)
+    return _load(model, runtime)
+
+
+def check_reranker(model: ModelRef) -> None:
+    """Refuse a bi-encoder as the re-ranker (before anything is loaded)."""
     if model.kind == "bi":
         raise WrongModelKind(
             f"--rerank needs a cross-encoder (or stacked model); {model.label} is a bi-encoder, "
             "which is what --model already scores with"
         )
-    return _load(model, runtime)
 
 
-def run_precision(model: ModelRef, runtime: RuntimeOptions) -> str:
-    """The precision `simpair score` runs the model in by default (`--precision auto`): the one its
-    cached precision verdict chose, so mined scores equal scored ones and the two share stored vectors.
-    A model without a verdict runs fp32 (measuring one needs its dev split: `simpair score` does that)."""
-    from simpair.models.device import pick_device
-    from simpair.runtime.precision_ladder import auto_precision
+def resolve_precision(
+    model: ModelRef, runtime: RuntimeOptions, home: Path | None = None
+) -> tuple[RuntimeOptions, str | None]:
+    """`runtime` with the precision `model` runs in for this job, decided once as `simpair score` decides
+    it (`resolve.resolve`), and the line that says why auto chose it (None for an explicit precision).
 
-    chosen = auto_precision(model, None, runtime.backend, pick_device("auto"))
-    log.info("%s: %s", model.label, chosen.why)
-    return chosen.precision
+    `auto` takes the model's cached precision verdict (measured once on its dev split in `home` when it
+    has none); an explicit `bf16` falls back to fp32 where it is not native; an explicit `int8` must
+    pass the parity guard (`int8_guard.Int8Refused` otherwise). With the default `auto`, encoded and
+    mined vectors equal scored ones and share their stored vectors.
+    """
+    from simpair.runtime.resolve import resolve
+
+    precision, why = resolve(runtime.precision, runtime.backend, model=model, home=home)
+    log.info("%s: precision %s%s", model.label, precision, f" ({why})" if why else "")
+    return runtime.model_copy(update={"precision": precision}), why
 
 
 def _load(model: ModelRef, runtime: RuntimeOptions) -> object:
-    """The model as `simpair score` loads it by default: same backend choice (`auto`: ONNX Runtime on
-    CPU when installed), same precision (`run_precision`)."""
-    return load_for_run(model.local_dir, runtime, run_precision(model, runtime))
+    """The model as `simpair score` loads it: same backend choice (`auto`: ONNX Runtime on CPU when
+    installed), in the job's resolved precision (`resolve_precision`; never `auto` here)."""
+    return load_for_run(model.local_dir, runtime, runtime.precision)
 
 
 def output_store(output: str | Path, runtime: RuntimeOptions) -> Path | None:
@@ -95,8 +112,7 @@ def bi_encoder(
 ) -> StoredEncoder:
     """The pinned bi-encoder, its vectors looked up in the store in `store` first (None: no store)."""
     predictor = load_bi_encoder(model, runtime, job)
-    precision = run_precision(model, runtime)
-    return stored_encoder(predictor, model, store, runtime.embedding_memory_mb, precision)
+    return stored_encoder(predictor, model, store, runtime.embedding_memory_mb, runtime.precision)
 
 
 @dataclass

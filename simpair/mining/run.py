@@ -25,9 +25,12 @@ from simpair.mining.encoder import (
     DEFAULT_MINE_MODEL,
     Encoded,
     bi_encoder,
+    check_bi_encoder,
+    check_reranker,
     embed_all,
     load_reranker,
     output_store,
+    resolve_precision,
 )
 from simpair.mining.pairs import first_ids, pairs_table, rerank, write_pairs, write_rejects
 from simpair.mining.search import Candidates, MineOptions, search_corpus, search_within
@@ -40,7 +43,7 @@ from simpair.stages import InProcess, StageRunner
 # summary fields about this run, not about the pairs: kept out of the pairs file's metadata
 RUN_ONLY = {
     "output", "rejects", "seconds", "embedding_store", "embedding_store_kept", "sentences_encoded",
-    "embedding_memory_hits", "embedding_disk_hits",
+    "embedding_memory_hits", "embedding_disk_hits", "precision_why", "rerank_precision_why",
 }  # fmt: skip
 
 
@@ -67,6 +70,10 @@ class MineSummary(BaseModel):
     sentences_encoded: int = 0  # distinct texts the encoder ran on (store misses)
     embedding_memory_hits: int = 0
     embedding_disk_hits: int = 0
+    precision: str = "fp32"  # the bi-encoder's, resolved once per run (never auto)
+    precision_why: str | None = None  # with auto: which rung its verdict chose, and why
+    rerank_precision: str | None = None
+    rerank_precision_why: str | None = None
 
 
 def encode_sentences(
@@ -133,8 +140,12 @@ def write_mined(
     options: MineOptions,
     started: float,
     encoding: StoreCounts | None = None,
+    precisions: dict[str, str | None] | None = None,
 ) -> MineSummary:
-    """The pairs file (with how it was mined in its metadata), the rejects file, and the summary."""
+    """The pairs file (with how it was mined in its metadata), the rejects file, and the summary.
+
+    `precisions`: why auto chose the bi-encoder's precision, and the re-ranker's precision and why
+    (`precision_why`, `rerank_precision`, `rerank_precision_why`), as `run_mine` resolved them."""
     rejected = {"input": inputs.rejects} | ({"corpus": corpus.rejects} if corpus is not None else {})
     rejects = write_rejects(output, rejected)
     summary = MineSummary(
@@ -153,6 +164,8 @@ def write_mined(
         pieces=candidates.pieces,
         index=candidates.method,
         seconds=round(time.monotonic() - started, 3),
+        precision=options.precision,
+        **(precisions or {}),
     )
     store = output_store(output, options)
     if store is not None:
@@ -188,6 +201,13 @@ def run_mine(
     home_path = home_dir(home)
     bi = runner.run(resolve_model_ref, spec=model or DEFAULT_MINE_MODEL, home=home_path)
     reranker = runner.run(resolve_model_ref, spec=rerank_model, home=home_path) if rerank_model else None
+    # each model's precision decided once, here, before any stage loads it (as `simpair score` does)
+    check_bi_encoder(bi, "simpair mine")
+    if reranker is not None:
+        check_reranker(reranker)
+    asked = options
+    options, why = resolve_precision(bi, asked, home_path)
+    rerank_options, rerank_why = resolve_precision(reranker, asked, home_path) if reranker else (asked, None)
     inputs = runner.run(read_sentences, path=str(input), column=options.column, id_column=options.id_column)
     corpus_sentences = None
     if corpus is not None:
@@ -208,7 +228,7 @@ def run_mine(
     encoding.add(candidates.encoding)
     table = runner.run(build_table, candidates=candidates, inputs=inputs, corpus=corpus_sentences, model=bi)
     if reranker is not None:
-        table = runner.run(rerank_pairs, table=table, reranker=reranker, options=options)
+        table = runner.run(rerank_pairs, table=table, reranker=reranker, options=rerank_options)
     summary = runner.run(
         write_mined,
         table=table,
@@ -221,6 +241,11 @@ def run_mine(
         options=options,
         started=started,
         encoding=encoding,
+        precisions={
+            "precision_why": why,
+            "rerank_precision": rerank_options.precision if reranker else None,
+            "rerank_precision_why": rerank_why,
+        },
     )
     if folder is not None:
         release_store(folder, keep=options.keeps_store)

@@ -12,7 +12,7 @@ depend on the inference backends that measure it.
 from __future__ import annotations
 
 import json
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -137,3 +137,14 @@ class PrecisionVerdict:
                 if value is not None:
                     tags[f"{r.precision}.{key}"] = f"{value:.6g}"
         return {TAG_PREFIX + key: value[:5000] for key, value in tags.items()}
+
+
+def report_line(tags: Mapping[str, str], model_dir: str | Path | None = None) -> str:
+    """One line for the gate report: the rung `--precision auto` takes and why, from the version's
+    `simpair.precision.*` tags, else the verdict cached in `model_dir`, else why there is none."""
+    why, pairs, split = (tags.get(TAG_PREFIX + key) for key in ("why", "pairs", "dev_split"))
+    if not why and model_dir is not None and (verdict := PrecisionVerdict.read(model_dir)) is not None:
+        why, pairs, split = verdict.why(verdict.choose()), str(verdict.pairs), verdict.dev_split
+    if not why:
+        return "fp32, no precision verdict (the model records no dev split to measure bf16 and int8 on)"
+    return f"{why.removeprefix('auto: ')}; measured on {pairs} pairs of {split}"

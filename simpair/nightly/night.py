@@ -1,6 +1,6 @@
 """The night's DAG, defined once: lock -> check tracking -> ingest -> plan -> train each task ->
-register -> mark challengers -> gate -> summary. What the `nightly-retrain` flow and
-`simpair nightly --no-prefect` run.
+measure each model's precision ladder -> register -> mark challengers -> gate -> summary. What the
+`nightly-retrain` flow and `simpair nightly --no-prefect` run.
 
 `run_night(plan, home, runner)` calls its stages through a `simpair.stages.StageRunner`: the flow hands
 it `PrefectStages` over the tasks in `simpair.tasks.nightly` and `simpair.tasks.registry` (ingest and
@@ -47,6 +47,7 @@ from simpair.registry.gate import GateDecision, GatePolicy
 from simpair.registry.promotion import run_gate
 from simpair.registry.record import RegisteredVersion, mark_challengers, register_trained_model
 from simpair.registry.tracking import check_reachable
+from simpair.runtime.precision_ladder import measure_precision
 from simpair.stages import StageRunner
 
 
@@ -140,7 +141,7 @@ def run_night(
 
         trained, notes = _train_every_task(plan, home, runner, run_id)
         print("nightly: registering new versions")
-        registered = [_register(t, home, runner) for t in trained]
+        registered = register_all(trained, home, runner)
         runner.run(mark_challengers, home=home, registered=registered)
         outcomes: list[TaskOutcome] = []
         for t, version in zip(trained, registered, strict=True):
@@ -196,11 +197,19 @@ def _text(value: str | Path | None) -> str | None:
     return None if value is None else str(value)
 
 
-def _register(t: Trained, home: Path, runner: StageRunner) -> RegisteredVersion:
-    return runner.run(
-        register_trained_model, home=home, model_dir=Path(t.model_dir), config=t.config, metrics=t.metrics,
-        history=t.history, eval_metrics=t.eval_metrics, eval_artifacts=[Path(p) for p in t.eval_artifacts],
-    )  # fmt: skip
+def register_all(trained: Sequence[Trained], home: Path, runner: StageRunner) -> list[RegisteredVersion]:
+    """A new version per trained model, each after its precision ladder is measured and cached, so the
+    flow and `--no-prefect` record the same `simpair.precision.*` tags for the gate report to show."""
+    registered = []
+    for t in trained:
+        runner.run(measure_precision, home=home, model_dir=Path(t.model_dir))
+        version = runner.run(
+            register_trained_model, home=home, model_dir=Path(t.model_dir), config=t.config,
+            metrics=t.metrics, history=t.history, eval_metrics=t.eval_metrics,
+            eval_artifacts=[Path(p) for p in t.eval_artifacts],
+        )  # fmt: skip
+        registered.append(version)
+    return registered
 
 
 def announce_rescore(plan: NightlyProfile, outcomes: list[TaskOutcome]) -> None:

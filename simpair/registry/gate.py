@@ -186,6 +186,8 @@ class GateDecision:
     cascade: list[CascadeCheck] = field(default_factory=list)
     # the WiSE-FT path the challenger was chosen from (`simpair.registry.wise_path`), when it was
     wise_ft: dict[str, Any] | None = None
+    # the rung `--precision auto` scores the challenger in, and why (`precision_verdict.report_line`)
+    precision: str | None = None
 
     @property
     def outcome(self) -> str:
@@ -242,6 +244,7 @@ class GateDecision:
             "",
             f"Reason: {self.reason}",
             "",
+            *([f"Precision (auto): {self.precision}", ""] if self.precision else []),
             f"| metric | challenger v{self.challenger_version} | {other} | delta |",
             "|---|---|---|---|",
         ]

@@ -31,6 +31,7 @@ import yaml
 from simpair.catalog import Catalog
 from simpair.evaluation.leaked_pairs import leaked_pair_ids, trained_pairs
 from simpair.models import ModelMetadata
+from simpair.models.precision_verdict import report_line
 from simpair.registry import registry, tracking
 from simpair.registry.gate import (
     THRESHOLD_FREE_BINARY,
@@ -412,6 +413,7 @@ def run_gate(
         decision.promote = False
         decision.reason = f"v{version} is already the champion; nothing to do"
     decision.wise_ft = wise_ft_record(challenger.local_dir)
+    decision.precision = report_line(c.get_model_version(name, version).tags, challenger.local_dir)
     decision.excluded = {label: len(ids) for label, ids in excluded.items()}
     catalog = Catalog(home)
     decision.dataset_versions = {ds: catalog.current_version(ds) for ds, _ in scored_sets}

@@ -1,8 +1,9 @@
 """The runtime options, typed once: how a model runs in this process for `score`, `mine` and `encode`.
 
-Six settings say how a pinned model runs, whatever the job: pairs (or sentences) per forward pass,
-threads, the forward pass (`backend`) and the embedding store (on or off, a folder kept across runs,
-its memory bound). `ScoringOptions` and `MineOptions` extend this object with their job's own
+Seven settings say how a pinned model runs, whatever the job: pairs (or sentences) per forward pass,
+threads, the forward pass (`backend`), the precision asked for (`auto` by default, resolved once per run
+and model by `resolve.resolve`) and the embedding store (on or off, a folder kept across runs, its
+memory bound). `ScoringOptions` and `MineOptions` extend this object with their job's own
 settings, and `encode_file` takes it as it is, so the three commands share one definition, one set
 of checks and one rule for where the store lives.
 """
@@ -14,7 +15,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, PositiveFloat, PositiveInt, field_validator, model_validator
 
 from simpair.runtime.embedding_store import DEFAULT_MEMORY_MB
-from simpair.runtime.precision import DEFAULT_BACKEND, check_backend
+from simpair.runtime.precision import DEFAULT_BACKEND, DEFAULT_PRECISION, check_backend, check_precision
 
 DEFAULT_BATCH_SIZE = 64
 
@@ -25,6 +26,10 @@ class RuntimeOptions(BaseModel):
     - `batch_size`: pairs (or sentences) per forward pass (with the ONNX backend an upper bound).
     - `threads`: torch / ONNX Runtime threads per worker; None = CPUs / workers.
     - `backend`: `auto` (ONNX Runtime on CPU when installed, else torch), `torch` or `onnx`.
+    - `precision`: `auto` (the fastest rung of the model's cached precision verdict that keeps its dev
+      decisions, `simpair.runtime.precision_ladder`), `fp32`, `bf16` (not with backend `onnx`) or
+      `int8` (not with `torch`; refused unless the model passes the parity guard, `int8_guard`).
+      A job resolves it once per model before it loads one (`resolve.resolve`); stages get the result.
     - `embedding_store`: bi-encoders look sentence vectors up in a store kept for the whole run, so
       each distinct sentence is encoded once.
     - `embedding_cache`: a folder keeping that store across runs, per model identity; None = the
@@ -37,6 +42,7 @@ class RuntimeOptions(BaseModel):
     batch_size: PositiveInt = DEFAULT_BATCH_SIZE
     threads: PositiveInt | None = None
     backend: str = DEFAULT_BACKEND
+    precision: str = DEFAULT_PRECISION
     embedding_store: bool = True
     embedding_cache: Path | None = None
     embedding_memory_mb: PositiveFloat = DEFAULT_MEMORY_MB
@@ -47,14 +53,15 @@ class RuntimeOptions(BaseModel):
         return check_backend(backend)
 
     @model_validator(mode="after")
-    def _cache_needs_the_store(self) -> RuntimeOptions:
+    def _precision_and_store(self) -> RuntimeOptions:
+        check_precision(self.precision, self.backend)
         if self.embedding_cache is not None and not self.embedding_store:
             raise ValueError("embedding_cache keeps the embedding store: it needs embedding_store on")
         return self
 
     @property
     def runtime(self) -> RuntimeOptions:
-        """These six settings alone (what a stage that runs the model needs of a job's options)."""
+        """These seven settings alone (what a stage that runs the model needs of a job's options)."""
         return RuntimeOptions(**{name: getattr(self, name) for name in RuntimeOptions.model_fields})
 
     @property

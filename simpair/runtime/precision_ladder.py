@@ -204,6 +204,22 @@ def ensure_verdict(model_dir: Path, home: Path | None, threads: int | None = Non
     return verdict
 
 
+def measure_precision(home: Path, model_dir: Path) -> str | None:
+    """The registration step of the night, in the flow and in process alike: the model's verdict cached.
+
+    Runs before the version is created, so the registered artifact carries `precision_verdict.json` and
+    `register_trained_model` records it as `simpair.precision.*` tags for the gate report. Returns the
+    one line that says which rung `auto` takes and why, or None for a model with no dev split (it
+    scores in fp32 and says so then).
+    """
+    try:
+        verdict = ensure_verdict(Path(model_dir), Path(home))
+    except NoDevSplit as exc:
+        log.warning("no precision verdict for %s: %s; auto scores it in fp32", model_dir, exc)
+        return None
+    return verdict.why(verdict.choose())
+
+
 def auto_precision(model: ModelRef | None, home: Path | None, backend: str, device: Any) -> Auto:
     """What `--precision auto` scores `model` in: the fastest accepted rung of its cached verdict.
 

@@ -14,7 +14,6 @@ from typing import Any
 from pydantic import NonNegativeFloat, NonNegativeInt, PositiveInt, model_validator
 
 from simpair.runtime.options import RuntimeOptions
-from simpair.runtime.precision import DEFAULT_PRECISION, check_precision
 
 DEFAULT_CHUNK_ROWS = 8192
 
@@ -22,16 +21,14 @@ DEFAULT_CHUNK_ROWS = 8192
 class ScoringOptions(RuntimeOptions):
     """How to score an inbox (where from and where to are the run's arguments, not options).
 
-    The runtime fields (`batch_size`, `threads`, `backend`, `embedding_store`, `embedding_cache`,
-    `embedding_memory_mb`) are `RuntimeOptions`'; a store with no `embedding_cache` lives in
-    `<out>/_ledger/embeddings/` and is removed when the run finishes. Scoring adds:
+    The runtime fields (`batch_size`, `threads`, `backend`, `precision`, `embedding_store`,
+    `embedding_cache`, `embedding_memory_mb`) are `RuntimeOptions`'; a store with no
+    `embedding_cache` lives in `<out>/_ledger/embeddings/` and is removed when the run finishes.
+    Scoring adds:
 
     - `model`: `name@alias`, `name/version` or a saved model folder; None = the paraphrase champion.
     - `home`: pipeline home holding the MLflow registry; None = `$SIMPAIR_HOME`.
     - `chunk_rows`: rows per chunk, the unit of resume and fan-out.
-    - `precision`: `auto` (the fastest rung of the model's cached precision verdict that keeps its dev
-      decisions, `simpair.runtime.precision_ladder`), `fp32`, `bf16` (not with backend `onnx`) or
-      `int8` (not with `torch`; refused unless the model passes the parity guard, `int8_guard`).
     - `lock_wait`: seconds to wait for another run holding the output; 0 = give up at once.
     - `contract`: the scoring-input contract file; None = `data_contracts/scoring_input.yaml`.
     - `rescore`: also score batches that another model version already scored (each version once;
@@ -44,7 +41,6 @@ class ScoringOptions(RuntimeOptions):
     model: str | None = None
     home: Path | None = None
     chunk_rows: PositiveInt = DEFAULT_CHUNK_ROWS
-    precision: str = DEFAULT_PRECISION
     lock_wait: NonNegativeFloat = 0.0
     contract: Path | None = None
     rescore: bool = False
@@ -52,8 +48,7 @@ class ScoringOptions(RuntimeOptions):
     rescore_days_after_promotion: NonNegativeInt = 0
 
     @model_validator(mode="after")
-    def _known_precision_and_rescore(self) -> ScoringOptions:
-        check_precision(self.precision, self.backend)
+    def _rescore_days_need_rescore(self) -> ScoringOptions:
         if self.rescore_days is not None and not self.rescore:
             raise ValueError("rescore_days limits a re-score: it needs rescore on")
         return self
