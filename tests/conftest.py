@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from mlflow_store import seed_store
 
 _SESSION_TMP = Path(tempfile.mkdtemp(prefix="simpair-tests-"))
 os.environ["HF_HUB_OFFLINE"] = "1"
@@ -48,9 +49,10 @@ def shared_data() -> Path:
 
 @pytest.fixture
 def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A fresh pipeline home (SIMPAIR_HOME) with its own embedded MLflow store (MLFLOW_TRACKING_URI)."""
+    """A fresh pipeline home (SIMPAIR_HOME) with its own embedded MLflow store (MLFLOW_TRACKING_URI),
+    already migrated (`mlflow_store.seed_store`). A test of what a brand-new home holds makes its own."""
     path = tmp_path / "home"
-    path.mkdir()
+    seed_store(path)
     monkeypatch.setenv("SIMPAIR_HOME", str(path))
     # mlflow.set_tracking_uri exports MLFLOW_TRACKING_URI; pin it per test so no store leaks between tests.
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{path / 'mlflow' / 'mlflow.db'}")

@@ -3,15 +3,21 @@
 One sequential story per test (each smoke night trains two tiny models in seconds):
 first night registers and gates; an unchanged night skips; --force registers version 2; a permanent
 training failure leaves the registry exactly as it was; a dead tracking server fails the night early
-with a clear error; a second concurrent night exits with a message.
+with a clear error; a second concurrent night exits with a message. The first night is run once for
+the module (`first_night`): `simpair nightly --no-prefect` on a second home must register, mark and
+gate exactly what it did.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import mlflow
@@ -20,12 +26,14 @@ import pandas as pd
 import pytest
 import yaml
 from mlflow import MlflowClient
+from mlflow_store import seed_store
 from registry_helpers import MlflowServer, one_torch_thread  # noqa: F401 - fixture
 
 from simpair import settings
 from simpair.flows.launch import nightly as run
+from simpair.nightly.night import night_in_process
 from simpair.nightly.plan import read_state
-from simpair.nightly.summary import NightlyFailed
+from simpair.nightly.summary import NightlyFailed, NightlySummary
 from simpair.predictors import load_predictor
 from simpair.registry import registry, resolve_model
 
@@ -86,11 +94,105 @@ def _bad_profile(tmp_path: Path) -> Path:
     return path
 
 
-def test_nightly_registers_skips_forces_and_survives_a_permanent_failure(
-    home: Path, shared_data: Path, tmp_path: Path
+@dataclass(frozen=True)
+class FirstNight:
+    home: Path
+    result: NightlySummary
+    registry: dict[str, dict[str, object]]  # `_registry(home)` right after it, before later nights
+
+
+@pytest.fixture(scope="module")
+def first_night(
+    prefect_api: None, shared_data: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[FirstNight]:
+    """The smoke profile's first night through the `nightly-retrain` flow, on a fresh home."""
+    import torch
+
+    home = seed_store(tmp_path_factory.mktemp("first-night") / "home").parents[1]
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    with pytest.MonkeyPatch.context() as monkeypatch:  # undone before the tests: each sets its own
+        monkeypatch.setenv("SIMPAIR_HOME", str(home))
+        monkeypatch.setenv("MLFLOW_TRACKING_URI", _uri(home))
+        try:
+            night = FirstNight(home, run(profile="smoke", home=home, sources=shared_data), _registry(home))
+        finally:
+            torch.set_num_threads(threads)
+    yield night
+
+
+def _uri(home: Path) -> str:
+    """The home's embedded store (`settings.tracking_uri` would return $MLFLOW_TRACKING_URI if set)."""
+    return f"sqlite:///{home / 'mlflow' / 'mlflow.db'}"
+
+
+def _registry(home: Path) -> dict[str, dict[str, object]]:
+    """Per model: versions, aliases, gate decisions, and the dev and test metrics each version carries."""
+    c = MlflowClient(tracking_uri=_uri(home), registry_uri=_uri(home))
+    out: dict[str, dict[str, object]] = {}
+    for name in NAMES:
+        versions = sorted(c.search_model_versions(f"name='{name}'"), key=lambda v: int(v.version))
+        out[name] = {
+            "versions": [str(v.version) for v in versions],
+            "aliases": {a: str(v) for a, v in (c.get_registered_model(name).aliases or {}).items()},
+            "decisions": [v.tags.get("gate.decision") for v in versions],
+            "metrics": [_quality(v.tags) for v in versions],
+            "precision": [sorted(k for k in v.tags if k.startswith("simpair.precision.")) for v in versions],
+            "prefect": [v.tags.get("prefect.flow_run_id") for v in versions],
+        }
+    return out
+
+
+def _quality(tags: dict[str, str]) -> dict[str, float]:
+    return {k: round(float(v), 4) for k, v in tags.items() if k.startswith(("metric.dev", "metric.eval"))}
+
+
+def test_no_prefect_night_registers_and_gates_as_the_flow_does(
+    first_night: FirstNight, shared_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    uri = settings.tracking_uri(home)
-    first = run(profile="smoke", home=home, sources=shared_data)
+    """`simpair nightly --no-prefect` (a real subprocess, with Prefect's URL pointing at a dead port)
+    registers, marks and gates what the flow's first night did on the same data."""
+    local_home = seed_store(tmp_path / "local").parents[1]
+    exe = shutil.which("simpair", path=str(Path(sys.executable).parent)) or "simpair"
+    env = {
+        **os.environ,
+        "SIMPAIR_HOME": str(local_home),
+        "MLFLOW_TRACKING_URI": _uri(local_home),
+        "PREFECT_API_URL": "http://127.0.0.1:9/api",  # nothing listens there: any Prefect call would fail
+        "OMP_NUM_THREADS": "1",
+    }
+    argv = [exe, "nightly", "--no-prefect", "--profile", "smoke", "--sources", str(shared_data)]
+    ran = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=600)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert "Nightly retrain (smoke): trained" in ran.stdout
+
+    by_flow, flow, local = first_night.result, first_night.registry, _registry(local_home)
+    for name in NAMES:
+        assert local[name]["versions"] == ["1"] and local[name]["aliases"]["challenger"] == "1"
+        assert local[name]["prefect"] == [None] and flow[name]["prefect"] == [by_flow.flow_run_id]
+        assert len(local[name]["metrics"][0]) >= 2  # type: ignore[index, arg-type]
+        assert local[name]["precision"][0]  # type: ignore[index] - the ladder's verdict, measured here too
+        # the verdict's figures: the rungs' speeds (and so the chosen rung) are measured, not compared
+        for key in ("versions", "aliases", "decisions", "metrics", "precision"):
+            assert local[name][key] == flow[name][key], (name, key)
+    state = read_state(local_home, "smoke")
+    assert state is not None and state.versions == {"paraphrase": "1", "sts": "1"}
+    assert state.decisions == {t.task: t.decision for t in by_flow.tasks}
+
+    monkeypatch.setenv("SIMPAIR_HOME", str(local_home))
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", _uri(local_home))
+    again = night_in_process(profile="smoke", home=local_home, sources=shared_data)  # in this process
+    assert again.status == "skipped" and "no source or training config changed" in again.message
+    assert _registry(local_home) == local
+
+
+def test_nightly_registers_skips_forces_and_survives_a_permanent_failure(
+    first_night: FirstNight, shared_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home, first = first_night.home, first_night.result
+    uri = _uri(home)
+    monkeypatch.setenv("SIMPAIR_HOME", str(home))
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
     assert first.status == "trained" and [t.version for t in first.tasks] == ["1", "1"]
     c = MlflowClient(tracking_uri=uri, registry_uri=uri)
     for outcome in first.tasks:
@@ -145,8 +247,6 @@ def test_nightly_registers_skips_forces_and_survives_a_permanent_failure(
 def test_dead_tracking_server_fails_the_night_early_and_moves_no_alias(
     home: Path, shared_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
-    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_TIMEOUT", "5")
     server = MlflowServer(tmp_path / "server")
     server.start()
     try:
@@ -171,6 +271,9 @@ def test_dead_tracking_server_fails_the_night_early_and_moves_no_alias(
         np.testing.assert_allclose(served["score"].to_numpy(), local["score"], rtol=1e-6)
     finally:
         server.kill()
+    # short limits for the night only: under load the live server above may take over 5 s to answer
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_TIMEOUT", "5")
     backend = f"sqlite:///{tmp_path / 'server' / 'server.db'}"
     before = registry_snapshot(backend)
     started = time.monotonic()

@@ -2,7 +2,9 @@
 
 Both runs score the same inbox (good batches with bad rows, a bad file) into separate outputs; the
 outputs must be identical row by row apart from the run id and timestamp, and the summary must be
-published as a Prefect artifact.
+published as a Prefect artifact. Both ask for bf16: the flow process resolves the precision and the
+Dask worker processes receive it as a task argument (a bf16 request scores in fp32 where bf16 is not
+native, and says so in every row).
 """
 
 from __future__ import annotations
@@ -21,6 +23,9 @@ from test_scoring_support import (
 )
 
 from simpair.flows.launch import score as run_flow
+from simpair.models import device as devices
+
+BF16_RUNS_AS = "bf16" if devices.native_bf16(devices.pick_device("auto")) else "fp32"
 
 tiny_cross = support.tiny_cross
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
@@ -47,16 +52,18 @@ def test_flow_on_dask_local_cluster_matches_default_runner(
     tables = _inbox(inbox)
     home = tmp_path / "home"
 
-    plain = run_flow(str(inbox), tmp_path / "out-default", str(tiny_cross), home, chunk_rows=400)
-    dask = run_flow(str(inbox), tmp_path / "out-dask", str(tiny_cross), home, chunk_rows=400, local_cluster=2)
+    same = {"chunk_rows": 400, "precision": "bf16"}
+    plain = run_flow(str(inbox), tmp_path / "out-default", str(tiny_cross), home, **same)
+    dask = run_flow(str(inbox), tmp_path / "out-dask", str(tiny_cross), home, **same, local_cluster=2)
 
     for summary in (plain, dask):
         counts = (summary.files_scored, summary.files_quarantined, summary.rows_scored, summary.rows_rejected)
         assert counts == (2, 1, 2899, 1)
-        assert summary.run_id.startswith("prefect-")
+        assert summary.run_id.startswith("prefect-") and summary.precision == BF16_RUNS_AS
     first, second = outputs_by_name(tmp_path / "out-default"), outputs_by_name(tmp_path / "out-dask")
     assert len(first) == 2
     assert_same_outputs(first, second)
+    assert {p for t in second.values() for p in t.column("precision").to_pylist()} == {BF16_RUNS_AS}
     assert_exactly_once(tables["a.parquet"], next(t for n, t in first.items() if "/a-" in n))
     assert_exactly_once(tables["b.parquet"], next(t for n, t in second.items() if "/b-" in n), {"b0000010"})
 

@@ -258,26 +258,6 @@ def test_cli_precision_flag_end_to_end(tmp_path: Path, tiny_cross: Path) -> None
     assert set(pq.read_table(output, columns=["precision"]).column("precision").to_pylist()) == {BF16_RUNS_AS}
 
 
-@pytest.mark.slow
-@pytest.mark.integration
-def test_flow_on_a_local_dask_cluster_hands_precision_to_its_workers(
-    prefect_api: None, tmp_path: Path, tiny_cross: Path
-) -> None:
-    """The flow process resolves the precision; the worker process receives it as a task argument."""
-    from simpair.flows.launch import score as run_flow
-
-    table = make_pairs(700, seed=18)
-    write_batch(table, tmp_path / "inbox" / "night.parquet")
-    dask = run_flow(str(tmp_path / "inbox"), tmp_path / "out-dask", str(tiny_cross), tmp_path / "home",
-                    chunk_rows=300, threads=1, precision="bf16", local_cluster=1)  # fmt: skip
-    local = score_inbox(str(tmp_path / "inbox"), tmp_path / "out-local", str(tiny_cross), tmp_path / "home",
-                        chunk_rows=300, threads=1, precision="bf16")  # fmt: skip
-    assert dask.precision == local.precision == BF16_RUNS_AS and dask.run_id.startswith("prefect-")
-    got, want = read_outputs(tmp_path / "out-dask"), read_outputs(tmp_path / "out-local")
-    assert set(got.column("precision").to_pylist()) == {BF16_RUNS_AS}
-    np.testing.assert_allclose(got.column("score").to_numpy(), want.column("score").to_numpy(), atol=1e-6)
-
-
 @pytest.mark.parametrize("budget", [1, 40, 512])
 def test_token_budget_batches_cap_tokens_and_restore_input_order(budget: int) -> None:
     """The batching the bf16 path (and ONNX) runs on: every output back at its input's position,

@@ -114,9 +114,8 @@ def register_trained_model(
         tracking.log_artifacts(_model_files(model_dir, meta), artifact_path="model_files")
         tracking.log_artifacts(eval_artifacts, artifact_path="evaluation")
         tracking.log_datasets(dataset_refs(home, meta.dataset_versions))
-        info = log_pyfunc(model_dir, meta.task, registered_model_name=name)
+        info = log_pyfunc(model_dir, meta.task)
         run_id = run.info.run_id
-    version = str(info.registered_model_version)
     version_tags = {
         "task": meta.task,
         "kind": meta.kind,
@@ -131,8 +130,10 @@ def register_trained_model(
         **_cascade_tags(model_dir, meta),
         **_precision_tags(model_dir),
     }
-    registry.tag_version(c, name, version, version_tags)
-    return RegisteredVersion(task=meta.task, name=name, version=version, run_id=run_id)
+    # The version is created with its tags in one write, not one round trip per tag (about 40 of them:
+    # 1.3 s on a SQLite store, as many HTTP calls against a server).
+    mv = mlflow.register_model(f"models:/{info.model_id}", name, tags=registry.tag_values(version_tags))
+    return RegisteredVersion(task=meta.task, name=name, version=str(mv.version), run_id=run_id)
 
 
 def mark_challenger(home: Path, registered: RegisteredVersion) -> None:

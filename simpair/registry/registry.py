@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import shutil
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -192,10 +193,15 @@ def ensure_registered_model(c: MlflowClient, name: str, description: str) -> Non
         c.create_registered_model(name, description=description)
 
 
-def tag_version(c: MlflowClient, name: str, version: str, tags: dict[str, str]) -> None:
-    """Set several version tags (values stringified and clipped to the 5000-char limit)."""
-    for key, value in tags.items():
-        c.set_model_version_tag(name, version, key, str(value)[:5000])
+def tag_values(tags: Mapping[str, object]) -> dict[str, str]:
+    """Tag values as MLflow stores them: strings, clipped to its 5000-character limit."""
+    return {key: str(value)[:5000] for key, value in tags.items()}
+
+
+def tag_version(c: MlflowClient, name: str, version: str, tags: Mapping[str, object]) -> None:
+    """Set several tags on an existing version (MLflow has no batch call for version tags)."""
+    for key, value in tag_values(tags).items():
+        c.set_model_version_tag(name, version, key, value)
 
 
 def set_challenger(c: MlflowClient, name: str, version: str) -> None:
