@@ -33,6 +33,8 @@ def train(
     Several GPUs (or CPU processes): torchrun --nproc-per-node N -m simpair.training --config X.
     """
     from simpair import settings
+
+    config.open("rb").close()  # a missing config fails in a second, not after torch is imported
     from simpair.training import train as train_model
 
     cfg = load_config(config, set_)
