@@ -133,9 +133,9 @@ def s3_env() -> Iterator[dict[str, str]]:
             proc.wait()
 
 
-# The longest files (a real stack, whole nights) start first: with two pytest workers (`make test`
-# runs pytest-xdist by file, in this order) the suite then ends with short files on both workers, not
-# one long file on one worker while the other idles. One file starts a real stack (both of its stories
+# The longest files (a real stack, whole nights) start first: with several pytest workers (`make test`
+# runs pytest-xdist by file, in this order) the suite then ends with short files on every worker, not
+# one long file on one worker while the others idle. One file starts a real stack (both of its stories
 # run on that one stack), so two stacks never run at once.
 LONGEST_FIRST = ("test_stack_e2e.py", "test_nightly.py", "test_scoring_s3.py")
 
