@@ -6,7 +6,6 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from pydantic import ValidationError
 from rich.console import Console
 from rich.markup import escape
 
@@ -27,10 +26,12 @@ from simpair.cli.store_options import (
     OutputCacheOption,
     SentenceBatchOption,
 )
-from simpair.mining.encoder import DEFAULT_STORE_MEMORY_MB
-from simpair.mining.sentences import DEFAULT_BATCH_ROWS
-from simpair.runtime.options import DEFAULT_BATCH_SIZE, RuntimeOptions
-from simpair.runtime.precision import DEFAULT_PRECISION
+from simpair.defaults import (
+    DEFAULT_BATCH_SIZE,
+    DEFAULT_MINE_EMBEDDING_MEMORY_MB,
+    DEFAULT_PRECISION,
+    DEFAULT_SENTENCE_BATCH_ROWS,
+)
 
 
 def encode(
@@ -42,20 +43,23 @@ def encode(
     batch_size: SentenceBatchOption = DEFAULT_BATCH_SIZE,
     batch_rows: Annotated[
         int, typer.Option(min=1, help="Rows read, encoded and written at a time (bounds memory).")
-    ] = DEFAULT_BATCH_ROWS,
+    ] = DEFAULT_SENTENCE_BATCH_ROWS,
     threads: Annotated[int | None, typer.Option(min=1, help="Torch threads (default: the CPUs).")] = None,
     backend: BackendOption = "auto",
     precision: PrecisionOption = DEFAULT_PRECISION,
     embedding_store: EmbeddingStoreOption = True,
     embedding_cache: OutputCacheOption = None,
-    embedding_memory_mb: EmbeddingMemoryOption = DEFAULT_STORE_MEMORY_MB,
+    embedding_memory_mb: EmbeddingMemoryOption = DEFAULT_MINE_EMBEDDING_MEMORY_MB,
     home: HomeOption = None,
 ) -> None:
     """Write every sentence's embedding (fixed-size float32 list) to Parquet, streamed by row batches."""
+    from pydantic import ValidationError
+
     from simpair.mining.encode import encode_file
     from simpair.model_ref import resolve_model_ref
     from simpair.runtime.embedding_store import store_line
     from simpair.runtime.int8_guard import Int8Refused
+    from simpair.runtime.options import RuntimeOptions
     from simpair.settings import home_dir
 
     console = Console()

@@ -11,14 +11,16 @@ import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 
 from simpair.cli.common import HomeOption, NoPrefectOption, SourcesOption
 from simpair.cli.failures import debug_enabled, quiet_prefect_console
-from simpair.ingest.report import IngestReport, summary_renderable
+
+if TYPE_CHECKING:
+    from simpair.ingest.report import IngestReport
 
 
 @contextmanager
@@ -74,6 +76,8 @@ def ingest(
     Exits 1 if any source, contract or the leakage report failed (one `error:` line each on stderr,
     naming the file); the other sources are still ingested.
     """
+    from simpair.ingest.report import summary_renderable
+
     report = _run(sources, home, contracts, no_prefect)
     Console(width=max(Console().width, 160)).print(summary_renderable(report))
     if report_json is not None:

@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from pydantic import ValidationError
 from rich.console import Console
 from rich.markup import escape
 
@@ -33,12 +32,14 @@ from simpair.cli.store_options import (
     OutputCacheOption,
     SentenceBatchOption,
 )
-from simpair.mining.encoder import DEFAULT_MINE_MODEL, DEFAULT_STORE_MEMORY_MB
-from simpair.mining.index import METHODS
-from simpair.mining.search import DEFAULT_MEMORY_MB, MineOptions
-from simpair.runtime.embedding_store import store_line
-from simpair.runtime.options import DEFAULT_BATCH_SIZE
-from simpair.runtime.precision import DEFAULT_PRECISION
+from simpair.defaults import (
+    DEFAULT_BATCH_SIZE,
+    DEFAULT_MINE_EMBEDDING_MEMORY_MB,
+    DEFAULT_MINE_MEMORY_MB,
+    DEFAULT_MINE_MODEL,
+    DEFAULT_PRECISION,
+    INDEX_METHODS,
+)
 
 if TYPE_CHECKING:
     from simpair.mining.run import MineSummary
@@ -46,6 +47,8 @@ if TYPE_CHECKING:
 
 def describe(summary: MineSummary) -> str:
     """The run in two lines: what was read, what was found."""
+    from simpair.runtime.embedding_store import store_line
+
     read = (
         f"{summary.input_rows} input rows ({summary.input_rejected} rejected, "
         f"{summary.input_distinct} distinct)"
@@ -95,24 +98,28 @@ def mine(
         str | None, typer.Option(help="The corpus's id column (default: --id-column).")
     ] = None,
     index: Annotated[
-        str, typer.Option(help=f"Search: {', '.join(METHODS)} (auto: exact for small pieces, else HNSW).")
+        str,
+        typer.Option(help=f"Search: {', '.join(INDEX_METHODS)} (auto: exact for small pieces, else HNSW)."),
     ] = "auto",
     max_memory_mb: Annotated[
         float,
         typer.Option(min=0.001, help="Memory for corpus vectors and index; larger corpora go in pieces."),
-    ] = DEFAULT_MEMORY_MB,
+    ] = DEFAULT_MINE_MEMORY_MB,
     batch_size: SentenceBatchOption = DEFAULT_BATCH_SIZE,
     threads: Annotated[int | None, typer.Option(min=1, help="Torch and faiss threads.")] = None,
     backend: BackendOption = "auto",
     precision: PrecisionOption = DEFAULT_PRECISION,
     embedding_store: EmbeddingStoreOption = True,
     embedding_cache: OutputCacheOption = None,
-    embedding_memory_mb: EmbeddingMemoryOption = DEFAULT_STORE_MEMORY_MB,
+    embedding_memory_mb: EmbeddingMemoryOption = DEFAULT_MINE_EMBEDDING_MEMORY_MB,
     home: HomeOption = None,
     prefect: Annotated[bool, typer.Option(help="Run as the `mine-pairs` Prefect flow.")] = False,
     json_out: JsonOutOption = None,
 ) -> None:
     """Find similar sentence pairs (bi-encoder + exact or HNSW search), optionally re-ranked."""
+    from pydantic import ValidationError
+
+    from simpair.mining.search import MineOptions
     from simpair.runtime.int8_guard import Int8Refused
 
     console = Console()
@@ -126,8 +133,8 @@ def mine(
         )  # fmt: skip
     except ValidationError as exc:
         raise typer.BadParameter(validation_message(exc)) from None
-    if index not in METHODS:
-        raise typer.BadParameter(f"--index must be one of {', '.join(METHODS)}; got {index!r}")
+    if index not in INDEX_METHODS:
+        raise typer.BadParameter(f"--index must be one of {', '.join(INDEX_METHODS)}; got {index!r}")
     kwargs = dict(corpus=corpus, model=model, rerank_model=rerank, home=home, options=options)
     try:
         if prefect:

@@ -12,7 +12,6 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
-from rich.markdown import Markdown
 from rich.markup import escape
 from rich.table import Table
 
@@ -139,6 +138,8 @@ def promote(
     home: HomeOption = None,
 ) -> None:
     """Run the promotion gate on the current challenger, or promote --version N with a --reason."""
+    from rich.markdown import Markdown  # markdown-it: only for the commands that print markdown
+
     from simpair.nightly.profile import load_profile
     from simpair.registry import model_name
     from simpair.registry.promotion import promote_manual, run_gate

@@ -11,7 +11,6 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
-from rich.markdown import Markdown
 
 from simpair.cli.common import HomeOption, NoPrefectOption, ProfileOption, SourcesOption
 from simpair.cli.failures import quiet_prefect_console
@@ -47,6 +46,8 @@ def nightly(
     except NightlyFailed as exc:
         console.print(f"[bold red]error:[/] {exc}")
         raise typer.Exit(code=1) from None
+    from rich.markdown import Markdown  # noqa: PLC0415
+
     console.print(Markdown(summary.to_markdown()))
 
 

@@ -9,10 +9,9 @@ from __future__ import annotations
 import json
 import traceback
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from pydantic import ValidationError
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
@@ -29,17 +28,24 @@ from simpair.cli.common import (
 )
 from simpair.cli.failures import debug_enabled, quiet_prefect_console
 from simpair.cli.store_options import EmbeddingMemoryOption, EmbeddingStoreOption, ScoreCacheOption
-from simpair.runtime.embedding_store import DEFAULT_MEMORY_MB
-from simpair.runtime.options import DEFAULT_BATCH_SIZE
-from simpair.runtime.precision import DEFAULT_BACKEND, DEFAULT_PRECISION
-from simpair.scoring.options import DEFAULT_CHUNK_ROWS, ScoringOptions
-from simpair.scoring.summary import ScoreSummary, precision_note, store_note
+from simpair.defaults import (
+    DEFAULT_BACKEND,
+    DEFAULT_BATCH_SIZE,
+    DEFAULT_CHUNK_ROWS,
+    DEFAULT_EMBEDDING_MEMORY_MB,
+    DEFAULT_PRECISION,
+)
+
+if TYPE_CHECKING:
+    from simpair.scoring.summary import ScoreSummary
 
 EXIT_LOCKED = 3
 
 
 def summary_table(summary: ScoreSummary) -> Table:
     """The run summary as a rich table: one line per inbox file, totals in the caption."""
+    from simpair.scoring.summary import precision_note, store_note
+
     table = Table(
         title=(
             f"scoring run {summary.run_id} with {summary.model_name}/{summary.model_version} "
@@ -84,7 +90,7 @@ def score(
     precision: PrecisionOption = DEFAULT_PRECISION,
     embedding_store: EmbeddingStoreOption = True,
     embedding_cache: ScoreCacheOption = None,
-    embedding_memory_mb: EmbeddingMemoryOption = DEFAULT_MEMORY_MB,
+    embedding_memory_mb: EmbeddingMemoryOption = DEFAULT_EMBEDDING_MEMORY_MB,
     rescore: Annotated[
         bool,
         typer.Option(
@@ -112,8 +118,11 @@ def score(
 ) -> None:
     """Score every new batch in the inbox exactly once with one pinned model (once per model
     version: --rescore scores batches another version scored again)."""
+    from pydantic import ValidationError
+
     from simpair.runtime.int8_guard import Int8Refused
     from simpair.scoring.lock import RunLocked
+    from simpair.scoring.options import ScoringOptions
 
     console = Console()
     if no_prefect and (dask_address or local_cluster):

@@ -22,8 +22,8 @@ import pyarrow.parquet as pq
 from pydantic import BaseModel
 
 from simpair.atomic import atomic_path
+from simpair.defaults import DEFAULT_MINE_EMBEDDING_MEMORY_MB
 from simpair.mining.encoder import (
-    DEFAULT_STORE_MEMORY_MB,
     bi_encoder,
     check_bi_encoder,
     embedding_dims,
@@ -39,7 +39,7 @@ from simpair.runtime.options import RuntimeOptions
 
 METADATA_KEY = b"simpair.encode"
 # the store's memory bound as in `simpair mine`: each distinct text is looked up once per batch
-ENCODE_RUNTIME = RuntimeOptions(embedding_memory_mb=DEFAULT_STORE_MEMORY_MB)
+ENCODE_RUNTIME = RuntimeOptions(embedding_memory_mb=DEFAULT_MINE_EMBEDDING_MEMORY_MB)
 
 
 class EncodeSummary(BaseModel):

@@ -31,11 +31,6 @@ from simpair.runtime.stored_predict import StoredEncoder, stored_encoder
 log = logging.getLogger(__name__)
 
 DEFAULT_ENCODE_CHUNK = 4096
-# STS models are the ones trained for graded similarity: the natural default for mining
-DEFAULT_MINE_MODEL = "simpair-sts@champion"
-# the store's memory comes on top of --max-memory-mb; mining looks each distinct text up once or
-# twice (input, corpus), so misses in memory are cheap disk reads, not re-encodings
-DEFAULT_STORE_MEMORY_MB = 64.0
 
 
 class WrongModelKind(ValueError):

@@ -20,6 +20,8 @@ import logging
 
 import numpy as np
 
+from simpair.defaults import INDEX_METHODS as METHODS
+
 log = logging.getLogger(__name__)
 
 # Below this many corpus vectors in a piece exact search costs less CPU than a faiss graph (it overtakes
@@ -29,7 +31,6 @@ HNSW_M = 32
 HNSW_EF_CONSTRUCTION = 80
 HNSW_EF_SEARCH = 128
 SCORE_BLOCK_BYTES = 16 * 2**20  # one block of scores; argpartition holds about 4x this at once
-METHODS = ("auto", "exact", "hnsw")
 
 
 def have_faiss() -> bool:

@@ -21,8 +21,8 @@ import numpy as np
 import pyarrow as pa
 from pydantic import BaseModel
 
+from simpair.defaults import DEFAULT_MINE_MODEL
 from simpair.mining.encoder import (
-    DEFAULT_MINE_MODEL,
     Encoded,
     bi_encoder,
     check_bi_encoder,

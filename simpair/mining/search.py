@@ -17,12 +17,11 @@ from dataclasses import dataclass, field
 import numpy as np
 from pydantic import ConfigDict, Field, PositiveFloat
 
-from simpair.mining.encoder import DEFAULT_ENCODE_CHUNK, DEFAULT_STORE_MEMORY_MB, embed_chunks
+from simpair.defaults import DEFAULT_MINE_EMBEDDING_MEMORY_MB, DEFAULT_MINE_MEMORY_MB
+from simpair.mining.encoder import DEFAULT_ENCODE_CHUNK, embed_chunks
 from simpair.mining.index import HNSW_M, choose_method, search_pieces
 from simpair.runtime.embedding_store import StoreCounts
 from simpair.runtime.options import RuntimeOptions
-
-DEFAULT_MEMORY_MB = 512.0
 
 
 class MineOptions(RuntimeOptions):
@@ -37,14 +36,14 @@ class MineOptions(RuntimeOptions):
     top_k: int = Field(10, ge=1)
     threshold: float | None = None
     index: str = "auto"
-    max_memory_mb: float = Field(DEFAULT_MEMORY_MB, gt=0)
+    max_memory_mb: float = Field(DEFAULT_MINE_MEMORY_MB, gt=0)
     encode_chunk: int = Field(DEFAULT_ENCODE_CHUNK, ge=1)
     column: str = "text"
     id_column: str | None = None
     corpus_column: str | None = None
     corpus_id_column: str | None = None
     show_progress: bool = True
-    embedding_memory_mb: PositiveFloat = DEFAULT_STORE_MEMORY_MB
+    embedding_memory_mb: PositiveFloat = DEFAULT_MINE_EMBEDDING_MEMORY_MB
 
 
 @dataclass

@@ -16,7 +16,8 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-DEFAULT_BATCH_ROWS = 8192
+from simpair.defaults import DEFAULT_SENTENCE_BATCH_ROWS as DEFAULT_BATCH_ROWS
+
 REJECT_SCHEMA = pa.schema([("row", pa.int64()), ("id", pa.string()), ("reason", pa.string())])
 
 

@@ -37,9 +37,9 @@ from typing import Protocol
 
 import numpy as np
 
+from simpair.defaults import DEFAULT_EMBEDDING_MEMORY_MB as DEFAULT_MEMORY_MB
 from simpair.model_ref import ModelRef
 
-DEFAULT_MEMORY_MB = 512.0
 _WEIGHT_SUFFIXES = {".safetensors", ".bin", ".pt", ".pth", ".onnx", ".json"}
 _SQL_VARS = 500  # keys per `IN (...)` query (SQLite's host-parameter limit is 999 on old builds)
 _SCHEMA = """

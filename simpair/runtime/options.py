@@ -14,10 +14,9 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, PositiveFloat, PositiveInt, field_validator, model_validator
 
+from simpair.defaults import DEFAULT_BATCH_SIZE
 from simpair.runtime.embedding_store import DEFAULT_MEMORY_MB
 from simpair.runtime.precision import DEFAULT_BACKEND, DEFAULT_PRECISION, check_backend, check_precision
-
-DEFAULT_BATCH_SIZE = 64
 
 
 class RuntimeOptions(BaseModel):

@@ -16,12 +16,13 @@ import logging
 import warnings
 from typing import Any
 
+from simpair.defaults import DEFAULT_BACKEND as DEFAULT_BACKEND  # re-exported
+from simpair.defaults import DEFAULT_PRECISION as DEFAULT_PRECISION
+
 log = logging.getLogger(__name__)
 
 BACKENDS = ("auto", "torch", "onnx")
 PRECISIONS = ("auto", "fp32", "bf16", "int8")
-DEFAULT_BACKEND = "auto"  # ONNX Runtime on CPU when installed, else torch
-DEFAULT_PRECISION = "auto"  # the fastest precision the model's dev split accepts (precision_ladder)
 
 
 def check_backend(backend: str) -> str:

@@ -13,9 +13,8 @@ from typing import Any
 
 from pydantic import NonNegativeFloat, NonNegativeInt, PositiveInt, model_validator
 
+from simpair.defaults import DEFAULT_CHUNK_ROWS
 from simpair.runtime.options import RuntimeOptions
-
-DEFAULT_CHUNK_ROWS = 8192
 
 
 class ScoringOptions(RuntimeOptions):
