@@ -21,6 +21,8 @@ Usage (PREFECT_API_URL must point at a real Prefect server: `make stack-up`, or 
     prefect worker start --pool cpu --type process   # on CPU machines
     prefect worker start --pool gpu --type process   # on GPU machines
     python -m simpair.flows.deployments serve     # one machine, no workers: this process runs them all
+With `SIMPAIR_APPLY_POOL_WAIT_SECONDS=N`, apply first waits up to N s for the work pools to exist (a
+worker's first start creates its pool), so `make stack-up` starts the workers and the apply side by side.
 The temporary API Prefect starts when PREFECT_API_URL is unset runs no scheduler and no late-runs
 service (its trigger and action services run, but stop with the process that started it), so `serve`
 refuses to start without a server.
@@ -30,11 +32,14 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 
 from prefect import serve
+from prefect.client.orchestration import get_client
 from prefect.client.schemas.objects import ConcurrencyLimitConfig, ConcurrencyLimitStrategy
 from prefect.deployments.runner import EntrypointType, RunnerDeployment
 from prefect.events import DeploymentEventTrigger
+from prefect.exceptions import ObjectNotFound
 from prefect.schedules import Cron
 
 from simpair import settings
@@ -51,6 +56,7 @@ CPU_POOL = "cpu"
 GPU_POOL = "gpu"
 RETRAIN_FLOW = "nightly-retrain"
 GPU_DEPLOYMENT = "train-and-evaluate/gpu"
+POOL_WAIT_ENV = "SIMPAIR_APPLY_POOL_WAIT_SECONDS"
 NO_SERVER = (
     "PREFECT_API_URL is not set: Prefect's temporary local API runs no scheduler and stops with this "
     "process, so no cron would ever fire. Start a server first (`make stack-up`, then "
@@ -135,6 +141,23 @@ def all_deployments(work_pools: bool = True, profile: str = "default") -> list[R
     return [nightly_deployment(None, profile=profile), score_deployment(None), gpu_deployment(None)]
 
 
+def wait_for_pools(pools: list[str], seconds: float) -> None:
+    """Return once every pool exists, or after `seconds` (the apply then fails with Prefect's own
+    "Work pool ... not found"): workers create their pools on first start, and waiting here lets the
+    apply import its flows while they start."""
+    deadline = time.monotonic() + seconds
+    with get_client(sync_client=True) as client:
+        for pool in pools:
+            while True:
+                try:
+                    client.read_work_pool(pool)
+                    break
+                except ObjectNotFound:
+                    if time.monotonic() > deadline:
+                        return
+                    time.sleep(0.5)
+
+
 def api_url() -> str | None:
     from prefect.settings import PREFECT_API_URL
 
@@ -156,7 +179,10 @@ def main(argv: list[str]) -> None:
     if url is None:
         raise SystemExit(f"{command}: {NO_SERVER}")
     if command == "apply":
-        for deployment in all_deployments(profile=profile):
+        deployments = all_deployments(profile=profile)
+        if wait := float(os.environ.get(POOL_WAIT_ENV) or 0):
+            wait_for_pools(sorted({d.work_pool_name for d in deployments if d.work_pool_name}), wait)
+        for deployment in deployments:
             deployment_id = deployment.apply()
             print(
                 f"applied {deployment.flow_name}/{deployment.name} on pool {deployment.work_pool_name}: "

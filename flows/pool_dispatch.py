@@ -12,7 +12,8 @@ storage. What can go wrong, and what the night does:
 - the worker stops (SIGTERM, as `docker compose stop` sends) or its machine dies: the run stops
   sending Prefect flow-run heartbeats (every 30 s, switched on for dispatched runs), and the server's
   automation `CRASH_AUTOMATION` (Prefect's zombie-run recipe, created by the night if missing) marks it
-  Crashed within about a minute. A run that stays Running without touching its heartbeat file in the shared
+  Crashed within about a minute (55 s of silence; `SIMPAIR_CRASH_SILENT_SECONDS`, at least 35, sets it
+  where the automation is made). A run that stays Running without touching its heartbeat file in the shared
   home for `lost_after_seconds` is marked Crashed by the night itself (a backstop for a server whose
   trigger service is off);
 - a Crashed run is retried with the profile's retries and delays, whatever error it recorded on its
@@ -23,6 +24,7 @@ When the retries are spent the night fails as an in-process training failure doe
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from datetime import timedelta
@@ -45,12 +47,43 @@ from simpair.nightly.summary import Trained
 POLL_SECONDS = 2.0
 HEARTBEAT_SECONDS = 30  # Prefect's shortest flow-run heartbeat interval
 SILENT_AFTER_SECONDS = 55  # one missed heartbeat and 25 s of slack for a busy machine
+# The silence window, read where the automation is made (`deployments apply`, each `dispatch: pool`
+# night): shorter means a stopped worker's run is retried sooner, but a heartbeat held up by a busy
+# machine for longer than window - 30 s crashes a healthy run. At least 35 s.
+SILENT_ENV = "SIMPAIR_CRASH_SILENT_SECONDS"
+MIN_SILENT_SECONDS = HEARTBEAT_SECONDS + 5
 WATCHED_TAG = "heartbeat-watched"
 CRASH_AUTOMATION = "simpair: crash runs that stop sending heartbeats"
-CRASH_MESSAGE = (
-    f"no flow-run heartbeat for {SILENT_AFTER_SECONDS} s: its worker stopped (SIGTERM, SIGKILL) or its "
-    "machine is gone"
-)
+
+
+def crash_message(silent_seconds: int = SILENT_AFTER_SECONDS) -> str:
+    """The state message of a run the automation crashed after `silent_seconds` without a heartbeat."""
+    return (
+        f"no flow-run heartbeat for {silent_seconds} s: its worker stopped (SIGTERM, SIGKILL) or its "
+        "machine is gone"
+    )
+
+
+CRASH_MESSAGE = crash_message()
+
+
+def silent_after_seconds() -> int:
+    """The silence window: `$SIMPAIR_CRASH_SILENT_SECONDS` if set, else `SILENT_AFTER_SECONDS`."""
+    raw = os.environ.get(SILENT_ENV, "").strip()
+    if not raw:
+        return SILENT_AFTER_SECONDS
+    try:
+        seconds = int(raw)
+    except ValueError:
+        raise ValueError(f"{SILENT_ENV}={raw!r}: expected whole seconds, e.g. 55") from None
+    if seconds < MIN_SILENT_SECONDS:
+        raise ValueError(
+            f"{SILENT_ENV}={seconds}: at least {MIN_SILENT_SECONDS} s (Prefect's heartbeats come every "
+            f"{HEARTBEAT_SECONDS} s, a shorter window crashes healthy runs)"
+        )
+    return seconds
+
+
 FINAL_EVENTS = ("Completed", "Failed", "Cancelled", "Crashed")
 
 
@@ -186,7 +219,8 @@ def crash_detection_automation() -> AutomationCore:
     """Prefect's zombie-run recipe (docs.prefect.io, "Detect and respond to zombie flows"), limited to
     the runs the night dispatches (tag `WATCHED_TAG`, heartbeats every `HEARTBEAT_SECONDS`): a run
     whose heartbeat (or start) is followed by neither another heartbeat nor a final state within
-    `SILENT_AFTER_SECONDS` is marked Crashed by the server."""
+    `SILENT_AFTER_SECONDS` (or `$SIMPAIR_CRASH_SILENT_SECONDS`) is marked Crashed by the server."""
+    silent = silent_after_seconds()
     return AutomationCore(
         name=CRASH_AUTOMATION,
         enabled=True,
@@ -202,9 +236,9 @@ def crash_detection_automation() -> AutomationCore:
             for_each={"prefect.resource.id"},
             posture=Posture.Proactive,
             threshold=1,
-            within=timedelta(seconds=SILENT_AFTER_SECONDS),
+            within=timedelta(seconds=silent),
         ),
-        actions=[ChangeFlowRunState(state=StateType.CRASHED, message=CRASH_MESSAGE)],
+        actions=[ChangeFlowRunState(state=StateType.CRASHED, message=crash_message(silent))],
     )
 
 

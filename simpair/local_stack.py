@@ -3,11 +3,14 @@
 `up` starts, each in its own process group and bound to 127.0.0.1 on a free port:
 - `prefect server start` (SQLite under `<home>/stack/prefect/`, scheduler and trigger services on);
 - `mlflow server` (SQLite registry and local artifacts under `<home>/stack/mlflow/`, served through
-  the server so workers on other machines could reach them; allowed hosts set);
+  the server so workers on other machines could reach them; allowed hosts set; its GenAI job runner
+  off unless `MLFLOW_SERVER_ENABLE_JOB_EXECUTION` says otherwise: tracking and the registry need
+  none of it, and its nine helper processes cost about 35 s of CPU at each start, 2026-11-26);
 - one process worker per work pool (`prefect worker start --pool cpu|gpu --type process`; the first
   start creates the pool), running flows with this project's Python, `HF_HUB_OFFLINE=1`, the same
   `SIMPAIR_HOME`, `PREFECT_SERVER_ANALYTICS_ENABLED=false`;
-then applies the deployments (`python -m simpair.flows.deployments apply`).
+and, beside the workers, applies the deployments (`python -m simpair.flows.deployments apply`, which
+waits for the pools the workers create while it imports the flows).
 It writes `<home>/stack/stack.json` (URLs, ports, PIDs, log files), `<home>/stack/env` (the exports a
 shell or a test needs: `PREFECT_API_URL`, `MLFLOW_TRACKING_URI`, `SIMPAIR_HOME`) and the logs under
 `<home>/stack/logs/`. `down` stops every process it started by PID (the whole process group and any
@@ -329,6 +332,7 @@ def up(
     starter = _Starter(root, base)
     extra = dict(extra_env or {})
     deadline = time.monotonic() + timeout
+    applying: subprocess.Popen | None = None
     try:
         starter.start(
             "prefect-server",
@@ -343,7 +347,7 @@ def up(
                 mlflow, mlflow_port, root / "mlflow" / "mlflow.db", root / "mlflow" / "artifacts"
             )
             + ["--allowed-hosts", f"{HOST}:{mlflow_port},localhost:{mlflow_port},{HOST},localhost"],
-            extra,
+            {**mlflow_server_env(), **extra},
         )
         _wait_until(
             "prefect server",
@@ -352,13 +356,8 @@ def up(
             ["prefect-server"],
             deadline,
         )
-        _wait_until(
-            "mlflow server",
-            lambda: _healthy(f"{stack.mlflow_url}/health"),
-            starter,
-            ["mlflow-server"],
-            deadline,
-        )
+        # the workers (each creates its pool) and the apply (which waits for the pools while it imports
+        # the flows, half a minute of CPU) start side by side; neither needs the MLflow server
         client = {**stack.env(), "PREFECT_WORKER_QUERY_SECONDS": f"{worker_poll_seconds:g}"}
         for pool in POOLS:
             starter.start(
@@ -367,7 +366,25 @@ def up(
                 {**extra, **client},
             )
         _write(stack_with(stack, starter), root)  # so `down` finds them even if the rest fails
+        if apply:
+            with (root / "logs" / "apply.log").open("w") as out:
+                applying = subprocess.Popen(
+                    [python, "-m", "simpair.flows.deployments", "apply"],
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    env={**base, **client, "SIMPAIR_APPLY_POOL_WAIT_SECONDS": f"{max(30.0, timeout):g}"},
+                    cwd=str(settings.PROJECT_ROOT),
+                    start_new_session=True,
+                )
         workers = [f"worker-{pool}" for pool in POOLS]
+        _wait_until(
+            "mlflow server",
+            lambda: _healthy(f"{stack.mlflow_url}/health"),
+            starter,
+            ["mlflow-server"],
+            deadline,
+        )
         _wait_until(
             "work pools cpu and gpu",
             lambda: all(_pool_exists(stack.prefect_url, pool) for pool in POOLS),
@@ -375,21 +392,20 @@ def up(
             workers,
             deadline,
         )
-        if apply:
-            applied = subprocess.run(
-                [python, "-m", "simpair.flows.deployments", "apply"],
-                env={**base, **client},
-                cwd=str(settings.PROJECT_ROOT),
-                capture_output=True,
-                text=True,
-                timeout=max(30.0, deadline - time.monotonic()),
-            )
-            (root / "logs" / "apply.log").write_text(applied.stdout + applied.stderr)
-            if applied.returncode != 0:
-                raise StackError(
-                    f"applying the deployments failed:\n{(applied.stdout + applied.stderr)[-3000:]}"
-                )
+        if applying is not None:
+            try:
+                code = applying.wait(timeout=max(30.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                applying.kill()
+                applying.wait()
+                raise StackError(f"applying the deployments timed out; {root}/logs/apply.log") from None
+            if code != 0:
+                tail = (root / "logs" / "apply.log").read_text(errors="replace")[-3000:]
+                raise StackError(f"applying the deployments failed:\n{tail}")
     except BaseException:
+        if applying is not None and applying.poll() is None:
+            applying.kill()
+            applying.wait()
         for proc in reversed(starter.procs):
             stop_process(proc, grace=5)
         raise
@@ -412,6 +428,12 @@ def _process_env(root: Path, bin_dir: Path, stack: Stack, extra: dict[str, str] 
         }
     )
     return env
+
+
+def mlflow_server_env() -> dict[str, str]:
+    """No GenAI job runner (online scoring, trace archival) unless the caller's environment asks for it."""
+    name = "MLFLOW_SERVER_ENABLE_JOB_EXECUTION"
+    return {name: os.environ.get(name, "false")}
 
 
 def _prefect_server_env(root: Path, stack: Stack) -> dict[str, str]:
@@ -485,7 +507,8 @@ def restart(home: str | Path | None, service: str, *, timeout: float = START_TIM
         argv = _worker_argv(template.argv[0], pool, f"{pool}-local")
     starter = _Starter(root, env)
     # a stack.json written before processes recorded their environment: what `up` gives them
-    defaults = _prefect_server_env(root, stack) if name == "prefect-server" else {}
+    defaults = {"prefect-server": _prefect_server_env(root, stack), "mlflow-server": mlflow_server_env()}
+    defaults = defaults.get(name, {})
     proc = starter.start(name, argv, {**defaults, **template.env})
     at = stack.processes.index(matching[0])
     stack.processes = [p for p in stack.processes if p not in matching]

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from simpair.catalog import Catalog
-from simpair.local_stack import free_port, mlflow_server_argv
+from simpair.local_stack import free_port, mlflow_server_argv, mlflow_server_env
 from simpair.models import ModelMetadata, save_tiny_model
 
 MLFLOW_BIN = Path(sys.executable).with_name("mlflow")
@@ -46,13 +46,14 @@ class MlflowServer:
         self.root.mkdir(parents=True, exist_ok=True)
         port = port or free_port()
         log_path = self.root / f"server-{port}.log"
+        server_env = mlflow_server_env()  # as the stack starts it: no GenAI job runner
         with log_path.open("w") as log:
             self.proc = subprocess.Popen(
                 mlflow_server_argv(str(MLFLOW_BIN), port, self.root / "server.db", self.root / "artifacts"),
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
-                env={k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"},
+                env={**{k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}, **server_env},
             )
         self.url = f"http://127.0.0.1:{port}"
         # generous: a loaded 2-core machine has taken over 90 s to import and start the server

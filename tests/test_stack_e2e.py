@@ -13,9 +13,10 @@ order, against real processes only (no temporary API, no in-process flow).
    `nightly-retrain/nightly` is triggered through the REST API with the smoke profile and
    `dispatch: pool`. The gpu worker is stopped as `docker compose stop` stops it (SIGTERM, then
    SIGKILL for what is left after 10 s) while the first training runs: the run stops sending
-   heartbeats and the server's automation marks it Crashed within 90 s; the night retries it on a
-   fresh `gpu` worker. Every training run belonged to the gpu deployment and pool and was executed by
-   a gpu worker; exactly one version per model was registered on the MLflow *server*;
+   heartbeats and the server's automation (its silence window set to 45 s) marks it Crashed within
+   90 s; the night retries it on a fresh `gpu` worker. Every training run belonged to the gpu
+   deployment and pool and was executed by a gpu worker; exactly one version per model was
+   registered on the MLflow *server*;
    `nightly-score` was started by its trigger (the retrain run's Completed event) and wrote Parquet.
    A second night with no gpu worker and a 10 s `dispatch.pending_timeout` cancels its training run,
    fails with one line naming the pool, notifies the receiver with that line, and leaves the
@@ -49,9 +50,13 @@ from typing import Any
 
 import pytest
 import yaml
+from mlflow import MlflowClient
 from stack_helpers import prefect_api
 
 from simpair import local_stack, settings
+from simpair.flows.notifications import AUTOMATION_NAME
+from simpair.flows.pool_dispatch import CRASH_AUTOMATION, SILENT_ENV, crash_message
+from simpair.nightly.lock import nightly_lock
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
 
@@ -60,6 +65,10 @@ NIGHT_TIMEOUT = 900.0  # an upper bound: about 3 min idle, over 8 min with the c
 # second cost the SQLite-backed server about 8 s of CPU a minute (2.4 s a minute with none; 2026-11-26),
 # one to two minutes of CPU over this module; every 3 s costs a third of that, a run waits 1.5 s longer.
 POLL_SECONDS = 3
+# The crash automation's silence window: Prefect's heartbeats come every 30 s, so 45 s leaves 15 s of
+# slack for a machine loaded by the other test workers and crashes the stopped worker's run 10 s sooner
+# than the default 55 s.
+SILENT_SECONDS = 45
 FINAL = ("COMPLETED", "FAILED", "CRASHED", "CANCELLED")
 PREFECT = Path(sys.executable).with_name("prefect")
 
@@ -125,6 +134,7 @@ def stack(
             timeout=480,
             extra_env={
                 "SIMPAIR_NOTIFY_WEBHOOK": receiver[0],
+                SILENT_ENV: str(SILENT_SECONDS),
                 "PREFECT_SERVER_SERVICES_LATE_RUNS_AFTER_SECONDS": "5",
                 "PREFECT_SERVER_SERVICES_LATE_RUNS_LOOP_SECONDS": "2",
             },
@@ -227,9 +237,6 @@ def test_night_on_real_servers_survives_a_stopped_gpu_worker_and_fails_clearly_w
         {"parameters": {"profile": str(profile), "force": False}},
     )
     # the CLI's list commands, while the night starts (each spends seconds importing Prefect)
-    from simpair.flows.notifications import AUTOMATION_NAME
-    from simpair.flows.pool_dispatch import CRASH_AUTOMATION, CRASH_MESSAGE
-
     expected = {
         ("deployment", "ls"): {"nightly-retrain/nightly", "nightly-score/nightly", "train-and-evaluate/gpu"},
         ("work-pool", "ls"): {"cpu", "gpu"},
@@ -249,15 +256,13 @@ def test_night_on_real_servers_survives_a_stopped_gpu_worker_and_fails_clearly_w
     stopped = time.monotonic()
     _compose_stop(gpu_worker.pid)
     replacement = local_stack.start_worker(home, "gpu", worker_poll_seconds=POLL_SECONDS)
-    from mlflow import MlflowClient
-
     client = MlflowClient(tracking_uri=stack.mlflow_url, registry_uri=stack.mlflow_url)
     while (first := _flow_runs(url, gpu_dep["id"])[0])["state_type"] != "CRASHED":
         assert time.monotonic() - stopped < 90, f"the stopped worker's run still {first['state_type']}"
         time.sleep(1)
     crashed_after = time.monotonic() - stopped
     # marked by the server's heartbeat automation (the night's own backstop waits 600 s)
-    assert prefect_api(url, f"/flow_runs/{first['id']}")["state"]["message"] == CRASH_MESSAGE
+    assert prefect_api(url, f"/flow_runs/{first['id']}")["state"]["message"] == crash_message(SILENT_SECONDS)
     assert client.search_registered_models() == []  # lost mid-training: nothing registered, no alias
 
     failures = []
@@ -316,8 +321,6 @@ def test_night_on_real_servers_survives_a_stopped_gpu_worker_and_fails_clearly_w
     assert "within 10 s" in message and "\n" not in message.strip()
     (waiting,) = [r for r in _flow_runs(url, gpu_dep["id"]) if stuck["id"][:8] in r["name"]]
     assert waiting["state_type"] == "CANCELLED"
-    from simpair.nightly.lock import nightly_lock
-
     with nightly_lock(home, 0):  # the per-home lock is free for the next night
         pass
     limit = f"/v2/concurrency_limits/{night_dep['global_concurrency_limit']['id']}"
