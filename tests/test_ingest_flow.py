@@ -6,6 +6,7 @@ Marked integration: it needs the session's Prefect server (about 20 s to start t
 from __future__ import annotations
 
 import shutil
+import time
 from pathlib import Path
 from uuid import UUID
 
@@ -32,17 +33,23 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 # so every query below passes them explicitly.
 
 
-def _summary(flow_run_id: UUID) -> str:
-    """Markdown of the ingest-summary artifact that this flow run's publishing task created."""
-    with get_client(sync_client=True) as client:
-        artifacts = client.read_artifacts(
-            artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=["ingest-summary"])),
-            flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[flow_run_id])),
-            task_run_filter=TaskRunFilter(),
-            sort=ArtifactSort.CREATED_DESC,
-            limit=1,
-            offset=0,
-        )
+def _summary(flow_run_id: UUID, within: float = 30.0) -> str:
+    """Markdown of the ingest-summary artifact that this flow run's publishing task created (asked again
+    for up to `within` seconds: once, with 3 test workers on 2 cores, the first query came back empty)."""
+    deadline = time.monotonic() + within
+    while True:
+        with get_client(sync_client=True) as client:
+            artifacts = client.read_artifacts(
+                artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=["ingest-summary"])),
+                flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[flow_run_id])),
+                task_run_filter=TaskRunFilter(),
+                sort=ArtifactSort.CREATED_DESC,
+                limit=1,
+                offset=0,
+            )
+        if artifacts or time.monotonic() > deadline:
+            break
+        time.sleep(1)
     assert artifacts, "no ingest-summary artifact was published by this flow run"
     assert artifacts[0].task_run_id is not None  # made inside the publish task, not by the flow body
     return str(artifacts[0].data)
