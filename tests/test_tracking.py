@@ -16,6 +16,7 @@ from pathlib import Path
 import mlflow
 import numpy as np
 import pandas as pd
+import polars as pl
 import pytest
 from registry_helpers import MLFLOW_BIN, one_torch_thread, tiny_model  # noqa: F401 - fixture
 from typer.testing import CliRunner
@@ -98,6 +99,16 @@ def test_training_run_records_everything_and_registration_moves_no_alias(store: 
         inputs["msrp-train"].source.endswith("train.parquet")
         or "train.parquet" in inputs["msrp-train"].source
     )
+    # schema and size from the Parquet footer: every column typed, nullability from its statistics
+    train = pl.read_parquet(store / "datasets" / "msrp" / version / "train.parquet")
+    assert json.loads(inputs["msrp-train"].profile)["num_rows"] == train.height
+    columns = {c["name"]: c for c in json.loads(inputs["msrp-train"].schema)["mlflow_colspec"]}
+    assert list(columns) == train.columns
+    assert columns["text_a"]["type"] == "string" and columns["label"]["type"] in ("integer", "long")
+    assert columns["pair_id"]["required"]  # statistics written and no nulls
+    assert not columns["score"]["required"] and train["score"].null_count()  # MSRP has no graded score
+    # "required" is never claimed for a column that holds nulls (nor where the file keeps no statistics)
+    assert all(not spec["required"] or train[name].null_count() == 0 for name, spec in columns.items())
     artifacts = {a.path for a in client.list_artifacts(registered.run_id, "model_files")}
     assert {"model_files/metrics.json", "model_files/simpair.json"} <= artifacts
     assert client.list_artifacts(registered.run_id, "evaluation")
