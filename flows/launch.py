@@ -106,17 +106,19 @@ def nightly(
     wait_seconds: float | None = None,
     dispatch: str | None = None,
 ) -> NightlySummary:
-    """Run the `nightly-retrain` flow; raise `NightlyFailed` with the flow's own message when it failed."""
+    """Run the `nightly-retrain` flow; raise `NightlyFailed` with the flow's own message when it failed.
+
+    The flow is called for its return value, not its final state: the engine keeps the summary in
+    memory, whereas a state read back from a busy API (SQLite "database is locked") may carry no data.
+    """
     from simpair.flows.nightly_retrain import nightly_retrain
     from simpair.nightly.summary import NightlyFailed
 
-    state = nightly_retrain(
-        profile, force, _text(home), _text(sources), _text(contracts), wait_seconds, dispatch,
-        return_state=True,
-    )  # fmt: skip
-    result = state.result(raise_on_failure=False)
-    if isinstance(result, BaseException):
-        raise NightlyFailed(str(result)) from result
-    if state.is_failed():
-        raise NightlyFailed(state.message or "nightly run failed")
-    return result
+    try:
+        return nightly_retrain(
+            profile, force, _text(home), _text(sources), _text(contracts), wait_seconds, dispatch
+        )
+    except NightlyFailed:
+        raise
+    except Exception as exc:  # the run failed outside the night's own checks: the same one-line failure
+        raise NightlyFailed(str(exc) or f"nightly run failed: {type(exc).__name__}") from exc
