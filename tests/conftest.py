@@ -137,7 +137,7 @@ def s3_env() -> Iterator[dict[str, str]]:
 # runs pytest-xdist by file, in this order) the suite then ends with short files on every worker, not
 # one long file on one worker while the others idle. One file starts a real stack (both of its stories
 # run on that one stack), so two stacks never run at once.
-LONGEST_FIRST = ("test_stack_e2e.py", "test_nightly.py", "test_scoring_s3.py")
+LONGEST_FIRST = ("test_stack_e2e.py", "test_nightly.py", "test_nightly_stack.py", "test_scoring_s3.py")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
