@@ -3,6 +3,7 @@
     nice -n 5 .venv/bin/python benchmarks/transfer.py train --home /tmp/xfer [--jobs 2]
     nice -n 5 .venv/bin/python benchmarks/transfer.py proxy --home /tmp/xfer
     .venv/bin/python benchmarks/transfer.py choose
+    nice -n 5 .venv/bin/python benchmarks/transfer.py canaries MODEL_DIR --home /tmp/xfer
 
 Leave-one-genre-out on STS-B: for each genre (news, captions, forums, recognised by the source file that
 starts every STS-B pair id) `train` fine-tunes `configs/stsb-bi.yaml` with that genre left out of both
@@ -250,6 +251,101 @@ def choose() -> None:
         c: {"by_genre": v, "mean": mean[c], "worst": worst[c]} for c, v in candidates.items()
     }
     results["chosen_alpha"] = results["variants"]["plain"]["chosen_alpha"]
+    _save(results)
+
+
+CANARY_RULE = (
+    "each choice canary alone through the night's rule (margin 0.005, dev tolerance 0.005) with the whole "
+    "dev split and with the dev pairs of trained groups; best: the largest proxy mean gain at its choice "
+    "(alpha 0.3 read as the mean of 0.2 and 0.4), ties within 0.001 to the larger rank correlation with "
+    "the proxy over alphas 0.4-1.0"
+)
+
+
+@app.command()
+def canaries(model_dir: Path, home: HOME, pattern: str = r"^(.+?)-\d{4}") -> None:
+    """STS choice canaries along one model's WiSE-FT path (alphas 0.3-1.0; no test split read): MSRP
+    train ROC-AUC, STS-B dev of unseen groups, agreement with the backbone's cosine on the MSRP pairs'
+    texts, and dev of trained groups; then each canary's choice under the night's rule (CANARY_RULE)."""
+    import time
+
+    import numpy as np
+    from scipy.stats import spearmanr
+
+    from simpair.ensemble.fit import shared_dev_frame
+    from simpair.models import ModelMetadata, Predictor
+    from simpair.registry.gate_baseline import zero_shot_model
+    from simpair.registry.promotion import _train_seed
+    from simpair.registry.wise_path import (
+        _backbone_start,
+        _figure,
+        _Pairs,
+        _texts,
+        canary_frame,
+        dev_criterion,
+    )
+    from simpair.registry.wise_rule import ChoiceCanary, PathPoint, WiseFtPolicy, choose_alpha
+    from simpair.training.averaging import interpolate
+
+    started = time.process_time()
+    meta = ModelMetadata.read(model_dir)
+    source, dev = shared_dev_frame([model_dir], home)
+    unseen_spec = ChoiceCanary(dataset="stsb", split="dev", unseen_groups=pattern, max_pairs=None)
+    unseen = canary_frame(home, model_dir, unseen_spec)
+    trained, _ = dev_criterion(source, dev, [(unseen_spec, unseen)])
+    is_unseen = ~dev["pair_id"].is_in(trained["pair_id"].implode()).to_numpy()
+    msrp = canary_frame(home, model_dir, ChoiceCanary(dataset="msrp", split="train", max_pairs=500)).frame
+    gold = dev["score"].to_numpy()
+
+    def spearman(x: Any, y: Any) -> float:
+        return float(spearmanr(x, y).statistic)
+
+    def figures(dev_raw: Any, msrp_raw: Any, zero_msrp: Any) -> dict[str, float]:
+        return {
+            "dev_all": spearman(dev_raw, gold),
+            "dev_trained_groups": spearman(dev_raw[~is_unseen], gold[~is_unseen]),
+            "unseen_groups": spearman(dev_raw[is_unseen], gold[is_unseen]),
+            "msrp_train_roc_auc": _figure(msrp_raw, msrp, True),
+            "backbone_agreement": spearman(msrp_raw, zero_msrp),
+        }
+
+    texts = _texts(dev), _texts(msrp)
+    zero = Predictor.load(zero_shot_model(meta.backbone, meta.task, home, seed=_train_seed(model_dir)))
+    zero_dev, zero_msrp = (_Pairs(zero, *t).raw(zero) for t in texts)
+    backbone = figures(zero_dev, zero_msrp, zero_msrp)
+    predictor = Predictor.load(model_dir)
+    dev_pairs, msrp_pairs = (_Pairs(predictor, *t) for t in texts)
+    tuned = {k: v.detach().clone() for k, v in predictor.model.encoder.state_dict().items()}
+    start = {k: v.to(predictor.device) for k, v in _backbone_start(meta, model_dir).items()}
+    rows: dict[float, dict[str, float]] = {}
+    for alpha in [1.0, 0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3]:
+        predictor.model.encoder.load_state_dict(interpolate(start, tuned, alpha))
+        rows[alpha] = figures(dev_pairs.raw(predictor), msrp_pairs.raw(predictor), zero_msrp)
+        typer.echo(f"alpha {alpha}: " + ", ".join(f"{k} {v:.4f}" for k, v in rows[alpha].items()))
+    proxy = {float(a): v for a, v in _load()["variants"]["plain"]["mean_gain_by_alpha"].items()}
+    proxy[0.3] = (proxy[0.2] + proxy[0.4]) / 2
+    common = [0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0]
+    choices = {}
+    for canary in ("msrp_train_roc_auc", "unseen_groups", "backbone_agreement"):
+        rho = spearman([rows[a][canary] for a in common], [proxy[a] for a in common])
+        for criterion in ("dev_all", "dev_trained_groups"):
+            path = [PathPoint(a, r[criterion], {canary: r[canary]}) for a, r in rows.items()]
+            alpha, _ = choose_alpha(path, {canary: backbone[canary]}, WiseFtPolicy())
+            choices[f"{canary} | {criterion}"] = {"alpha": alpha, "proxy_gain": proxy[alpha], "rho": rho}
+            typer.echo(
+                f"{canary}, dev {criterion}: alpha {alpha:g}, proxy {proxy[alpha]:+.4f}, rho {rho:+.2f}"
+            )
+    results = _load()
+    results["canaries"] = {
+        "model": model_dir.name,
+        "rule": CANARY_RULE,
+        "backbone": backbone,
+        "by_alpha": {f"{a:g}": r for a, r in rows.items()},
+        "choices": choices,
+        "unseen_pairs": int(np.sum(is_unseen)),
+        "cpu_s": time.process_time() - started,
+        "measured_at": datetime.now(UTC).isoformat(timespec="seconds"),
+    }
     _save(results)
 
 

@@ -232,6 +232,8 @@ class GateDecision:
             out["wise_ft.by_alpha"] = json.dumps(self.wise_ft["by_alpha"], sort_keys=True)[:5000]
             out["wise_ft.backbone"] = json.dumps(self.wise_ft["backbone"], sort_keys=True)
             out["wise_ft.splits_read"] = ",".join(self.wise_ft.get("splits_read", []))
+            if self.wise_ft.get("dev_criterion"):
+                out["wise_ft.dev_criterion"] = self.wise_ft["dev_criterion"][:1000]
         return out
 
     def to_markdown(self, model_name: str) -> str:
@@ -309,6 +311,7 @@ def wise_ft_markdown(record: Mapping[str, Any]) -> str:
         f"WiSE-FT path of `{record['from_model']}`, chosen alpha **{record['alpha']:g}**: {record['reason']}",
         "",
         f"Rule: {record['rule']}. Read for the choice: {', '.join(record.get('splits_read', []))}.",
+        *([f"Dev criterion: {record['dev_criterion']}."] if record.get("dev_criterion") else []),
         "",
         "| " + " | ".join(head) + " |",
         "|" + "---|" * len(head),

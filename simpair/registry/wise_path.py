@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import polars as pl
@@ -72,6 +72,10 @@ class _Pairs:
         return np.einsum("ij,ij->i", emb[self.ia], emb[self.ib]).astype(np.float32)
 
 
+def _texts(frame: pl.DataFrame) -> tuple[list[str], list[str]]:
+    return frame["text_a"].to_list(), frame["text_b"].to_list()
+
+
 def _figure(raw: np.ndarray, frame: pl.DataFrame, binary: bool) -> float:
     """Threshold-free: ROC-AUC on 0/1 labels, Spearman on graded scores (rank figures of raw outputs)."""
     from scipy.stats import spearmanr
@@ -88,16 +92,67 @@ def _is_test(catalog: Catalog, dataset: str, split: str) -> bool:
     return catalog.splits(dataset).get(split) == "test"
 
 
-def canary_frame(
-    home: Path, model_dir: Path, canary: ChoiceCanary, seed: int = 0
-) -> tuple[pl.DataFrame, bool, int]:
-    """(pairs, binary, excluded): the canary's pairs minus any whose texts sit in a train-role split or
-    that the model trained on, sampled to `max_pairs`. Refuses test splits and splits trained on."""
+def trained_groups(home: Path, model_dir: Path, pattern: str) -> set[str]:
+    """Groups (first capture group of `pattern` over pair ids) of the pairs the model trained on: its
+    `train_pairs.txt` where it has one (exact, after `exclude_pair_ids`), else its training splits whole."""
+    from simpair.evaluation.groups import UNMATCHED, compile_group_pattern, pair_groups
+    from simpair.evaluation.leaked_pairs import trained_pairs
+
+    meta = ModelMetadata.read(model_dir)
+    scan, splits = trained_pairs(model_dir, meta)
+    if scan is not None:
+        ids = scan.select("pair_id").unique().collect()["pair_id"].to_list()
+    else:
+        catalog = Catalog(home)
+        ids = [i for label in sorted(splits) for i in catalog.read_split(*label.split("/", 1))["pair_id"]]
+    return set(pair_groups(ids, compile_group_pattern(pattern)).tolist()) - {UNMATCHED}
+
+
+class NoUnseenGroup(ValueError):
+    """The data holds no pair of an unseen group: the canary is skipped for this walk, with its reason
+    recorded, so a night on data without such groups (a user's own pair ids, a small sample) still runs."""
+
+
+def _unseen_group_mask(
+    home: Path, model_dir: Path, canary: ChoiceCanary, pair_ids: list[str]
+) -> tuple[np.ndarray, list[str]]:
+    """(mask of pairs whose group the model never trained on, those groups); errors name the field."""
+    from simpair.evaluation.groups import UNMATCHED, compile_group_pattern, pair_groups
+
+    assert canary.unseen_groups is not None
+    where = f"wise_ft canary {canary.split_label}: unseen_groups '{canary.unseen_groups}'"
+    groups = pair_groups(pair_ids, compile_group_pattern(canary.unseen_groups))
+    named = set(groups.tolist()) - {UNMATCHED}
+    if not named:
+        raise NoUnseenGroup(f"{where} matches none of the split's {len(pair_ids)} pair ids")
+    seen = trained_groups(home, model_dir, canary.unseen_groups)
+    unseen = sorted(named - seen)
+    if not unseen:
+        raise NoUnseenGroup(
+            f"{where}: {model_dir.name} trained on every group of the split ({', '.join(sorted(named))}); "
+            "there is no unseen group to check"
+        )
+    return np.isin(groups, unseen), unseen
+
+
+class CanaryPairs(NamedTuple):
+    """A choice canary's pairs, whether they carry 0/1 labels, how many were dropped, unseen groups kept."""
+
+    frame: pl.DataFrame
+    binary: bool
+    excluded: int
+    groups: list[str]
+
+
+def canary_frame(home: Path, model_dir: Path, canary: ChoiceCanary, seed: int = 0) -> CanaryPairs:
+    """The canary's pairs minus any whose texts sit in a train-role split or that the model trained on,
+    only those of unseen groups (`unseen_groups`), sampled to `max_pairs`. Refuses test splits and
+    splits trained on."""
     from simpair.registry.promotion import canary_exclusions
 
     catalog = Catalog(home)
     meta = ModelMetadata.read(model_dir)
-    label = canary.label
+    label = canary.split_label
     if canary.split not in catalog.splits(canary.dataset):
         raise ValueError(f"wise_ft canary {label}: no such ingested split (run `simpair ingest`)")
     if _is_test(catalog, canary.dataset, canary.split):
@@ -106,6 +161,10 @@ def canary_frame(
         raise ValueError(f"wise_ft canary {label}: {model_dir.name} trained on it; pick a split it never saw")
     frame = catalog.read_split(canary.dataset, canary.split)
     total = frame.height
+    groups: list[str] = []
+    if canary.unseen_groups is not None:
+        mask, groups = _unseen_group_mask(home, model_dir, canary, frame["pair_id"].to_list())
+        frame = frame.filter(pl.Series(mask))
     seen = [
         catalog.read_split(d, s).select(*sorted_texts("text_a", "text_b"))
         for d in catalog.datasets()
@@ -124,8 +183,29 @@ def canary_frame(
     if canary.max_pairs is not None and frame.height > canary.max_pairs:
         frame = frame.sample(n=canary.max_pairs, seed=seed).sort("pair_id")
     if frame.is_empty():
-        raise ValueError(f"wise_ft canary {label}: no pair left after dropping {excluded} seen in training")
-    return frame, binary, excluded
+        raise ValueError(f"wise_ft canary {canary.label}: no pair left after dropping {excluded}")
+    return CanaryPairs(frame, binary, excluded, groups)
+
+
+def dev_criterion(
+    dev_source: str, dev: pl.DataFrame, canaries: list[tuple[ChoiceCanary, CanaryPairs]]
+) -> tuple[pl.DataFrame, list[str]]:
+    """The dev pairs the rule compares alphas on: the model's dev split minus the unseen groups of any
+    canary drawn from that same split, so no pair counts both as dev and as a canary."""
+    from simpair.evaluation.groups import compile_group_pattern, pair_groups
+
+    dropped: list[str] = []
+    keep = np.ones(dev.height, dtype=bool)
+    for spec, pairs in canaries:
+        if spec.unseen_groups is None or (spec.dataset, spec.split) != dev_split_of(dev_source):
+            continue
+        groups = pair_groups(dev["pair_id"].to_list(), compile_group_pattern(spec.unseen_groups))
+        mask = np.isin(groups, pairs.groups)
+        keep &= ~mask
+        dropped += [g for g in pairs.groups if g not in dropped and g in set(groups[mask].tolist())]
+    if not keep.any():
+        raise ValueError(f"dev {dev_source}: no pair of a trained group left for the dev criterion")
+    return dev.filter(pl.Series(keep)), dropped
 
 
 def _backbone_start(meta: ModelMetadata, model_dir: Path) -> dict[str, torch.Tensor]:
@@ -159,18 +239,36 @@ def walk_path(model_dir: Path, home: Path, policy: WiseFtPolicy) -> tuple[Predic
         raise ValueError(f"{model_dir}: embedding post-processing would need refitting at every alpha")
     dev_source, dev = shared_dev_frame([model_dir], home)
     gold = (dev["score"] if meta.task == "sts" else dev["label"]).to_numpy()
-    canaries = [canary_frame(home, model_dir, c, policy.seed) for c in policy.canaries]
+    skipped: dict[str, str] = {}
+    canaries: list[CanaryPairs] = []
+    for spec in policy.canaries:
+        try:
+            canaries.append(canary_frame(home, model_dir, spec, policy.seed))
+        except NoUnseenGroup as exc:
+            skipped[spec.label] = str(exc)
+    read, used = policy.canaries, [spec for spec in policy.canaries if spec.label not in skipped]
+    specs = list(zip(used, canaries, strict=True))
+    criterion, dropped_groups = dev_criterion(dev_source, dev, specs)
+    in_criterion = dev["pair_id"].is_in(criterion["pair_id"].implode()).to_numpy()
 
     predictor = Predictor.load(model_dir)
-    dev_pairs = _Pairs(predictor, dev["text_a"].to_list(), dev["text_b"].to_list())
-    canary_pairs = [_Pairs(predictor, f["text_a"].to_list(), f["text_b"].to_list()) for f, _, _ in canaries]
-    keys = [f"{c.label}/{'roc_auc' if binary else 'spearman'}" for c, (_, binary, _) in zip(
-        policy.canaries, canaries, strict=True)]  # fmt: skip
+    dev_pairs = _Pairs(predictor, *_texts(dev))
+    # a canary drawn from the dev split reuses dev's forward pass: its pairs are a subset of dev's
+    row_of = {pid: i for i, pid in enumerate(dev["pair_id"].to_list())}
+    on_dev = [
+        np.asarray([row_of[p] for p in c.frame["pair_id"]], dtype=np.int64)
+        if spec.split_label == "/".join(dev_split_of(dev_source)) and set(c.frame["pair_id"]) <= row_of.keys()
+        else None
+        for spec, c in specs
+    ]
+    canary_pairs = [None if rows is not None else _Pairs(predictor, *_texts(c.frame))
+                    for c, rows in zip(canaries, on_dev, strict=True)]  # fmt: skip
+    keys = [f"{spec.label}/{'roc_auc' if c.binary else 'spearman'}" for spec, c in specs]
 
     zero = Predictor.load(zero_shot_model(meta.backbone, meta.task, home, seed=_train_seed(model_dir)))
     backbone = {
-        key: _figure(_Pairs(zero, f["text_a"].to_list(), f["text_b"].to_list()).raw(zero), f, binary)
-        for key, (f, binary, _) in zip(keys, canaries, strict=True)
+        key: _figure(_Pairs(zero, *_texts(c.frame)).raw(zero), c.frame, c.binary)
+        for key, c in zip(keys, canaries, strict=True)
     }
 
     tuned = {k: v.detach().clone() for k, v in predictor.model.encoder.state_dict().items()}
@@ -179,16 +277,20 @@ def walk_path(model_dir: Path, home: Path, policy: WiseFtPolicy) -> tuple[Predic
     path: list[PathPoint] = []
     for alpha in policy.grid():
         predictor.model.encoder.load_state_dict(interpolate(start, tuned, alpha))
-        _, dev_metrics = fit_on_dev(meta, dev_pairs.raw(predictor), gold)
+        dev_raw = dev_pairs.raw(predictor)
+        _, dev_metrics = fit_on_dev(meta, dev_raw[in_criterion], gold[in_criterion])
         figures = {
-            key: _figure(pairs.raw(predictor), f, binary)
-            for key, pairs, (f, binary, _) in zip(keys, canary_pairs, canaries, strict=True)
+            key: _figure(dev_raw[rows] if rows is not None else pairs.raw(predictor), c.frame, c.binary)
+            for key, pairs, rows, c in zip(keys, canary_pairs, on_dev, canaries, strict=True)
         }
         path.append(PathPoint(alpha, float(dev_metrics[metric]), figures))
     alpha, why = choose_alpha(path, backbone, policy)
+    why += "".join(f"; canary {label} skipped: {reason}" for label, reason in skipped.items())
     predictor.model.encoder.load_state_dict(interpolate(start, tuned, alpha))
+    # the chosen model's threshold / calibration is refitted on its whole dev split, as training fitted it
     chosen_meta, dev_metrics = fit_on_dev(meta, dev_pairs.raw(predictor), gold)
     predictor.meta = chosen_meta
+    kept = f" without the groups {', '.join(dropped_groups)}" if dropped_groups else ""
     record = {
         "alpha": alpha,
         "rule": RULE,
@@ -197,13 +299,16 @@ def walk_path(model_dir: Path, home: Path, policy: WiseFtPolicy) -> tuple[Predic
         "from_model": model_dir.name,
         "dev_metric": metric,
         "dev_source": dev_source,
-        "dev_pairs": dev.height,
+        "dev_pairs": criterion.height,
+        "dev_criterion": f"{dev_source}{kept} ({criterion.height} of {dev.height} pairs)",
         "dev": dev_metrics,
         "backbone": backbone,
-        "canary_pairs": {c.label: f.height for c, (f, _, _) in zip(policy.canaries, canaries, strict=True)},
-        "canary_excluded": {c.label: n for c, (_, _, n) in zip(policy.canaries, canaries, strict=True)},
+        "canary_pairs": {s.label: c.frame.height for s, c in specs},
+        "canary_excluded": {s.label: c.excluded for s, c in specs},
+        "canary_groups": {s.label: c.groups for s, c in specs if c.groups},
+        "canary_skipped": skipped,
         "by_alpha": {f"{p.alpha:g}": {"dev": p.dev, **p.canaries} for p in path},
-        "splits_read": sorted({"/".join(dev_split_of(dev_source)), *(c.label for c in policy.canaries)}),
+        "splits_read": sorted({"/".join(dev_split_of(dev_source)), *(c.split_label for c in read)}),
         "seconds": time.perf_counter() - started,
     }
     return predictor, record

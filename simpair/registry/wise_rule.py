@@ -11,7 +11,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 RULE = (
     "largest alpha whose every choice canary is at or above the untrained backbone minus the canary "
@@ -23,7 +23,14 @@ DEFAULT_ALPHAS = [0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0]
 
 
 class ChoiceCanary(BaseModel):
-    """A split, never trained on and not a test split, whose figure must not fall below the backbone's."""
+    """A split, never trained on and not a test split, whose figure must not fall below the backbone's.
+
+    With `unseen_groups` only the split's pairs of groups the model never trained on are kept: STS-B dev
+    holds answers-forums and track5.en-en pairs, source groups its train split lacks, so they behave
+    like a user's unseen STS pairs. Its figure falls with alpha where the fine-tune forgets what the
+    backbone knew, which MSRP train ROC-AUC does not show (docs/experiments.md, 2026-11-26). When such a
+    canary reads the model's own dev split, the dev criterion keeps only the trained groups' pairs.
+    """
 
     model_config = ConfigDict(extra="forbid")
 
@@ -32,10 +39,31 @@ class ChoiceCanary(BaseModel):
     max_pairs: int | None = Field(
         1000, ge=1, description="a seeded sample of this many pairs keeps the grid cheap; null: all"
     )
+    unseen_groups: str | None = Field(
+        None,
+        description="regular expression over pair ids whose first capture group names a pair's group, as "
+        "`simpair evaluate --group-pattern` (STS-B source files: '^(.+?)-\\d{4}'); only pairs of groups "
+        "absent from the model's training pairs are kept",
+    )
+
+    @field_validator("unseen_groups")
+    @classmethod
+    def _group_pattern(cls, value: str | None) -> str | None:
+        from simpair.evaluation.groups import compile_group_pattern
+
+        if value is not None:
+            compile_group_pattern(value)  # pydantic names the field: `...canaries.0.unseen_groups`
+        return value
+
+    @property
+    def split_label(self) -> str:
+        """The split read: `dataset/split`."""
+        return f"{self.dataset}/{self.split}"
 
     @property
     def label(self) -> str:
-        return f"{self.dataset}/{self.split}"
+        """The canary's name in paths, tags and reports; two canaries on one split stay apart."""
+        return self.split_label + (" unseen-groups" if self.unseen_groups else "")
 
 
 class WiseFtPolicy(BaseModel):
