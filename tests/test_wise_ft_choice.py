@@ -261,12 +261,15 @@ def test_evaluate_transfer_shows_the_wise_ft_path_as_a_table_and_a_png(home: Pat
     from simpair.cli import app
 
     write_toy_home(home)
-    model_dir = _trained_sts(home)  # a plain fine-tune: the path is walked with the night's defaults
+    model_dir = _trained_sts(home)  # a plain fine-tune: walked with the shipped profile's STS policy
     out = home / "transfer-out"
     args = ["evaluate", "--model", str(model_dir), "--transfer", "--home", str(home), "--out", str(out)]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     assert "WiSE-FT path (chosen alpha" in result.output and "backbone" in result.output
     markdown = (out / "transfer.md").read_text()
-    assert "| 0.3 |" in markdown.replace(" (chosen)", "") and CANARY in markdown
+    assert "| 0.4 |" in markdown.replace(" (chosen)", "") and CANARY in markdown  # the shipped grid
+    # the toy ids' groups name the split (`stsb-dev-0001`), so every dev pair is of an "unseen" group:
+    # the shipped unseen-groups canary is skipped with its reason instead of emptying the dev criterion
+    assert "canary stsb/dev unseen-groups skipped: every pair of dev stsb/dev" in markdown
     assert (out / "wise_path.png").stat().st_size > 1000

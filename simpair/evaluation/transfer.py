@@ -12,7 +12,8 @@ exclusion rule). A model below the backbone off its domain has traded generality
 The report also shows the model's WiSE-FT path (`simpair.registry.wise_path`): dev and choice-canary
 figures at each alpha between the backbone and the fine-tune, as a table and `wise_path.png`. A model
 the night chose an alpha for carries the path it was chosen from; for any other, the path is walked
-here with the night's default grid and canaries (STS model: MSRP train pairs; paraphrase: STS-B dev).
+here with the shipped nightly profile's grid and canaries for the model's task (STS model: MSRP train
+pairs and the STS-B dev pairs of groups train lacks; paraphrase: STS-B dev), those ingested in the home.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
+from simpair import settings
 from simpair.catalog import Catalog
 from simpair.evaluation.splits import default_eval_splits
 from simpair.models import ModelMetadata
@@ -34,8 +36,10 @@ from simpair.registry.wise_rule import ChoiceCanary, WiseFtPolicy
 CROSS_TASK = {"sts": ("msrp", "test"), "paraphrase": ("stsb", "test")}
 # What each kind of split is read with when it is the other task's: threshold-free figures only.
 CROSS_METRIC = {"sts": "roc_auc", "paraphrase": "spearman"}
-# The choice canaries of the shipped nightly profile: never trained on, never a test split.
+# A task whose shipped nightly profile walks no WiSE-FT path is walked on this split (never trained on,
+# never a test split); one that does is walked with the profile's own policy.
 CHOICE_CANARY = {"sts": ("msrp", "train"), "paraphrase": ("stsb", "dev")}
+NIGHTLY_PROFILE = "configs/nightly.yaml"
 
 
 @dataclass
@@ -149,15 +153,31 @@ def wise_path_of(model_dir: Path, home: Path) -> tuple[dict | None, str]:
         return record, ""
     from simpair.registry.wise_path import walk_path
 
-    meta = ModelMetadata.read(model_dir)
-    dataset, split = CHOICE_CANARY[meta.task]
-    catalog = Catalog(home)
-    ingested = dataset in catalog.datasets() and split in catalog.splits(dataset)
-    policy = WiseFtPolicy(canaries=[ChoiceCanary(dataset=dataset, split=split)] if ingested else [])
+    policy = shipped_policy(ModelMetadata.read(model_dir).task, home)
     try:
         return walk_path(model_dir, home, policy)[1], ""
     except ValueError as exc:  # a stack, a model with no recorded dev split, a canary it trained on
         return None, str(exc)
+
+
+def shipped_policy(task: str, home: Path) -> WiseFtPolicy:
+    """The shipped nightly profile's WiSE-FT policy for `task` (its grid and canaries), else the task's
+    one choice canary; only canaries whose split is ingested in `home` are kept."""
+    import yaml
+
+    profile = yaml.safe_load(settings.shipped_path(NIGHTLY_PROFILE).read_text()) or {}
+    spec = ((profile.get("tasks") or {}).get(task) or {}).get("wise_ft")
+    dataset, split = CHOICE_CANARY[task]
+    policy = (
+        WiseFtPolicy.model_validate(spec)
+        if spec
+        else WiseFtPolicy(canaries=[ChoiceCanary(dataset=dataset, split=split)])
+    )
+    catalog = Catalog(home)
+    ingested = [
+        c for c in policy.canaries if c.dataset in catalog.datasets() and c.split in catalog.splits(c.dataset)
+    ]
+    return policy.model_copy(update={"canaries": ingested})
 
 
 def log_transfer(report: TransferReport, home: Path) -> str:
