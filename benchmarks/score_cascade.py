@@ -22,6 +22,9 @@ Two measurements, all contenders in the same run, on the same cores:
    cross-encoder alone on the first `--cross-pairs`; theirs is `CrossEncoder.predict` (batch 64,
    sigmoid) on the first `--st-pairs`, already in memory, model load excluded.
 
+Each contender's wall seconds and this process's CPU seconds are recorded (ONNX Runtime and torch threads
+included): on a shared machine the CPU seconds are the comparable cost, wall seconds only on an idle one.
+
 Writes `benchmarks/results/score_cascade.json` (or `--out`) and prints a markdown table.
 """
 
@@ -61,14 +64,29 @@ def cascade_dir(args: argparse.Namespace, work: Path) -> Path:
     return out
 
 
-def mined_pairs(bi: object, n: int, path: Path, pool_limit: int | None, seed: int = 0) -> dict:
+def pool_embeddings(bi: object, pool: list[str], cache: Path | None) -> np.ndarray:
+    """The bi stage's vectors of the pool, read from `cache` (.npy) when it holds as many rows, else
+    encoded (and saved there): encoding the whole pool costs minutes of CPU on every run otherwise."""
+    if cache is not None and cache.is_file():
+        emb = np.load(cache)
+        if len(emb) == len(pool):
+            return emb
+    emb = np.asarray(bi.embed(pool, batch_size=BATCH), dtype=np.float32)  # type: ignore[attr-defined]
+    if cache is not None:
+        np.save(cache, emb)
+    return emb
+
+
+def mined_pairs(
+    bi: object, n: int, path: Path, pool_limit: int | None, seed: int = 0, cache: Path | None = None
+) -> dict:
     """n pairs: Zipf-drawn anchors, half with their nearest neighbour (bi embeddings), half random."""
     pool = list(dict.fromkeys(sentence_pool(SHARED) + stsb_sentences(SHARED)))
     rng = np.random.default_rng(seed)
     rng.shuffle(pool)
     pool = pool[:pool_limit] if pool_limit else pool
     began = time.perf_counter()
-    emb = np.asarray(bi.embed(pool, batch_size=BATCH), dtype=np.float32)  # type: ignore[attr-defined]
+    emb = pool_embeddings(bi, pool, cache)
     neighbour = np.empty(len(pool), dtype=np.int64)
     for start in range(0, len(pool), 2048):
         sims = emb[start : start + 2048] @ emb.T
@@ -91,31 +109,33 @@ def mined_pairs(bi: object, n: int, path: Path, pool_limit: int | None, seed: in
             "setup_seconds": time.perf_counter() - began}  # fmt: skip
 
 
-def timed_score(model: Path, inbox: Path, out: Path, threads: int) -> dict:
+def timed_score(model: Path, inbox: Path, out: Path, threads: int, precision: str = "fp32") -> dict:
     """`score_inbox` end to end (no Prefect), default backend and embedding store."""
     from simpair.scoring import score_inbox
 
-    began = time.perf_counter()
-    summary = score_inbox(str(inbox), out, str(model), threads=threads)
-    seconds = time.perf_counter() - began
+    began, cpu = time.perf_counter(), time.process_time()
+    summary = score_inbox(str(inbox), out, str(model), threads=threads, precision=precision)
+    seconds, cpu = time.perf_counter() - began, time.process_time() - cpu
     table = pq.read_table(next(out.glob("date=*/*.parquet")))
     return {"rows": summary.rows_scored, "seconds": seconds, "pairs_per_s": summary.rows_scored / seconds,
+            "cpu_seconds": cpu, "pairs_per_cpu_s": summary.rows_scored / cpu,
+            "sentences_encoded": summary.sentences_encoded, "precision": summary.precision,
             "table": table}  # fmt: skip
 
 
-def st_cross(model: Path, a: list[str], b: list[str]) -> tuple[np.ndarray, float]:
-    """`CrossEncoder.predict` probabilities (batch 64, sigmoid) and its seconds, model load excluded."""
+def st_cross(model: Path, a: list[str], b: list[str]) -> tuple[np.ndarray, float, float]:
+    """`CrossEncoder.predict` probabilities (batch 64, sigmoid), seconds and CPU seconds, load excluded."""
     import torch
     from sentence_transformers import CrossEncoder
 
     st = CrossEncoder(str(model), device="cpu", max_length=MAX_LENGTH, local_files_only=True)
-    began = time.perf_counter()
+    began, cpu = time.perf_counter(), time.process_time()
     scores = st.predict(list(zip(a, b, strict=True)), batch_size=BATCH, activation_fn=torch.nn.Sigmoid(),
                         show_progress_bar=False)  # fmt: skip
-    return np.asarray(scores, dtype=np.float64), time.perf_counter() - began
+    return np.asarray(scores, dtype=np.float64), time.perf_counter() - began, time.process_time() - cpu
 
 
-def msrp_test(model: Path, threads: int, limit: int | None) -> dict:
+def msrp_test(model: Path, threads: int, limit: int | None, auto: bool) -> dict:
     from simpair.ensemble import compare_with_cross
     from simpair.ensemble.cascade import CROSS
     from simpair.evaluation.binary_classification import binary_metrics
@@ -126,14 +146,21 @@ def msrp_test(model: Path, threads: int, limit: int | None) -> dict:
         a, b, gold = a[:limit], b[:limit], gold[:limit]
     cascade = load_pinned(str(model), threads, "auto")
     agreement = compare_with_cross(cascade, a, b, BATCH)
-    theirs, _ = st_cross(model / cascade.spec.members[CROSS], a, b)
+    theirs, _, _ = st_cross(model / cascade.spec.members[CROSS], a, b)
     t = cascade.threshold
 
     def figures(p: np.ndarray) -> dict:
         m = binary_metrics(p, gold, t)
         return {"f1": m["f1"], "accuracy": m["accuracy"]}
 
-    return {
+    extra = {}
+    if auto:  # the cascade in the precision its verdict chose (int8 only ever in the bi stage)
+        chosen = compare_with_cross(load_pinned(str(model), threads, "auto", "auto"), a, b, BATCH)
+        extra["cascade_auto"] = figures(chosen.cascade["probability"]) | {
+            "share_to_cross": chosen.share_to_cross,
+            "disagreement_with_cross": chosen.disagreement,
+        }
+    return extra | {
         "pairs": len(a),
         "threshold": t,
         "cascade": figures(agreement.cascade["probability"]),
@@ -152,7 +179,9 @@ def throughput(model: Path, args: argparse.Namespace, work: Path) -> dict:
     cascade = load_pinned(str(model), args.threads, "auto")
     inbox = work / "inbox"
     inbox.mkdir()
-    batch = mined_pairs(cascade.members[BI], args.pairs, inbox / "batch.parquet", args.pool)
+    batch = mined_pairs(
+        cascade.members[BI], args.pairs, inbox / "batch.parquet", args.pool, cache=args.pool_cache
+    )
     print(f"batch: {batch}", flush=True)
     full = pq.read_table(inbox / "batch.parquet")
     prefix = work / "inbox-prefix"
@@ -164,45 +193,74 @@ def throughput(model: Path, args: argparse.Namespace, work: Path) -> dict:
     alone = timed_score(cross_dir, prefix, work / "out-cross", args.threads)
     a = full.column("text_a").to_pylist()[: args.st_pairs]
     b = full.column("text_b").to_pylist()[: args.st_pairs]
-    theirs, st_seconds = st_cross(cross_dir, a, b)
+    theirs, st_seconds, st_cpu = st_cross(cross_dir, a, b)
 
+    extra = {}
+    if args.auto:
+        chosen = timed_score(model, inbox, work / "out-cascade-auto", args.threads, "auto")
+        stages_auto = chosen.pop("table").column("scored_by").to_numpy(zero_copy_only=False)
+        extra["cascade_auto"] = chosen | {"share_to_cross": float(np.mean(stages_auto == "cross"))}
     stages = ours["table"].column("scored_by").to_numpy(zero_copy_only=False)
     labels, cross_labels = ours["table"].column("label").to_numpy(), alone["table"].column("label").to_numpy()
     k = min(len(labels), len(cross_labels))
     cross_p = alone["table"].column("probability").to_numpy()
     m = min(len(cross_p), len(theirs))
-    st_pps = len(a) / st_seconds
-    return {
+    st_pps, st_cpu_pps = len(a) / st_seconds, len(a) / st_cpu
+    ours.pop("table"), alone.pop("table")
+    return extra | {
         "batch": batch,
-        "cascade": {"rows": ours["rows"], "seconds": ours["seconds"], "pairs_per_s": ours["pairs_per_s"],
-                    "share_to_cross": float(np.mean(stages == "cross"))},
-        "cross": {"rows": alone["rows"], "seconds": alone["seconds"], "pairs_per_s": alone["pairs_per_s"]},
-        "sentence_transformers": {"rows": len(a), "seconds": st_seconds, "pairs_per_s": st_pps},
+        "cascade": ours | {"share_to_cross": float(np.mean(stages == "cross"))},
+        "cross": alone,
+        "sentence_transformers": {"rows": len(a), "seconds": st_seconds, "pairs_per_s": st_pps,
+                                  "cpu_seconds": st_cpu, "pairs_per_cpu_s": st_cpu_pps},
         "cascade_vs_st": ours["pairs_per_s"] / st_pps,
         "cross_vs_st": alone["pairs_per_s"] / st_pps,
+        # the machine is shared: CPU seconds of this process are what the contenders cost
+        "cascade_vs_st_cpu": ours["pairs_per_cpu_s"] / st_cpu_pps,
+        "cross_vs_st_cpu": alone["pairs_per_cpu_s"] / st_cpu_pps,
         "disagreement_with_cross_on_prefix": float(np.mean(labels[:k] != cross_labels[:k])),
         "max_abs_diff_cross_vs_st": float(np.max(np.abs(cross_p[:m] - theirs[:m]))),
     }  # fmt: skip
 
 
+def verdict(model: Path, args: argparse.Namespace) -> str | None:
+    """With `--auto`: the cascade's precision verdict, measured on the home's dev split once and cached."""
+    if not args.auto:
+        return None
+    from simpair.runtime.precision_ladder import ensure_verdict
+
+    if not args.home:
+        raise SystemExit("--auto measures the precision verdict on the dev split: give --home")
+    chosen = ensure_verdict(model, Path(args.home), args.threads)
+    return chosen.why(chosen.choose())
+
+
 def markdown(result: dict) -> str:
     test, speed = result["msrp_test"], result["throughput"]
     rows = [
-        "| contender | MSRP test F1 | accuracy | pairs/s on the batch | vs `CrossEncoder.predict` |",
-        "|---|---:|---:|---:|---:|",
+        "| contender | MSRP test F1 | accuracy | pairs/s on the batch | vs `CrossEncoder.predict` "
+        "| pairs per CPU second | vs `CrossEncoder.predict` (CPU) |",
+        "|---|---:|---:|---:|---:|---:|---:|",
     ]
-    for key, name in (("cascade", "cascade (bi -> cross)"), ("cross", "its cross-encoder alone"),
-                      ("sentence_transformers", "`CrossEncoder.predict`")):  # fmt: skip
-        ratio = speed[key]["pairs_per_s"] / speed["sentence_transformers"]["pairs_per_s"]
+    st = speed["sentence_transformers"]
+    names = [("cascade", "cascade (bi -> cross)"), ("cross", "its cross-encoder alone"),
+             ("sentence_transformers", "`CrossEncoder.predict`")]  # fmt: skip
+    if "cascade_auto" in speed:
+        names.insert(1, ("cascade_auto", f"cascade, `auto` ({speed['cascade_auto']['precision']} bi stage)"))
+    for key, name in names:
+        ratio = speed[key]["pairs_per_s"] / st["pairs_per_s"]
+        cpu_ratio = speed[key]["pairs_per_cpu_s"] / st["pairs_per_cpu_s"]
         rows.append(
             f"| {name} | {test[key]['f1']:.4f} | {test[key]['accuracy']:.4f} | "
-            f"{speed[key]['pairs_per_s']:.0f} | {ratio:.2f}x |"
+            f"{speed[key]['pairs_per_s']:.0f} | {ratio:.2f}x | {speed[key]['pairs_per_cpu_s']:.0f} | "
+            f"{cpu_ratio:.2f}x |"
         )
     rows.append(
         f"\nShare sent to the cross-encoder: MSRP test {test['share_to_cross']:.1%}, batch "
         f"{speed['cascade']['share_to_cross']:.1%}; decisions that differ from the cross-encoder's: "
         f"MSRP test {test['disagreement_with_cross']:.2%}, "
-        f"batch prefix {speed['disagreement_with_cross_on_prefix']:.2%}."
+        f"batch prefix {speed['disagreement_with_cross_on_prefix']:.2%}. Sentences the bi stage encoded: "
+        f"{speed['cascade']['sentences_encoded']:,} for {speed['cascade']['rows']:,} pairs."
     )
     return "\n".join(rows)
 
@@ -220,6 +278,17 @@ def main() -> None:
     parser.add_argument("--cross-pairs", type=int, default=10_000, help="prefix scored by the cross alone")
     parser.add_argument("--st-pairs", type=int, default=5_000, help="prefix scored by CrossEncoder.predict")
     parser.add_argument("--pool", type=int, default=None, help="limit the sentence pool (default: all)")
+    parser.add_argument(
+        "--pool-cache",
+        type=Path,
+        default=None,
+        help="an .npy of the bi stage's pool vectors, kept between runs of the same bi stage",
+    )
+    parser.add_argument(
+        "--auto",
+        action="store_true",
+        help="also the cascade in `--precision auto` (its verdict measured on --home's dev)",
+    )
     parser.add_argument("--msrp-limit", type=int, default=None, help="first N MSRP test pairs only")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--quick", action="store_true", help="a smoke run: a few hundred pairs")
@@ -242,7 +311,8 @@ def main() -> None:
                         "python": platform.python_version()},
             "threads": args.threads,
             "cascade": json.loads((model / "cascade.json").read_text()),
-            "msrp_test": msrp_test(model, args.threads, args.msrp_limit),
+            "precision_verdict": verdict(model, args),
+            "msrp_test": msrp_test(model, args.threads, args.msrp_limit, args.auto),
             "throughput": throughput(model, args, work),
         }  # fmt: skip
     finally:

@@ -120,6 +120,22 @@ def test_bulk_scoring_marks_each_row_and_matches_the_predictor(tmp_path: Path) -
     np.testing.assert_allclose(scored.column("probability").to_numpy(), expected["probability"], atol=1e-5)
 
 
+def test_truncation_flags_tokenize_each_sentence_once_and_equal_each_stages_own(tmp_path: Path) -> None:
+    """The cascade counts tokens once per distinct sentence for both stages; the flags must still be
+    what each stage says: the bi stage cuts one long text, the cross-encoder two medium ones together."""
+    cascade = load_predictor(write_tiny_cascade(tmp_path / "cascade", WIDTH_ZERO))
+    medium, long = "word " * 70, "word " * 140  # 70 tokens fit alone in 128, two of them do not
+    a = ["a short one", medium, long, "a short one", medium, "x"]
+    b = ["another short", medium, "short", "another short", "y", long]
+    own = np.zeros(len(a), dtype=bool)
+    for member in cascade.members:
+        own |= member.truncated(a, b)
+    assert own.tolist() == [False, True, True, False, False, True]
+    assert not cascade.members[0].truncated(a, b)[1]  # the medium pair: the cross-encoder's cut only
+    assert cascade.truncated(a, b).tolist() == own.tolist()
+    assert cascade.truncated([], []).tolist() == []
+
+
 def test_int8_quantizes_the_bi_stage_only(tmp_path: Path) -> None:
     from simpair.runtime.loading import load_pinned
 

@@ -130,13 +130,18 @@ class Predictor(ModelFacts):
         """True for pairs whose tokens exceed max_length (their predictions saw a truncated text)."""
         if len(text_a) == 0:
             return np.zeros(0, dtype=bool)
-        a = self.tokenizer(list(text_a), add_special_tokens=False)["input_ids"]
-        b = self.tokenizer(list(text_b), add_special_tokens=False)["input_ids"]
-        la = np.fromiter((len(x) for x in a), dtype=np.int64, count=len(a))
-        lb = np.fromiter((len(x) for x in b), dtype=np.int64, count=len(b))
+        return self.truncated_from_lengths(self.token_counts(text_a), self.token_counts(text_b))
+
+    def token_counts(self, texts: Sequence[str]) -> np.ndarray:
+        """Tokens of each text without special tokens: what `truncated_from_lengths` compares."""
+        ids = self.tokenizer(list(texts), add_special_tokens=False)["input_ids"]
+        return np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
+
+    def truncated_from_lengths(self, la: np.ndarray, lb: np.ndarray) -> np.ndarray:
+        """The truncation rule on token counts: a cross-encoder reads both texts in one sequence, a
+        bi-encoder each alone. Composite models count each distinct sentence once for all members."""
         if self.kind == "cross":
-            special = self.tokenizer.num_special_tokens_to_add(pair=True)
-            return (la + lb + special) > self.max_length
+            return (la + lb + self.tokenizer.num_special_tokens_to_add(pair=True)) > self.max_length
         special = self.tokenizer.num_special_tokens_to_add(pair=False)
         return ((la + special) > self.max_length) | ((lb + special) > self.max_length)
 
