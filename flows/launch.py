@@ -121,4 +121,4 @@ def nightly(
     except NightlyFailed:
         raise
     except Exception as exc:  # the run failed outside the night's own checks: the same one-line failure
-        raise NightlyFailed(str(exc) or f"nightly run failed: {type(exc).__name__}") from exc
+        raise NightlyFailed(f"nightly run failed: {type(exc).__name__}: {exc}") from exc

@@ -27,6 +27,10 @@ _MLFLOW_TYPES = {  # Arrow type -> MLflow column type; anything else is logged a
     pa.int16(): "integer",
     pa.int32(): "integer",
     pa.int64(): "long",
+    pa.uint8(): "integer",
+    pa.uint16(): "integer",
+    pa.uint32(): "long",
+    pa.uint64(): "long",
     pa.float32(): "float",
     pa.float64(): "double",
 }
@@ -44,7 +48,7 @@ def _has_nulls(metadata: pq.FileMetaData, column: int) -> bool:
 class ParquetSplit(Dataset):
     """One ingested split as MLflow sees it: source path, version digest, schema, row count."""
 
-    def __init__(self, path: str | Path, name: str, digest: str) -> None:
+    def __init__(self, path: str | Path, name: str, digest: str | None = None) -> None:
         self._path = Path(path)
         metadata = pq.read_metadata(self._path)
         arrow = metadata.schema.to_arrow_schema()
@@ -53,7 +57,7 @@ class ParquetSplit(Dataset):
                 ColSpec(
                     _MLFLOW_TYPES.get(field.type, "string"), field.name, required=not _has_nulls(metadata, i)
                 )  # type: ignore[arg-type]
-                for i, field in enumerate(arrow)
+                for i, field in enumerate(arrow)  # ingested splits are flat: field i is leaf column i
             ]
         )
         self._profile = {"num_rows": metadata.num_rows, "num_elements": metadata.num_rows * len(arrow)}
@@ -62,8 +66,11 @@ class ParquetSplit(Dataset):
             source = resolve_dataset_source(str(self._path))
         super().__init__(source=source, name=name, digest=digest)
 
-    def _compute_digest(self) -> str:  # the caller always passes the ingest version as digest
-        raise NotImplementedError("ParquetSplit needs an explicit digest (the split's ingest version)")
+    def _compute_digest(self) -> str:
+        """Without an ingest version: a hash of the footer (schema, row groups, sizes), no rows read."""
+        import hashlib
+
+        return hashlib.sha256(pq.read_metadata(self._path).to_dict().__repr__().encode()).hexdigest()[:36]
 
     @property
     def schema(self) -> Schema:

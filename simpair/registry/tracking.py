@@ -166,7 +166,7 @@ def log_datasets(refs: Iterable[DatasetRef]) -> int:
     """
     count = 0
     for ref in refs:
-        dataset = ParquetSplit(ref.path, name=f"{ref.dataset}-{ref.split}", digest=ref.version[:36])
+        dataset = ParquetSplit(ref.path, name=f"{ref.dataset}-{ref.split}", digest=ref.version[:36] or None)
         mlflow.log_input(dataset, context=ref.context, tags={"dataset_version": ref.version})
         count += 1
     return count

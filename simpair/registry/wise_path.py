@@ -108,6 +108,11 @@ def trained_groups(home: Path, model_dir: Path, pattern: str) -> set[str]:
     return set(pair_groups(ids, compile_group_pattern(pattern)).tolist()) - {UNMATCHED}
 
 
+# Fewer dev pairs of trained groups than this (or than a quarter of dev) and a dev-split canary is
+# skipped: a Spearman or a threshold fitted on a handful of pairs would pick alpha by chance.
+MIN_DEV_CRITERION = 10
+
+
 class NoUnseenGroup(ValueError):
     """The data holds no pair of an unseen group: the canary is skipped for this walk, with its reason
     recorded, so a night on data without such groups (a user's own pair ids, a small sample) still runs."""
@@ -203,10 +208,10 @@ def dev_criterion(
         mask = np.isin(groups, pairs.groups)
         keep &= ~mask
         dropped += [g for g in pairs.groups if g not in dropped and g in set(groups[mask].tolist())]
-    if not keep.any():
+    if dropped and keep.sum() < max(MIN_DEV_CRITERION, dev.height / 4):
         raise NoUnseenGroup(
-            f"every pair of dev {dev_source} is of a group the training pairs lack ({', '.join(dropped)}): "
-            "no dev pair would be left to compare alphas on"
+            f"only {int(keep.sum())} of dev {dev_source}'s {dev.height} pairs are of groups the model "
+            f"trained on (the rest: {', '.join(dropped)}); alpha would be decided on too few pairs"
         )
     return dev.filter(pl.Series(keep)), dropped
 
@@ -253,11 +258,13 @@ def walk_path(model_dir: Path, home: Path, policy: WiseFtPolicy) -> tuple[Predic
     specs = list(zip(used, canaries, strict=True))
     try:
         criterion, dropped_groups = dev_criterion(dev_source, dev, specs)
-    except NoUnseenGroup as exc:  # ids whose groups name the split, not a genre: dev canaries say nothing
+    except NoUnseenGroup as exc:  # too few trained-group dev pairs (ids naming the split): skip dev canaries
         dev_label = "/".join(dev_split_of(dev_source))
-        on_dev = {spec.label for spec, _ in specs if spec.unseen_groups and spec.split_label == dev_label}
-        skipped.update({label: str(exc) for label in on_dev})
-        specs = [(spec, c) for spec, c in specs if spec.label not in on_dev]
+        dev_canaries = {
+            spec.label for spec, _ in specs if spec.unseen_groups and spec.split_label == dev_label
+        }
+        skipped.update({label: str(exc) for label in dev_canaries})
+        specs = [(spec, c) for spec, c in specs if spec.label not in dev_canaries]
         canaries = [c for _, c in specs]
         criterion, dropped_groups = dev, []
     in_criterion = dev["pair_id"].is_in(criterion["pair_id"].implode()).to_numpy()
@@ -311,7 +318,11 @@ def walk_path(model_dir: Path, home: Path, policy: WiseFtPolicy) -> tuple[Predic
         "dev_metric": metric,
         "dev_source": dev_source,
         "dev_pairs": criterion.height,
-        "dev_criterion": f"{dev_source}{kept} ({criterion.height} of {dev.height} pairs)",
+        **(
+            {"dev_criterion": f"{dev_source}{kept} ({criterion.height} of {dev.height} pairs)"}
+            if kept
+            else {}
+        ),
         "dev": dev_metrics,
         "backbone": backbone,
         "canary_pairs": {s.label: c.frame.height for s, c in specs},

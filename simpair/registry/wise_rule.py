@@ -77,6 +77,18 @@ class WiseFtPolicy(BaseModel):
     dev_tolerance: float = Field(0.005, ge=0.0)
     seed: int = 0
 
+    @field_validator("canaries")
+    @classmethod
+    def _distinct(cls, canaries: list[ChoiceCanary]) -> list[ChoiceCanary]:
+        """A canary's label keys its figures, tags and skip reason: two with one label would mix."""
+        labels = [c.label for c in canaries]
+        twice = sorted({label for label in labels if labels.count(label) > 1})
+        if twice:
+            raise ValueError(
+                f"two canaries named {', '.join(twice)}: keep one per split (and per unseen_groups)"
+            )
+        return canaries
+
     def grid(self) -> list[float]:
         """The alphas, largest first, each in [0, 1]."""
         bad = [a for a in self.alphas if not 0.0 <= a <= 1.0]
