@@ -26,12 +26,18 @@ def _text(value: str | Path | None) -> str | None:
 def ingest(
     sources: str | Path | None = None, home: str | Path | None = None, contracts: str | Path | None = None
 ) -> IngestReport:
-    """Run the `ingest` flow and return its report whether it succeeded or failed."""
-    from simpair.flows.ingest import ingest_flow
-    from simpair.tasks.ingest import report_from_state
+    """Run the `ingest` flow and return its report whether it succeeded or failed.
 
-    state = ingest_flow(_text(sources), _text(home), _text(contracts), return_state=True)
-    return report_from_state(state)
+    Called for its return value (or the `IngestFailedError` carrying the report), not its final state:
+    a state read back from a busy API may carry no data (see `nightly`).
+    """
+    from simpair.flows.ingest import ingest_flow
+    from simpair.ingest.report import IngestFailedError
+
+    try:
+        return ingest_flow(_text(sources), _text(home), _text(contracts))
+    except IngestFailedError as failed:
+        return failed.report
 
 
 def score(
