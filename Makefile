@@ -55,11 +55,11 @@ S ?=
 stack-restart:
 	$(BIN)/python -m simpair.local_stack restart $(S)
 
-# Lint first: a style slip fails in seconds, not after the suite. Three pytest workers (pytest-xdist),
-# one test file each at a time: the suite spends about a quarter of its time waiting on servers,
-# workers and SQLite, so a third worker on 2 cores fills the waits (measured 2026-11-26: 22 min against
-# 25 min with two). TEST_WORKERS=0 runs it in one process.
-TEST_WORKERS ?= 3
+# Lint first: a style slip fails in seconds, not after the suite. Four pytest workers (pytest-xdist),
+# one test file each at a time: the suite spends much of its time waiting on servers, workers and
+# SQLite, so more workers than cores fill the waits (measured 2026-11-26 on 2 cores: 18 min 51 s of tests
+# with four, 22 min with three, 25 min with two). TEST_WORKERS=0 runs it in one process.
+TEST_WORKERS ?= 4
 test: lint
 	$(BIN)/python -m pytest -q --timeout=900 --durations=30 $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder)
 
