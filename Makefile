@@ -57,8 +57,9 @@ stack-restart:
 
 # Lint first: a style slip fails in seconds, not after the suite. Four pytest workers (pytest-xdist),
 # one test file each at a time: the suite spends much of its time waiting on servers, workers and
-# SQLite, so more workers than cores fill the waits (measured 2026-11-26 on 2 cores: 18 min 51 s of tests
-# with four, 22 min with three, 25 min with two). TEST_WORKERS=0 runs it in one process.
+# SQLite, so more workers than cores fill the waits (2 cores, 2026-11-26: 18 min 51 s and 21 min 10 s of
+# tests with four on two fresh clones, 22 min 14 s with three, 25 min with two). TEST_WORKERS=0 runs it in
+# one process.
 TEST_WORKERS ?= 4
 test: lint
 	$(BIN)/python -m pytest -q --timeout=900 --durations=30 $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder)

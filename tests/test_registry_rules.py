@@ -168,7 +168,12 @@ def test_profile_gate_takes_canaries_and_refuses_unknown_keys(tmp_path: Path) ->
         default["paraphrase"].config.name == "msrp-cross-backbone.yaml"
         and default["paraphrase"].wise_ft is None
     )
-    assert [(c.dataset, c.split) for c in default["sts"].wise_ft.canaries] == [("msrp", "train")]
+    # (MSRP train pairs, and the STS-B dev pairs of groups its train split lacks)
+    sts_canaries = default["sts"].wise_ft.canaries
+    assert [(c.dataset, c.split, c.unseen_groups is not None) for c in sts_canaries] == [
+        ("msrp", "train", False),
+        ("stsb", "dev", True),
+    ]
     profile.write_text(profile.read_text().replace("split: test}", "split: test, margn: 0.1}"))
     with pytest.raises(ValueError, match=r"(?s)p\.yaml: invalid nightly profile.*margn"):
         load_profile(profile)
