@@ -246,6 +246,7 @@ def walk_path(model_dir: Path, home: Path, policy: WiseFtPolicy) -> tuple[Predic
     if meta.embedding_postprocess:
         raise ValueError(f"{model_dir}: embedding post-processing would need refitting at every alpha")
     dev_source, dev = shared_dev_frame([model_dir], home)
+    dev_label = "/".join(dev_split_of(dev_source))
     gold = (dev["score"] if meta.task == "sts" else dev["label"]).to_numpy()
     skipped: dict[str, str] = {}
     canaries: list[CanaryPairs] = []
@@ -259,7 +260,6 @@ def walk_path(model_dir: Path, home: Path, policy: WiseFtPolicy) -> tuple[Predic
     try:
         criterion, dropped_groups = dev_criterion(dev_source, dev, specs)
     except NoUnseenGroup as exc:  # too few trained-group dev pairs (ids naming the split): skip dev canaries
-        dev_label = "/".join(dev_split_of(dev_source))
         dev_canaries = {
             spec.label for spec, _ in specs if spec.unseen_groups and spec.split_label == dev_label
         }
@@ -275,7 +275,7 @@ def walk_path(model_dir: Path, home: Path, policy: WiseFtPolicy) -> tuple[Predic
     row_of = {pid: i for i, pid in enumerate(dev["pair_id"].to_list())}
     on_dev = [
         np.asarray([row_of[p] for p in c.frame["pair_id"]], dtype=np.int64)
-        if spec.split_label == "/".join(dev_split_of(dev_source)) and set(c.frame["pair_id"]) <= row_of.keys()
+        if spec.split_label == dev_label and set(c.frame["pair_id"]) <= row_of.keys()
         else None
         for spec, c in specs
     ]
@@ -330,7 +330,7 @@ def walk_path(model_dir: Path, home: Path, policy: WiseFtPolicy) -> tuple[Predic
         "canary_groups": {s.label: c.groups for s, c in specs if c.groups},
         "canary_skipped": skipped,
         "by_alpha": {f"{p.alpha:g}": {"dev": p.dev, **p.canaries} for p in path},
-        "splits_read": sorted({"/".join(dev_split_of(dev_source)), *(c.split_label for c in read)}),
+        "splits_read": sorted({dev_label, *(c.split_label for c in read)}),
         "seconds": time.perf_counter() - started,
     }
     return predictor, record
