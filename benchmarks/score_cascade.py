@@ -59,7 +59,14 @@ def cascade_dir(args: argparse.Namespace, work: Path) -> Path:
         raise SystemExit("give --cascade, or --cross and --home (the dev split the band is fitted on)")
     members = [Path(args.cross)] + ([Path(args.bi)] if args.bi else [])
     began = time.perf_counter()
-    out = fit_cascade(members, args.home, work / "cascade", args.max_disagreement, zero_shot=not args.bi)
+    out = fit_cascade(
+        members,
+        args.home,
+        work / "cascade",
+        args.max_disagreement,
+        zero_shot=not args.bi,
+        band_rule=args.band_rule,
+    )
     print(f"fitted {out} in {time.perf_counter() - began:.0f} s", flush=True)
     return out
 
@@ -274,6 +281,12 @@ def main() -> None:
     parser.add_argument("--bi", help="a trained paraphrase bi-encoder (default: the backbone untouched)")
     parser.add_argument("--home", help="the pipeline home holding the members' dev split")
     parser.add_argument("--max-disagreement", type=float, default=0.005)
+    parser.add_argument(
+        "--band-rule",
+        choices=["crc", "point"],
+        default="crc",
+        help="dev misses a fitted band may leave (docs/training.md)",
+    )
     parser.add_argument("--pairs", type=int, default=100_000)
     parser.add_argument("--cross-pairs", type=int, default=10_000, help="prefix scored by the cross alone")
     parser.add_argument("--st-pairs", type=int, default=5_000, help="prefix scored by CrossEncoder.predict")

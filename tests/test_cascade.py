@@ -20,7 +20,7 @@ from test_scoring_support import assert_exactly_once, make_pairs, read_outputs, 
 from test_training_toydata import write_toy_home
 
 from simpair.ensemble import CascadeSpec, StackConfig, compare_with_cross
-from simpair.ensemble.cascade import fit_band, in_band
+from simpair.ensemble.cascade import allowed_misses, fit_band, in_band
 from simpair.ensemble.train import train_stack_file
 from simpair.models import save_tiny_model
 from simpair.models.metadata import Calibration, ModelMetadata
@@ -57,20 +57,45 @@ def test_band_fitting_covers_the_bi_stages_disagreements_with_the_fewest_pairs()
     p = np.array([0.05, 0.1, 0.2, 0.35, 0.45, 0.55, 0.6, 0.8, 0.9, 0.95])
     cross = (p >= 0.5).astype(int)
     cross[[3, 6]] = [1, 0]  # the cross-encoder disagrees with the bi stage at 0.35 and 0.6
-    band = fit_band(p, cross, 0.5, max_disagreement=0.0)
+    band = fit_band(p, cross, 0.5, max_disagreement=0.0, rule="point")  # the band's geometry, per miss
     assert (band.low, band.high) == pytest.approx((0.275, 0.7))  # halfway to the neighbours outside
     assert in_band(p, band.low, band.high).tolist() == [False] * 3 + [True] * 4 + [False] * 3
     assert (band.share_to_cross, band.disagreement) == (0.4, 0.0)
     # one disagreement allowed in ten: the cheaper band covers only one of the two
-    one = fit_band(p, cross, 0.5, max_disagreement=0.1)
+    one = fit_band(p, cross, 0.5, max_disagreement=0.1, rule="point")
     assert one.share_to_cross == 0.1 and one.disagreement == 0.1
     assert in_band(p, one.low, one.high).sum() == 1
     # the bi stage already agrees: a band of width zero, nothing to the cross-encoder
-    none = fit_band(p, (p >= 0.5).astype(int), 0.5, max_disagreement=0.0)
+    none = fit_band(p, (p >= 0.5).astype(int), 0.5, max_disagreement=0.0, rule="point")
     assert none.low == none.high and not in_band(p, none.low, none.high).any()
     # tied probabilities go in or out together
-    tied = fit_band(np.array([0.4, 0.4, 0.4, 0.9]), np.array([1, 0, 0, 1]), 0.5, 0.0)
+    tied = fit_band(np.array([0.4, 0.4, 0.4, 0.9]), np.array([1, 0, 0, 1]), 0.5, 0.0, rule="point")
     assert in_band(np.array([0.4, 0.9]), tied.low, tied.high).tolist() == [True, False]
+
+
+def test_the_default_band_leaves_at_most_floor_limit_times_n_plus_1_minus_1_dev_misses() -> None:
+    """Conformal risk control: k misses left outside on n pairs with (k + 1) / (n + 1) <= the limit.
+
+    The point rule (k <= limit * n) left 2 of MSRP's 408 dev pairs and test then differed on 1-1.4%."""
+    n, limit = 408, 0.005
+    p = np.linspace(0.01, 0.99, n)
+    cross = (p >= 0.5).astype(int)
+    cross[[10, 60, 380]] = 1 - cross[[10, 60, 380]]  # three misses of the bi stage: 10 and 60 lie closest
+    band = fit_band(p, cross, 0.5, limit)
+    assert band.rule == "crc" and band.allowed_misses == allowed_misses(n, limit) == 1
+    assert (band.allowed_misses + 1) / (n + 1) <= limit < (band.allowed_misses + 2) / (n + 1)
+    assert round(band.disagreement * n) == 1 and in_band(p[[10, 60]], band.low, band.high).all()
+    point = fit_band(p, cross, 0.5, limit, rule="point")
+    assert point.allowed_misses == 2 and round(point.disagreement * n) == 2
+    assert point.share_to_cross < band.share_to_cross
+    # too few pairs to certify 0.5% (n + 1 < 200): every pair goes to the cross-encoder
+    few = fit_band(p[:198], cross[:198], 0.5, limit)
+    assert (few.low, few.high, few.share_to_cross, few.allowed_misses) == (-1.0, 2.0, 1.0, -1)
+    assert allowed_misses(199, limit) == 0 and allowed_misses(98, 0.01) == -1
+    # the rule and its bound travel with the model: cascade.json and its MLflow version's tags
+    spec = CascadeSpec(members=["a", "b"], band_low=band.low, band_high=band.high, band_rule=band.rule,
+                       dev_allowed_misses=band.allowed_misses)  # fmt: skip
+    assert spec.tags()["cascade.band_rule"] == "crc" and spec.tags()["cascade.dev_allowed_misses"] == "1"
 
 
 # ------------------------------------------------------------------ the cascade predictor, by hand
@@ -188,6 +213,11 @@ def test_cascade_config_fits_a_band_that_agrees_with_its_cross_encoder_on_dev(ho
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["cascade"]["disagreement"] == spec.dev_disagreement == 0.0
     assert metrics["cascade"]["share_to_cross"] == spec.dev_share_to_cross
+    # no share of unseen decisions may differ: only the cross-encoder on every pair certifies that
+    assert spec.band_rule == metrics["cascade"]["band_rule"] == "crc"
+    assert (
+        spec.dev_allowed_misses == allowed_misses(spec.dev_pairs, 0.0) == -1 and spec.dev_share_to_cross == 1
+    )
 
     predictor = load_predictor(out)
     ids = (out / "dev_pair_ids.txt").read_text().split()

@@ -92,6 +92,8 @@ def test_the_gate_judges_a_cascade_whole_shows_its_share_and_rejects_a_band_too_
     # 1. no champion: a band of width zero (the bi stage alone) meets the zero-shot bar and fails its limit
     narrow = _cascade(tmp_path / "narrow", home, (threshold, threshold), threshold, limit=0.005)
     v1 = _register(home, narrow)
+    # a cascade.json without its band rule was fitted before the rule was recorded: the point rule
+    assert registry.client(home).get_model_version(NAME, v1).tags["cascade.band_rule"] == "point"
     first = run_gate(home, "paraphrase", POLICY, MSRP_TEST)
     expected = compare_with_cross(load_predictor(narrow), a, b)
     assert expected.share_to_cross == 0.0 and expected.disagreement > 0.1

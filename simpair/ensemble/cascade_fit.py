@@ -2,8 +2,9 @@
 
 Only dev is used: the bi stage's calibration (when it has none of its own: the untouched backbone) and
 the band. The band is the narrowest one whose decisions differ from the full cross-encoder's on at most
-`max_disagreement` of the dev pairs (`cascade.fit_band`). Test splits stay untouched until
-`simpair evaluate` and the promotion gate.
+the dev misses its rule allows for `max_disagreement` (`cascade.allowed_misses`: by default conformal
+risk control, (k + 1) / (n + 1) <= max_disagreement: a share meant for pairs the fit has not seen).
+Test splits stay untouched until `simpair evaluate` and the promotion gate.
 """
 
 from __future__ import annotations
@@ -19,7 +20,9 @@ from simpair.ensemble.backbone_member import is_zero_shot, zero_shot_members
 from simpair.ensemble.cascade import (
     BI,
     CROSS,
+    DEFAULT_BAND_RULE,
     DEFAULT_MAX_DISAGREEMENT,
+    BandRule,
     CascadePredictor,
     CascadeSpec,
     compare_with_cross,
@@ -67,6 +70,7 @@ def fit_cascade(
     max_disagreement: float = DEFAULT_MAX_DISAGREEMENT,
     zero_shot: bool = False,
     batch_size: int = 64,
+    band_rule: BandRule = DEFAULT_BAND_RULE,
 ) -> Path:
     """Fit the band on the members' dev split; write a self-contained `kind: cascade` directory.
 
@@ -81,7 +85,7 @@ def fit_cascade(
             metas = [ModelMetadata.read(d) for d in member_dirs]
             member_dirs += zero_shot_members(metas, Path(scratch))
         bi_dir, cross_dir = _stages(member_dirs)
-        return _fit(bi_dir, cross_dir, Path(home), Path(out_dir), max_disagreement, batch_size)
+        return _fit(bi_dir, cross_dir, Path(home), Path(out_dir), max_disagreement, batch_size, band_rule)
 
 
 def _fit(
@@ -91,6 +95,7 @@ def _fit(
     out_dir: Path,
     max_disagreement: float,
     batch_size: int,
+    band_rule: BandRule = DEFAULT_BAND_RULE,
 ) -> Path:
     dirs = [bi_dir, cross_dir]
     metas = [ModelMetadata.read(d) for d in dirs]
@@ -124,12 +129,14 @@ def _fit(
     predictor = CascadePredictor(meta, draft, [bi, cross])
     full = compare_with_cross(predictor, text_a, text_b, batch_size)  # band empty: bi probabilities
     p_bi = full.cascade["probability"]
-    band = fit_band(p_bi, full.cross["label"], threshold, max_disagreement)
+    band = fit_band(p_bi, full.cross["label"], threshold, max_disagreement, band_rule)
     spec = draft.model_copy(
         update={
             "band_low": band.low,
             "band_high": band.high,
             "max_disagreement": max_disagreement,
+            "band_rule": band.rule,
+            "dev_allowed_misses": band.allowed_misses,
             "dev_pairs": band.pairs,
             "dev_share_to_cross": band.share_to_cross,
             "dev_disagreement": band.disagreement,
@@ -148,6 +155,8 @@ def _fit(
             "share_to_cross": band.share_to_cross,
             "disagreement": band.disagreement,
             "max_disagreement": max_disagreement,
+            "band_rule": band.rule,
+            "allowed_misses": band.allowed_misses,
             "cross_dev": binary_metrics(full.cross["probability"], gold, threshold),
             "bi_dev": binary_metrics(p_bi, gold, float(bi_meta.threshold)),
             "bi_calibration": calibration_note,

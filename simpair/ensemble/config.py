@@ -46,7 +46,8 @@ class StackConfig(BaseModel):
     # stack: add the members' pre-trained backbone, untouched, as one more member (its cosine);
     # cascade: the backbone, untouched, is the bi stage (members: the cross-encoder alone)
     zero_shot: bool = False
-    # cascade only: share of dev decisions allowed to differ from the full cross-encoder's
+    # cascade only: share of decisions on unseen pairs allowed to differ from the full cross-encoder's
+    # (the band is fitted on dev by conformal risk control: simpair.ensemble.cascade.allowed_misses)
     max_disagreement: float = Field(default=0.005, ge=0.0, lt=1.0)
     threshold_metric: Literal["accuracy", "f1"] = "accuracy"
     evaluate_on: list[SplitRef] = Field(default_factory=list)
