@@ -117,11 +117,8 @@ class PartSink:
         number = f"{self.stem}{len(self.parts) + len(self.quarantine_parts):06d}"
         if frame.height:
             path = self.folder / f"part-{number}.parquet"
-            part = frame.with_columns(
-                pl.lit(self.file_index, dtype=pl.Int32).alias("file_index"),
-                pl.lit(self.source_file).alias("source_file"),
-                pl.lit(self.sha256).alias("source_sha256"),
-            )
+            # source_file and source_sha256 are the file's: added back when the part is read (`finish`)
+            part = frame.with_columns(pl.lit(self.file_index, dtype=pl.Int32).alias("file_index"))
             self._write(part, path, compression="uncompressed", statistics=False)  # scratch: fast beats small
             self.parts.append(path)
         if quarantine:

@@ -187,12 +187,17 @@ class Duplicates:
 
 
 def find_duplicates(
-    parts: list[Path], contract: Contract, work: Path, bucket_rows: int = spill.BUCKET_ROWS
+    parts: list[Path],
+    contract: Contract,
+    work: Path,
+    bucket_rows: int = spill.BUCKET_ROWS,
+    sources: dict[int, str] | None = None,
 ) -> Duplicates:
     """Every candidate row to quarantine as a duplicate, and the copies whose labels conflict.
 
     `parts` are candidate rows that passed the row checks, in any order and any number of files;
     `bucket_rows` bounds the rows of texts held at once (tests make it tiny to exercise many buckets).
+    `sources` names the file of each file_index; without it the parts' source_file column does.
     """
     work.mkdir(parents=True, exist_ok=True)
     checks = contract.checks
@@ -200,7 +205,7 @@ def find_duplicates(
     scan = spill.scan(parts)
     k = spill.bucket_count(spill.row_count(parts), bucket_rows * HASH_ROWS_FACTOR)
     out: list[Path] = []
-    sources: dict[int, str] = {}
+    sources = dict(sources or {})
 
     def emit(name: str, frame: pl.DataFrame, reason: str, detail: Callable[[pl.Expr], pl.Expr]) -> None:
         """Write rejects; `detail` builds the text from the first copy's place."""

@@ -75,6 +75,7 @@ class FileResult:
     stats: dict[str, int] = field(default_factory=dict)  # reading and cleaning counts of the file
     parts: list[Path] = field(default_factory=list)
     quarantine_parts: list[Path] = field(default_factory=list)
+    sha256: str = ""  # the file's; its parts leave out the columns that are constant per file
 
 
 def parse_file(job: FileJob) -> FileResult:
@@ -107,6 +108,7 @@ def parse_file(job: FileJob) -> FileResult:
         stats={k: v for k, v in stats.items() if v},
         parts=sink.parts,
         quarantine_parts=sink.quarantine_parts,
+        sha256=job.sha256,
     )
 
 
