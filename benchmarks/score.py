@@ -36,6 +36,18 @@ bf16 opt-in (`--precision bf16`, not the default: it does not give identical sco
   models it falls back to the untrained backbone, which is only a proxy (labelled as such).
 
     nice -n 10 .venv/bin/python benchmarks/score.py --threads 1 --quick --parts interleaved impact
+
+The default (`--parts default`): ours at `--precision auto` (the precision the model's cached verdict
+picks; measured first on its dev split in `--default-home` when it has none, as the product does) and
+at fp32, against sentence-transformers' `onnx`, `openvino` and ONNX + dynamic int8 backends, which
+run in a side virtual environment that `benchmarks/st_backends.py` builds once (optimum-intel does
+not install beside transformers 5.x). Theirs on torch runs in both environments, so ratios chain
+through it; the table also gives the direct ratio of pairs/s, since in one process with ONNX Runtime
+theirs on torch can run slower than alone. Trained models of a pipeline home when they exist (else the
+untrained backbone, labelled a proxy); test F1 / Spearman of the chosen precision against fp32; peak
+RSS from fresh processes. Merged into score.json under `default_precision` (other keys kept).
+
+    nice -n 10 .venv/bin/python benchmarks/score.py --parts default --default-cross-pairs 300
 """
 
 from __future__ import annotations
@@ -71,7 +83,12 @@ RESULTS = RESULTS_DIR / "score.json"
 # trained models for the decision-impact measurement (a simpair home outside the repo; optional)
 TRAINED_CROSS = Path("/tmp/simhome2/models/msrp-cross-20261122T073847Z")
 TRAINED_BI = Path("/tmp/simhome2/models/bench-stsb-bi-soup-s42-s7")
-PARTS = ("fresh", "interleaved", "tiny", "impact")
+PARTS = ("fresh", "interleaved", "tiny", "impact", "default")
+# the default (`auto`) row's models: trained ones of a pipeline home (their dev splits are there)
+DEFAULT_HOME = Path("/tmp/homeC")
+DEFAULT_CROSS = DEFAULT_HOME / "models" / "msrp-cross-20261126T091007Z"
+DEFAULT_BI = DEFAULT_HOME / "models" / "stsb-bi-20261126T090718Z"
+MODEL_CACHE = Path.home() / ".cache" / "simpair-bench" / "models"
 OURS = {"torch": ("torch", "fp32"), "onnx": ("onnx", "fp32"), "torch_bf16": ("torch", "bf16")}
 
 
@@ -98,11 +115,13 @@ def _peak_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def worker_ours(model: Path, pairs: Path, threads: int, scores_out: Path, backend: str) -> dict:
+def worker_ours(
+    model: Path, pairs: Path, threads: int, scores_out: Path, backend: str, precision: str = "auto"
+) -> dict:
     from simpair.runtime.loading import load_pinned
     from simpair.scoring import score_inbox
 
-    load_pinned(str(model), threads, backend)
+    load_pinned(str(model), threads, backend, precision)
     loaded = _rss_mb()
     work = Path(tempfile.mkdtemp(prefix="bench-ours-"))
     try:
@@ -118,6 +137,7 @@ def worker_ours(model: Path, pairs: Path, threads: int, scores_out: Path, backen
             threads=threads,
             batch_size=BATCH,
             backend=backend,
+            precision=precision,
         )
         seconds = time.perf_counter() - began
         [output] = list((work / "out").glob("date=*/*.parquet"))
@@ -301,6 +321,114 @@ def worker_impact(cross_model: Path, bi_model: Path, threads: int, limit: int) -
     return result
 
 
+def _ref(model: Path) -> object:
+    """A pinned local model (version `local-…`: nothing is tagged on a registry)."""
+    from simpair.model_ref import ModelRef
+    from simpair.models import ModelMetadata
+
+    meta = ModelMetadata.read(model)
+    return ModelRef(model.name, "local-bench", "", str(model), meta.task, meta.kind)
+
+
+def worker_verdict(model: Path, home: Path, threads: int) -> dict:
+    """What `--precision auto` picks for the model, the way `simpair score` resolves it.
+
+    A model with no cached verdict is measured now on its dev split in `home` (the ladder), and the
+    verdict cached beside it, exactly as the first `auto` run of such a model does.
+    """
+    from simpair.models.precision_verdict import PrecisionVerdict
+    from simpair.runtime.resolve import resolve
+
+    had_one = PrecisionVerdict.read(model) is not None
+    began = time.perf_counter()
+    precision, why = resolve("auto", "auto", model=_ref(model), home=home)
+    verdict = PrecisionVerdict.read(model)
+    return {
+        "precision": precision,
+        "why": why,
+        "measured_now": not had_one,
+        "resolve_seconds": time.perf_counter() - began,
+        "verdict": verdict.to_dict() if verdict else None,
+    }
+
+
+def worker_default(model: Path, kind: str, pairs: Path, threads: int, slices: int) -> dict:
+    """Ours at `auto` (the model's cached verdict) and at fp32, and theirs on torch, taking turns.
+
+    Ours is the chunk scoring step (`score_columns`) of the default backend (`auto`: ONNX Runtime on
+    CPU); theirs is sentence-transformers on torch, the yardstick the side environment times too.
+    """
+    import st_backends  # benchmarks/st_backends.py: theirs, as simpair scores the same weights
+
+    from simpair.models.device import native_bf16, pick_device
+    from simpair.models.precision_verdict import PrecisionVerdict
+    from simpair.runtime.loading import load_pinned
+    from simpair.runtime.precision import allowed_rungs
+    from simpair.scoring.scorer import score_columns
+
+    device = pick_device("auto")
+    verdict = PrecisionVerdict.read(model)
+    chosen = verdict.choose(allowed_rungs("auto", device)).precision if verdict else "fp32"
+    ref = _ref(model)
+    table = pq.read_table(pairs, columns=["text_a", "text_b"])
+    text_a, text_b = table.column("text_a").to_pylist(), table.column("text_b").to_pylist()
+    methods = {
+        name: (lambda a, b, p=load_pinned(str(model), threads, "auto", prec), prec=prec:
+               score_columns(p, ref, "bench", a, b, np.zeros(len(a), bool), BATCH, precision=prec)
+               .column("score").to_numpy())
+        for name, prec in (("ours_fp32", "fp32"), ("ours_default", chosen))
+    }  # fmt: skip
+    methods["st"] = st_backends.scorer(kind, st_backends.load(kind, model, "st", MAX_LENGTH), model, BATCH)
+    return {**st_backends.take_turns(methods, text_a, text_b, slices), "chosen": chosen,
+            "bf16_native": native_bf16(device)}  # fmt: skip
+
+
+def worker_test_impact(model: Path, kind: str, chosen: str, threads: int) -> dict:
+    """Test-split quality of the chosen precision against fp32: MSRP F1 at the model's threshold, or STS-B
+    Spearman. The precision was chosen on the dev split; the test split is read here and only here."""
+    from scipy.stats import spearmanr
+
+    from simpair.evaluation.binary_classification import binary_metrics
+    from simpair.runtime.loading import load_pinned
+
+    a, b, gold = msrp_test_pairs(SHARED) if kind == "cross" else stsb_test_pairs(SHARED)
+    outs, result = {}, {"pairs": len(a), "chosen": chosen}
+    for precision in dict.fromkeys(("fp32", chosen)):
+        predictor = load_pinned(str(model), threads, "auto", precision)
+        outs[precision] = out = predictor.predict(a, b, batch_size=BATCH)
+        if kind == "cross":
+            metrics = binary_metrics(out["probability"], gold, predictor.threshold)
+            result[f"f1_{precision}"], result[f"accuracy_{precision}"] = metrics["f1"], metrics["accuracy"]
+        else:
+            result[f"spearman_{precision}"] = float(spearmanr(out["score"], gold).statistic)
+    got, want = outs[chosen], outs["fp32"]
+    result["max_abs_diff"] = float(np.abs(got["score"].astype(np.float64) - want["score"]).max())
+    if "label" in want:
+        result["label_flips"] = int((got["label"] != want["label"]).sum())
+    return result
+
+
+def _versions() -> dict[str, str]:
+    """The main environment's versions of what the default rows compare (theirs on torch runs here too)."""
+    from importlib.metadata import version
+
+    names = ("sentence-transformers", "transformers", "torch", "onnxruntime")
+    return {name: version(name) for name in names}
+
+
+def cpu_model() -> str:
+    """The CPU's model name and the vector extensions that decide the precision ladder here."""
+    info = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
+    name = next(
+        (line.split(":", 1)[1].strip() for line in info.splitlines() if line.startswith("model name")), ""
+    )
+    flags = set(
+        next((line.split(":", 1)[1].split() for line in info.splitlines() if line.startswith("flags")), [])
+    )
+    wanted = ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_bf16")
+    return f"{name or platform.processor()} ({', '.join(f for f in wanted if f in flags) or 'no AVX2'})"
+
+
 def run_worker(args: list[str], threads: int) -> dict:
     """One measurement in a fresh interpreter with pinned thread counts."""
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads),
@@ -369,6 +497,61 @@ def measure(label: str, model_kind: str, model: Path, st_model: Path | None, poo
     return row
 
 
+def model_copy(source: Path) -> Path:
+    """The model's files linked into a cache folder outside the repo, where its precision verdict is cached.
+
+    The product caches a verdict beside the model's metadata; the benchmark must not write into a
+    pipeline home's models, so it caches the verdict in this copy instead (a rerun reads it back).
+    """
+    copy = MODEL_CACHE / source.name
+    if not copy.is_dir():
+        copy.mkdir(parents=True)
+        for path in source.iterdir():
+            if path.name != "precision_verdict.json":
+                (copy / path.name).symlink_to(path.resolve(), target_is_directory=path.is_dir())
+    return copy
+
+
+def measure_default(label: str, kind: str, source: Path, home: Path, trained: bool, pool: list[str],
+                    n: int, threads: int, slices: int, work: Path) -> dict:  # fmt: skip
+    """The default (`auto`) row: ours at the model's chosen precision and at fp32, against every backend
+    of sentence-transformers, chained through theirs on torch (timed in both environments).
+
+    ours default / theirs X = (ours default / theirs torch, main env) / (X / theirs torch, side env).
+    """
+    import st_backends  # benchmarks/st_backends.py: the side environment and its workers
+
+    model = model_copy(source) if trained else source
+    verdict = run_worker(["verdict", str(model), str(home), "-", "-"], threads)
+    pairs = work / f"default-{kind}-{n}.parquet"
+    distinct = write_pairs(pool, n, pairs)
+    main_run = run_worker(["default", str(model), str(pairs), kind, str(slices)], threads)
+    side = st_backends.run(kind, source, pairs, threads, slices, work, MAX_LENGTH, BATCH)
+    rss = {}
+    for name, precision in (("ours_fp32", "fp32"), ("ours_default", "auto")):
+        out = run_worker(
+            ["ours", str(model), str(pairs), str(work / f"{name}.npy"), f"auto:{precision}"], threads
+        )
+        rss[name] = out["peak_rss_mb"]
+    test = run_worker(["test-impact", str(model), kind, main_run["chosen"], "-"], threads)
+    mine, theirs = main_run["pairs_per_s"], side["pairs_per_s"]
+    row = {
+        "model": label, "kind": kind, "source": str(source), "trained": trained, "pairs": n,
+        "threads": threads, "distinct_share": distinct, "chosen": main_run["chosen"], "why": verdict["why"],
+        "verdict_measured_now": verdict["measured_now"], "verdict": verdict["verdict"],
+        "bf16_native": main_run["bf16_native"], "main": main_run, "side": side, "peak_rss_mb": rss,
+        "test": test,
+        # ratios to theirs on torch in each environment, and ours chained through it
+        "ours_default_vs_st": mine["ours_default"] / mine["st"],
+        "ours_fp32_vs_st": mine["ours_fp32"] / mine["st"],
+        **{f"{b}_vs_st": theirs[b] / theirs["st"] for b in st_backends.BACKENDS[1:]},
+        **{f"ours_default_vs_{b}": (mine["ours_default"] / mine["st"]) / (theirs[b] / theirs["st"])
+           for b in st_backends.BACKENDS[1:]},
+    }  # fmt: skip
+    print(json.dumps(row), flush=True)
+    return row
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -387,11 +570,17 @@ def main() -> None:
     parser.add_argument(
         "--parts", nargs="+", choices=PARTS, default=list(PARTS),
         help="fresh: fresh-process rows of the real models; interleaved: taking turns (fp32 + bf16); "
-        "tiny: RSS flatness rows; impact: bf16 decision impact on MSRP/STS-B test pairs",
+        "tiny: RSS flatness rows; impact: bf16 decision impact on MSRP/STS-B test pairs; "
+        "default: ours at --precision auto against sentence-transformers' fast backends (side venv)",
     )  # fmt: skip
     parser.add_argument("--impact-pairs", type=int, default=100_000, help="test pairs per dataset for impact")
     parser.add_argument("--impact-cross", type=Path, default=TRAINED_CROSS, help="trained paraphrase model")
     parser.add_argument("--impact-bi", type=Path, default=TRAINED_BI, help="trained STS bi-encoder")
+    parser.add_argument("--default-home", type=Path, default=DEFAULT_HOME, help="pipeline home of the models")
+    parser.add_argument("--default-cross", type=Path, default=DEFAULT_CROSS, help="trained paraphrase model")
+    parser.add_argument("--default-bi", type=Path, default=DEFAULT_BI, help="trained STS bi-encoder")
+    parser.add_argument("--default-cross-pairs", type=int, default=500)
+    parser.add_argument("--default-bi-pairs", type=int, default=1500)
     parser.add_argument(
         "--append-quick", action="store_true",
         help="with --quick: append the result to score.json's quick_runs (the full-run rows stay)",
@@ -406,8 +595,17 @@ def main() -> None:
             out = worker_interleaved(Path(model), backend, Path(scores), Path(pairs), args.threads, slices=20)
         elif role == "impact":  # cross model, bi model, pair limit, -
             out = worker_impact(Path(model), Path(pairs), args.threads, int(scores))
-        elif role == "ours":
-            out = worker_ours(Path(model), Path(pairs), args.threads, Path(scores), backend)
+        elif role == "verdict":  # model, home, -, -
+            out = worker_verdict(Path(model), Path(pairs), args.threads)
+        elif role == "default":  # model, pairs, kind, slices
+            out = worker_default(Path(model), scores, Path(pairs), args.threads, int(backend))
+        elif role == "test-impact":  # model, kind, chosen precision, -
+            out = worker_test_impact(Path(model), pairs, scores, args.threads)
+        elif role == "ours":  # backend[:precision]
+            backend, _, precision = backend.partition(":")
+            out = worker_ours(
+                Path(model), Path(pairs), args.threads, Path(scores), backend, precision or "auto"
+            )
         else:
             out = worker_st(Path(model), role.removeprefix("st-"), Path(pairs), args.threads, Path(scores))
         print(json.dumps(out))
@@ -451,6 +649,17 @@ def main() -> None:
             cross, bi = cross or models["backbone-cross"], bi or models["backbone-bi"]
             impact = run_worker(["impact", str(cross), str(bi), str(args.impact_pairs), "-"], args.threads)
             print(json.dumps(impact), flush=True)
+        default_rows = []
+        if "default" in parts:
+            for kind, source, n in (("cross", args.default_cross, args.default_cross_pairs),
+                                    ("bi", args.default_bi, args.default_bi_pairs)):  # fmt: skip
+                trained = (source / "simpair.json").is_file()
+                label = (
+                    f"{source.name} (trained)" if trained else f"backbone {kind}-encoder (untrained, proxy)"
+                )
+                model = source if trained else models[f"backbone-{kind}"]
+                default_rows.append(measure_default(label, kind, model, args.default_home, trained, pool,
+                                                    n, args.threads, 20, work))  # fmt: skip
     finally:
         shutil.rmtree(work, ignore_errors=True)
     result = {
@@ -460,20 +669,35 @@ def main() -> None:
         "command": "nice -n 10 .venv/bin/python benchmarks/score.py"
         + (f" --threads {args.threads}" if args.threads != 2 else "")
         + (" --quick" if args.quick else "")
-        + (f" --parts {' '.join(args.parts)}" if parts != set(PARTS) else ""),
+        + (f" --parts {' '.join(args.parts)}" if parts != set(PARTS) else "")
+        + (f" --default-cross-pairs {args.default_cross_pairs}" if args.default_cross_pairs != 500 else "")
+        + (f" --default-bi-pairs {args.default_bi_pairs}" if args.default_bi_pairs != 1500 else ""),
         "sentence_pool": len(pool),
         "rows": rows,
     }
     if impact is not None:
         result["bf16_impact"] = impact
+    if default_rows:
+        result["default_precision"] = {
+            key: result[key] for key in ("when", "machine", "threads", "command")
+        } | {
+            "cpu": cpu_model(),
+            "loadavg_end": os.getloadavg(),
+            "main_versions": _versions(),
+            "rows": default_rows,
+        }
     print(markdown(result))
     if args.quick and args.append_quick:
         saved = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
         saved.setdefault("quick_runs", []).append(result)
         RESULTS.write_text(json.dumps(saved, indent=2) + "\n")
+    saved = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
+    if not args.quick and default_rows and parts != set(PARTS):  # the default rows alone: merged in
+        saved["default_precision"] = result["default_precision"]
+        RESULTS.write_text(json.dumps(saved, indent=2) + "\n")
     if not args.quick and parts == set(PARTS):  # a partial run must not replace the full table
         RESULTS.parent.mkdir(parents=True, exist_ok=True)
-        RESULTS.write_text(json.dumps(result, indent=2) + "\n")
+        RESULTS.write_text(json.dumps(saved | result, indent=2) + "\n")  # older keys (quick runs) kept
         import pages  # benchmarks/pages.py: both docs pages, from the results JSON
 
         pages.write()

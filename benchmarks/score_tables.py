@@ -27,6 +27,8 @@ def markdown(result: dict) -> str:
         "",
         *tables(result),
         "",
+        *default_markdown(result.get("default_precision")),
+        "",
         *result.get("findings", []),
         "",
     ]
@@ -141,4 +143,95 @@ def bf16_markdown(result: dict) -> list[str]:
             f"{sts['spearman_fp32']:.4f} → {sts['spearman_bf16']:.4f}; fp32 vs bf16 "
             f"{sts['spearman_fp32_vs_bf16']:.5f} |",
         ]
+    return lines
+
+
+def _verdict_cell(row: dict) -> str:
+    """'int8: 0.2% dev flips, F1 -0.001' for the chosen rung (or what refused the faster ones)."""
+    verdict = row.get("verdict") or {}
+    rungs = {r["precision"]: r for r in verdict.get("rungs", ())}
+    parts = []
+    for name in ("bf16", "int8"):
+        r = rungs.get(name)
+        if r is None:
+            continue
+        if r["verdict"] == "skipped":
+            parts.append(f"{name} skipped (no native bf16)" if name == "bf16" else f"{name} skipped")
+            continue
+        flips = "" if r.get("label_flip_share") is None else f"{r['label_flip_share']:.1%} flips, "
+        parts.append(
+            f"{name} {r['verdict']} ({flips}{verdict.get('metric', 'metric')} {r['metric_delta']:+.4f})"
+        )
+    where = (
+        f" on {verdict['pairs']:,} pairs of {verdict['dev_split']}" if verdict else " (no dev split: fp32)"
+    )
+    return f"**{row['chosen']}**; " + "; ".join(parts) + where
+
+
+def default_markdown(run: dict | None) -> list[str]:
+    """The default (`--precision auto`) rows: ours against sentence-transformers' fast backends.
+
+    Two ratios to each backend: chained through theirs on torch (timed in both environments, each
+    taking turns with the others), and direct (pairs/s of the two interleaved runs, minutes apart).
+    They differ by how fast the two environments run theirs on torch (transformers 5 against 4).
+    """
+    if not run:
+        return []
+    load = " / ".join(f"{x:.1f}" for x in run["loadavg_end"])
+    lines = [
+        f"**Default precision (`auto`) against sentence-transformers' backends**, measured {run['when']} on "
+        f"{run['cpu']}, {run['threads']} threads, load {load} at the end. Ours: the default backend at the "
+        "precision the model's cached verdict picks (and fp32), taking turns with theirs on torch; "
+        "theirs: `backend=` torch / onnx / openvino / onnx + dynamic int8, taking turns in a side virtual "
+        "environment (`benchmarks/st_backends.py`). Chained: (ours ÷ theirs torch) ÷ (X ÷ theirs torch); "
+        "direct: the pairs/s of the two runs.",
+        "",
+        "| model | pairs | ours default (precision) / fp32 pairs/s | ST torch pairs/s, main / side env "
+        "| ST onnx / openvino / onnx-int8 pairs/s | ours default ÷ ST torch "
+        "| **ours default ÷ ST openvino**, chained / direct "
+        "| ours default ÷ ST onnx-int8, chained / direct |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in run["rows"]:
+        mine, theirs = r["main"]["pairs_per_s"], r["side"]["pairs_per_s"]
+        direct = {b: mine["ours_default"] / theirs[b] for b in ("st_openvino", "st_onnx_int8")}
+        lines.append(
+            f"| {r['model']} | {r['pairs']:,} | {mine['ours_default']:.1f} ({r['chosen']}) / "
+            f"{mine['ours_fp32']:.1f} | {mine['st']:.1f} / {theirs['st']:.1f} | {theirs['st_onnx']:.1f} / "
+            f"{theirs['st_openvino']:.1f} / {theirs['st_onnx_int8']:.1f} | {r['ours_default_vs_st']:.2f}× | "
+            f"**{r['ours_default_vs_st_openvino']:.2f}× / {direct['st_openvino']:.2f}×** "
+            f"| {r['ours_default_vs_st_onnx_int8']:.2f}× / {direct['st_onnx_int8']:.2f}× |"
+        )
+    lines += [
+        "",
+        "| model | chosen (dev verdict) | max abs diff vs ST torch: ours default / openvino / onnx-int8 "
+        "| peak RSS MB: ours default / ST torch / openvino / onnx-int8 | test split: fp32 → chosen |",
+        "|---|---|---:|---:|---|",
+    ]
+    for r in run["rows"]:
+        diff, theirs = r["main"]["max_abs_diff_vs_st"], r["side"]["max_abs_diff_vs_st"]
+        rss, test, chosen = r["side"]["peak_rss_mb"], r["test"], r["chosen"]
+        metric = "f1" if r["kind"] == "cross" else "spearman"
+        quality = f"{metric} {test[f'{metric}_fp32']:.4f} → {test[f'{metric}_{chosen}']:.4f}"
+        if "label_flips" in test:
+            quality += f" ({test['label_flips']} of {test['pairs']:,} labels flip)"
+        else:
+            quality += f" ({test['pairs']:,} pairs, max score change {test['max_abs_diff']:.1e})"
+        lines.append(
+            f"| {r['model']} | {_verdict_cell(r)} | {diff['ours_default']:.1e} / "
+            f"{theirs['st_openvino']:.1e} / {theirs['st_onnx_int8']:.1e} | "
+            f"{_fmt(r['peak_rss_mb']['ours_default'])} / {_fmt(rss['st'])} / "
+            f"{_fmt(rss['st_openvino'])} / {_fmt(rss['st_onnx_int8'])} | {quality} |"
+        )
+    first = run["rows"][0]["side"] if run["rows"] else {}
+    if first:
+        versions = ", ".join(f"{k} {v}" for k, v in sorted(first.get("versions", {}).items()))
+        lines += [
+            "",
+            f"OpenVINO's default inference precision here: {first['openvino_inference_precision']}; "
+            f"ONNX int8 config: {first['quantization_config']}. Side environment: {versions}.",
+        ]
+    if run.get("main_versions"):
+        main = ", ".join(f"{k} {v}" for k, v in sorted(run["main_versions"].items()))
+        lines.append(f"Main environment: {main}.")
     return lines
