@@ -2,7 +2,7 @@
 
 Trainings in parallel processes would otherwise draw their bars over one another on one line.
 Whoever starts the processes gives each a slot (0 .. jobs-1, never two running at once on one),
-and the slot travels in the environment because the trainer runs in a spawned process.
+and the slot travels in the environment because the trainer runs in a worker process.
 """
 
 from __future__ import annotations
