@@ -71,12 +71,23 @@ def one_thread() -> Iterator[None]:
 
 
 @pytest.fixture(scope="session")
-def prefect_api() -> Iterator[None]:
-    """One temporary Prefect API for the whole session (its first start migrates SQLite: ~20 s)."""
-    from prefect.testing.utilities import prefect_test_harness
+def prefect_api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """One temporary Prefect API for the whole session, Prefect's own test harness, started on a copy
+    of a database migrated once per run (`prefect_template`): 6 CPU s to start instead of 16."""
+    import prefect.testing.utilities as harness
+    from prefect.settings import PREFECT_API_BLOCKS_REGISTER_ON_START, temporary_settings
+    from prefect_template import migrated_database, seeded_dir
 
-    with prefect_test_harness(server_startup_timeout=120):
-        yield
+    base = tmp_path_factory.getbasetemp()
+    template = migrated_database(base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base)
+    with pytest.MonkeyPatch.context() as patch:  # the harness names its database folder with mkdtemp
+        patch.setattr(harness, "mkdtemp", lambda: str(seeded_dir(template, base / "prefect-api")))
+        with (
+            temporary_settings(updates={PREFECT_API_BLOCKS_REGISTER_ON_START: False}),
+            harness.prefect_test_harness(server_startup_timeout=120),
+        ):
+            patch.undo()
+            yield
 
 
 def _register_hypothesis_profiles() -> None:
