@@ -7,17 +7,45 @@ outputs plus two lexical-overlap features, fitted on the members' shared dev spl
 (`kind: stacked`) that `simpair.predictors.load_predictor`, evaluation, the registry and bulk scoring
 all accept. A cascade (`kind: cascade`, `simpair.ensemble.cascade`) runs a bi-encoder on every pair
 and its cross-encoder only on the pairs a dev-fitted band marks as uncertain.
+
+The names below load on first use: a nightly profile checks whether a task's config is a stack
+(`simpair.ensemble.config`), and that must not import torch, transformers and scikit-learn (about
+9 s of CPU here) in a process that only reads the profile.
 """
 
-from simpair.ensemble.cascade import CASCADE_FILE, CascadePredictor, CascadeSpec, compare_with_cross
-from simpair.ensemble.cascade_fit import fit_cascade
-from simpair.ensemble.config import StackConfig, is_stack_config
-from simpair.ensemble.features import LEXICAL_FEATURES, lexical_features
-from simpair.ensemble.fit import fit_stack
-from simpair.ensemble.soup import fit_soup
-from simpair.ensemble.stacked import STACK_FILE, StackedPredictor, StackSpec
-from simpair.ensemble.train import StackResult, train_stack
+from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from simpair.ensemble.cascade import CASCADE_FILE, CascadePredictor, CascadeSpec, compare_with_cross
+    from simpair.ensemble.cascade_fit import fit_cascade
+    from simpair.ensemble.config import StackConfig, is_stack_config
+    from simpair.ensemble.features import LEXICAL_FEATURES, lexical_features
+    from simpair.ensemble.fit import fit_stack
+    from simpair.ensemble.soup import fit_soup
+    from simpair.ensemble.stacked import STACK_FILE, StackedPredictor, StackSpec
+    from simpair.ensemble.train import StackResult, train_stack
+
+_EXPORTS = {
+    "CASCADE_FILE": "simpair.ensemble.cascade",
+    "CascadePredictor": "simpair.ensemble.cascade",
+    "CascadeSpec": "simpair.ensemble.cascade",
+    "LEXICAL_FEATURES": "simpair.ensemble.features",
+    "STACK_FILE": "simpair.ensemble.stacked",
+    "StackConfig": "simpair.ensemble.config",
+    "StackResult": "simpair.ensemble.train",
+    "StackSpec": "simpair.ensemble.stacked",
+    "StackedPredictor": "simpair.ensemble.stacked",
+    "compare_with_cross": "simpair.ensemble.cascade",
+    "fit_cascade": "simpair.ensemble.cascade_fit",
+    "fit_soup": "simpair.ensemble.soup",
+    "fit_stack": "simpair.ensemble.fit",
+    "is_stack_config": "simpair.ensemble.config",
+    "lexical_features": "simpair.ensemble.features",
+    "train_stack": "simpair.ensemble.train",
+}
 __all__ = [
     "CASCADE_FILE",
     "LEXICAL_FEATURES",
@@ -36,3 +64,9 @@ __all__ = [
     "lexical_features",
     "train_stack",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(_EXPORTS[name]), name)
