@@ -86,7 +86,10 @@ def test_refused_int8_and_skipped_bf16_leave_fp32_with_scores_equal_to_fp32(
     dev_ids = _ingest_toy(home, tmp_path)
     edge = _knife_edge(tmp_path / "edge", dev_ids, home)
 
-    verdict = ladder.measure(edge, home, threads=1)
+    import torch
+
+    verdict = ladder.measure(edge, home, threads=2)
+    assert torch.get_num_threads() == 1  # measured on 2 threads; the process keeps the count it had
     assert verdict.rung("bf16").verdict == "skipped" and "no native bf16" in verdict.rung("bf16").reason
     int8 = verdict.rung("int8")
     assert int8.verdict == "refused" and int8.label_flip_share > 0.005 and "of dev labels flip" in int8.reason

@@ -158,7 +158,23 @@ def _timed(predictor: Any, text_a: list[str], text_b: list[str]) -> tuple[dict[s
 def measure(
     model_dir: Path, home: Path, limits: Limits | None = None, threads: int | None = None
 ) -> PrecisionVerdict:
-    """Run every rung of the ladder on the model's dev pairs, each against fp32, and judge it."""
+    """Run every rung of the ladder on the model's dev pairs, each against fp32, and judge it.
+
+    Loading a model for a rung sets torch's thread count for the process (a scoring process wants
+    that); a night measures in the middle of its own work, so the count it had is put back after.
+    Left at every core, the rest of a night on a shared machine ran its small forward passes with
+    spinning threads: the smoke night's gate took 5x the CPU (2026-11-26).
+    """
+    import torch
+
+    threads_before = torch.get_num_threads()
+    try:
+        return _measure(model_dir, home, limits, threads)
+    finally:
+        torch.set_num_threads(threads_before)
+
+
+def _measure(model_dir: Path, home: Path, limits: Limits | None, threads: int | None) -> PrecisionVerdict:
     from simpair.models.device import native_bf16, pick_device
     from simpair.runtime.loading import default_threads, load_pinned
 
