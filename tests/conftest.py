@@ -59,6 +59,19 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return path
 
 
+@pytest.fixture(autouse=True)
+def _torch_threads_put_back() -> Iterator[None]:
+    """Each test leaves torch's thread count as it found it: loading a model for scoring sets it to
+    every core for the process, and a pytest worker that kept that ran every later test's small
+    forward passes on spinning threads while three other workers shared the two cores."""
+    torch = sys.modules.get("torch")
+    before = torch.get_num_threads() if torch is not None else int(os.environ.get("OMP_NUM_THREADS", "1"))
+    yield
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.get_num_threads() != before:
+        torch.set_num_threads(before)
+
+
 @pytest.fixture
 def one_thread() -> Iterator[None]:
     """One torch thread for the test (tiny models run fastest so; the machine is shared), then restored."""
