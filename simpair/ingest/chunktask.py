@@ -9,7 +9,7 @@ flagged ones the per-record code, and the chunk's rows are checked and written a
 from __future__ import annotations
 
 from collections import Counter, deque
-from concurrent.futures import Executor, Future, wait
+from concurrent.futures import Executor, Future, ThreadPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -55,10 +55,20 @@ def parse_chunk(
 
     With `writes` its parts are written on that thread (the caller drains it before reading them).
     """
+    return finish_chunk(ctx, number, _fast(ctx, first, chunk), writes)
+
+
+def _fast(ctx: FileContext, first: int, chunk: bytes) -> fastpath.FastChunk:
+    return fastpath.parse_chunk(chunk, first, ctx.contract, ctx.positions, ctx.split, ctx.tag)
+
+
+def finish_chunk(
+    ctx: FileContext, number: int, fast: fastpath.FastChunk, writes: BackgroundWrites | None = None
+) -> ChunkResult:
+    """The flagged lines through the per-record code, then the chunk's rows checked and written as parts."""
     contract = ctx.contract
     fmt = contract.format
     assert fmt.delimiter is not None
-    fast = fastpath.parse_chunk(chunk, first, contract, ctx.positions, ctx.split, ctx.tag)
     out = ChunkResult(records=len(fast.field_counts))
     out.stats["crlf_lines"] += fast.crlf
     out.stats["whitespace_fixes"] += fast.whitespace_fixes
@@ -108,7 +118,10 @@ class ChunkRunner:
     """Parses a file's chunks in order: in this process, or on the worker pool once a second one comes.
 
     Results are merged in chunk order, so parts stay in line order. At most two chunks per worker are
-    in flight, which bounds the bytes held here whatever the file's size.
+    in flight, which bounds the bytes held here whatever the file's size. In this process the work is
+    split in two stages: the vectorised pass over a chunk here, its flagged lines, checks and parts on
+    a second thread while the next chunk's pass runs (numpy and polars release the GIL); one chunk
+    waits between them.
     """
 
     def __init__(self, context: FileContext, workers_: int, writes: BackgroundWrites | None = None) -> None:
@@ -121,11 +134,12 @@ class ChunkRunner:
         self.executor: Executor | None = None
         self.inline = workers_ <= 1
         self.result = ChunkResult()
+        self.stage: ThreadPoolExecutor | None = None  # the second stage of chunks parsed here
 
     def add(self, first: int, chunk: bytes) -> None:
         self.count += 1
         if self.inline:
-            merge(self.result, parse_chunk(self.context, self.count, first, chunk, self.writes))
+            self._here(self.count, first, chunk)
             return
         if self.executor is None:  # one chunk alone is not worth a pool: wait for a second
             self.held.append((self.count, first, chunk))
@@ -136,12 +150,21 @@ class ChunkRunner:
             if self.executor is None:
                 self.inline = True
                 for number, start, data in held:
-                    merge(self.result, parse_chunk(self.context, number, start, data, self.writes))
+                    self._here(number, start, data)
                 return
             for number, start, data in held:
                 self._submit(number, start, data)
             return
         self._submit(self.count, first, chunk)
+
+    def _here(self, number: int, first: int, chunk: bytes) -> None:
+        """Parse a chunk in this process: its vectorised pass now, the rest on the second stage."""
+        fast = _fast(self.context, first, chunk)
+        if self.stage is None:
+            self.stage = ThreadPoolExecutor(max_workers=1, thread_name_prefix="simpair-chunk")
+        self.pending.append(self.stage.submit(finish_chunk, self.context, number, fast, self.writes))
+        while len(self.pending) > 1:
+            self._collect()
 
     def _submit(self, number: int, first: int, chunk: bytes) -> None:
         assert self.executor is not None
@@ -158,7 +181,7 @@ class ChunkRunner:
 
     def finish(self) -> ChunkResult:
         for number, first, chunk in self.held:
-            merge(self.result, parse_chunk(self.context, number, first, chunk, self.writes))
+            self._here(number, first, chunk)
         self.held = []
         while self.pending:
             self._collect()
@@ -170,3 +193,5 @@ class ChunkRunner:
             future.cancel()
         wait(self.pending)
         self.pending.clear()
+        if self.stage is not None:
+            self.stage.shutdown(wait=True)

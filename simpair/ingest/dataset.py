@@ -14,6 +14,7 @@ import shutil
 import tempfile
 from collections import Counter
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
@@ -34,6 +35,8 @@ from simpair.ingest.writer import TMP_PREFIX, remove_leftovers, set_current, wri
 log = logging.getLogger(__name__)
 # A new version that fails a split guard is written here for inspection, never made current.
 REJECTED = "rejected"
+# Files hashed at once: two cores, or a few object-store reads in flight.
+_HASH_THREADS = 4
 
 
 @dataclass
@@ -45,23 +48,34 @@ class SourceFile:
 
 
 def resolve_files(contract: Contract, root: SourceRoot) -> list[SourceFile]:
-    """Every file of every split, hashed as a stream; a pattern that matches nothing fails the source."""
+    """Every file of every split, hashed as a stream; a pattern that matches nothing fails the source.
+
+    The files are hashed on a few threads at once (reads and sha256 release the GIL); errors come in
+    the order a one-by-one pass would meet them.
+    """
     groups: list[tuple[SplitFiles | None, str, str]] = []
     if contract.split_column is not None:
         groups.append((None, contract.split_column.pattern, "split_column"))
     else:
         groups += [(spec, contract.split_pattern(spec), f"split {spec.split!r}") for spec in contract.files]
-    out: list[SourceFile] = []
-    for spec, pattern, what in groups:
-        names = root.glob(pattern)
-        if not names:
-            raise SourceFileError(
-                f"{root.display(pattern)}: no file matches the pattern of {what} "
-                f"(contract {contract.source_path})"
-            )
-        for name, tag in zip(names, file_tags(names), strict=True):
-            out.append(SourceFile(spec, name, root.sha256(name), tag))
-    return out
+    found: list[tuple[SplitFiles | None, str, str, Future[str]]] = []
+    with ThreadPoolExecutor(max_workers=_HASH_THREADS, thread_name_prefix="simpair-hash") as pool:
+        try:
+            for spec, pattern, what in groups:
+                names = root.glob(pattern)
+                if not names:
+                    for *_, digest in found:  # a file before it that cannot be read fails first
+                        digest.result()
+                    raise SourceFileError(
+                        f"{root.display(pattern)}: no file matches the pattern of {what} "
+                        f"(contract {contract.source_path})"
+                    )
+                for name, tag in zip(names, file_tags(names), strict=True):
+                    found.append((spec, name, tag, pool.submit(root.sha256, name)))
+            return [SourceFile(spec, name, digest.result(), tag) for spec, name, tag, digest in found]
+        finally:
+            for *_, digest in found:
+                digest.cancel()
 
 
 def file_tags(names: list[str]) -> list[str]:

@@ -9,7 +9,8 @@ whole-file code wrote it in. Counts for the report come from these same passes.
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, deque
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -19,7 +20,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from simpair.contracts import Contract
-from simpair.ingest import dedupe, extras
+from simpair.ingest import dedupe, extras, leakage
 from simpair.ingest.background import BackgroundWrites
 from simpair.ingest.batches import QUARANTINE_ORDER, QUARANTINE_PART_SCHEMA, split_index
 from simpair.ingest.parse import FileResult
@@ -119,14 +120,21 @@ def write_outputs(
                for spec in contract.files}  # fmt: skip
     clean: Counter[str] = Counter()
     quarantine_parts = [p for r in results for p in r.quarantine_parts]
+    hashes: dict[str, list[pl.Series] | None] = {split: [] for split in writers}  # for `leakage`
     try:
-        with BackgroundWrites() as writes:  # row groups are encoded while the next part is read
+        with ExitStack() as stack:  # row groups are encoded while the next part is read
+            # one thread per split file: on two cores train's row groups are encoded beside dev's and test's
+            writes = {split: stack.enter_context(BackgroundWrites()) for split in writers}
             version_id = meta["simpair.dataset_version"]
-            _write_clean(contract, parts, dups, updates, types, schema, writers, writes, clean,
-                         quarantine_parts, work, version_id, sources)  # fmt: skip
+            sequence = _part_order([r.split for r in results for _ in r.parts])
+            _write_clean(contract, parts, sequence, dups, updates, types, schema, writers, writes, clean,
+                         quarantine_parts, work, version_id, sources, hashes)  # fmt: skip
     finally:
         for writer in writers.values():
             writer.close()
+    for split, split_hashes in hashes.items():
+        if split_hashes is not None:
+            leakage.remember_hashes(out / f"{split}.parquet", split_hashes)
     quarantine = _write_quarantine(contract, quarantine_parts, out / "quarantine.parquet", meta)
     files = {f"{spec.split}.parquet": out / f"{spec.split}.parquet" for spec in contract.files}
     files["quarantine.parquet"] = out / "quarantine.parquet"
@@ -134,27 +142,55 @@ def write_outputs(
     return Outputs(files, clean_counts, quarantine, types, found.conflicts)
 
 
+def _part_order(splits: list[str | None]) -> list[int]:
+    """The parts' numbers in the order `_write_clean` takes them: each split's parts in their own order,
+    the splits interleaved in proportion to their parts, so every split file's writer has work at once.
+
+    Each split file still gets its rows in line order. Parts whose rows may go to any split (a
+    `split_column` source) keep their order.
+    """
+    if None in splits or len(set(splits)) < 2:
+        return list(range(len(splits)))
+    lanes: dict[str | None, deque[int]] = {}
+    for number, split in enumerate(splits):
+        lanes.setdefault(split, deque()).append(number)
+    sizes = {split: len(lane) for split, lane in lanes.items()}
+    order: list[int] = []
+    while lanes:  # the split least far along (by share of its parts) goes next
+        split = min(lanes, key=lambda s: ((sizes[s] - len(lanes[s])) / sizes[s], lanes[s][0]))
+        order.append(lanes[split].popleft())
+        if not lanes[split]:
+            del lanes[split]
+    return order
+
+
 def _write_clean(
     contract: Contract,
     parts: list[Path],
+    sequence: list[int],
     dups: dict[int, pl.DataFrame],
     updates: dict[int, pl.DataFrame],
     types: dict[str, str],
     schema: pa.Schema,
     writers: dict[str, pq.ParquetWriter],
-    writes: BackgroundWrites,
+    writes: dict[str, BackgroundWrites],
     clean: Counter[str],
     quarantine_parts: list[Path],
     work: Path,
     version: str,
     sources: dict[int, tuple[str, str]],
+    hashes: dict[str, list[pl.Series] | None],
 ) -> None:
-    """Each part's rows less its duplicates, extras typed, appended to its split's file as row groups."""
+    """Each part's rows less its duplicates, extras typed, appended to its split's file as row groups.
+
+    The leakage hashes of each split's rows are taken here too (`leakage.remember_hashes`), on this
+    thread while the splits' threads encode: none for a split past what leakage keeps.
+    """
     order = split_index(contract)
     dup_lines = {index: np.sort(rows["line"].to_numpy()) for index, rows in dups.items()}
     duplicates: list[pl.DataFrame] = []  # duplicates of every part, quarantined together at the end
-    for number, part in enumerate(parts):
-        frame = _with_source(pl.read_parquet(part), sources)
+    for number in sequence:
+        frame = _with_source(pl.read_parquet(parts[number]), sources)
         mine = dups.get(int(frame["file_index"][0])) if frame.height else None
         rejects: list[pl.DataFrame] = []
         if mine is not None:  # a mask, not joins: only the few hits are copied
@@ -195,9 +231,14 @@ def _write_clean(
             groups: list[tuple[object, pl.DataFrame]] = [(table["split"][0], table)]
         else:
             groups = [(key, rows) for (key,), rows in table.group_by("split")]
-        for split, rows in groups:
-            writes.submit(_append, writers[str(split)], rows, schema)
+        for split, rows in groups:  # the Arrow copy is made here, the encoding on the split's thread
+            writes[str(split)].submit(writers[str(split)].write_table, rows.to_arrow().cast(schema))
             clean[str(split)] += rows.height
+            kept = hashes[str(split)]
+            if kept is not None and clean[str(split)] <= leakage.CACHE_ROWS:
+                kept.append(rows.select(leakage.leakage_hash()).to_series())
+            else:
+                hashes[str(split)] = None
     _quarantine_duplicates(duplicates, order, work, len(parts), quarantine_parts)
 
 
@@ -234,10 +275,6 @@ def _among(lines: np.ndarray, sorted_lines: np.ndarray) -> pl.Series:
     """Whether each line is one of `sorted_lines` (a binary search each: cheaper than a hash set per part)."""
     at = np.searchsorted(sorted_lines, lines).clip(max=max(len(sorted_lines) - 1, 0))
     return pl.Series(sorted_lines[at] == lines if len(sorted_lines) else np.zeros(len(lines), dtype=bool))
-
-
-def _append(writer: pq.ParquetWriter, rows: pl.DataFrame, schema: pa.Schema) -> None:
-    writer.write_table(rows.to_arrow().cast(schema))
 
 
 def _with_mean_scores(frame: pl.DataFrame, scores: pl.DataFrame) -> pl.DataFrame:

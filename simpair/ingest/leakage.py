@@ -8,9 +8,10 @@ Identity is `simpair.pairs.pair_key` on cleaned texts, so a pair with its senten
 differing only in whitespace or mojibake, still counts. The splits are read in batches and compared
 out of core (`simpair.ingest.spill`): a hash pass finds the few pairs that occur in more than one
 place, and only those are joined on their exact texts; sha1 `pair_key`s are computed for the
-reported rows alone. The report is recomputed only when the set of current dataset versions
-changes, and written atomically with its counts in the file's metadata, so reusing it reads none of
-its rows.
+reported rows alone. Split files this process has just written come with their hashes
+(`remember_hashes`), so the hash pass reads only the others. The report is recomputed only when
+the set of current dataset versions changes, and written atomically with its counts in the file's
+metadata, so reusing it reads none of its rows.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from __future__ import annotations
 import json
 import shutil
 import tempfile
+import threading
+from collections import OrderedDict
 from pathlib import Path
 
 import polars as pl
@@ -37,6 +40,11 @@ _COUNTS_KEY = b"simpair.leakage_counts"
 LEAKAGE_CODE_VERSION = "3"
 _SORT = ["dataset", "split", "train_dataset", "train_split", "pair_id", "train_pair_id"]
 _SPLIT = 1 << 40  # pos = split number * 2**40 + row number inside the split
+# Split files' hashes kept by `remember_hashes`: at most this many rows, which the hash pass holds in
+# memory anyway (one bucket).
+CACHE_ROWS = spill.BUCKET_ROWS * 8
+_cache: OrderedDict[tuple[int, int, int, int], pl.Series] = OrderedDict()
+_cache_lock = threading.Lock()
 
 
 class LeakageInputError(ValueError):
@@ -52,20 +60,61 @@ def _readable(path: Path, dataset: str, split: str) -> Path:
     return path
 
 
-def _splits(catalog: Catalog) -> pl.LazyFrame | None:
-    """Every split of every current dataset as one lazy scan, with its role and a global row pos.
+def leakage_hash() -> pl.Expr:
+    """The hash pass's key of a row of a split (text_a, text_b in either order)."""
+    return spill.pair_hash("text_a", "text_b", 17)
+
+
+def _identity(path: Path) -> tuple[int, int, int, int]:
+    stat = path.stat()
+    return stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns
+
+
+def remember_hashes(path: Path, hashes: list[pl.Series]) -> None:
+    """Keep the `leakage_hash` of every row of a split file this process just wrote, in row order.
+
+    The next leakage report in this process then reads no texts of that file for its hash pass (a
+    2M-row source: the whole report, 0.9 s of CPU, 2026-11-26); the hashes are computed while the
+    rows are in memory, beside the encoding of the file. The file is known by device, inode, size
+    and modification time, which a move into the version folder keeps; at most `CACHE_ROWS` hashes
+    are kept (8 bytes a row), the oldest dropped first.
+    """
+    rows = sum(len(h) for h in hashes)
+    if rows > CACHE_ROWS:
+        return
+    found = pl.concat(hashes) if hashes else pl.Series("h", [], dtype=pl.UInt64)
+    with _cache_lock:
+        _cache[_identity(path)] = found.alias("h")
+        while sum(len(h) for h in _cache.values()) > CACHE_ROWS:
+            _cache.popitem(last=False)
+
+
+def _remembered(path: Path) -> pl.Series | None:
+    """The hashes `remember_hashes` kept for this very file, if any (and if its rows still match)."""
+    with _cache_lock:
+        found = _cache.get(_identity(path))
+    if found is None or len(found) != pq.ParquetFile(path).metadata.num_rows:
+        return None
+    return found
+
+
+def _splits(catalog: Catalog) -> tuple[pl.LazyFrame, pl.LazyFrame] | None:
+    """Every split of every current dataset as one lazy scan, with its role and a global row pos;
+    and their `pos` and hash `h`, from `remember_hashes` where a split's are kept.
 
     The key columns are cast to text: an empty split written without rows may carry Null-typed
     columns, and one such split must not break the concatenation of all the others.
     """
     scans = []
+    hashed = []
     for dataset in catalog.datasets():
         for split, role in catalog.splits(dataset).items():
             path = _readable(catalog.split_path(dataset, split), dataset, split)
             scan = pl.scan_parquet(path).with_row_index("row")
+            pos = (pl.col("row").cast(pl.Int64) + len(scans) * _SPLIT).alias("pos")
             scans.append(
                 scan.select(
-                    (pl.col("row").cast(pl.Int64) + len(scans) * _SPLIT).alias("pos"),
+                    pos,
                     pl.lit(dataset).alias("dataset"),
                     pl.lit(split).alias("split"),
                     pl.lit(role in ("train", "dev")).alias("trains"),
@@ -73,7 +122,14 @@ def _splits(catalog: Catalog) -> pl.LazyFrame | None:
                     *(pl.col(c).cast(pl.Utf8) for c in ("pair_id", "text_a", "text_b")),
                 )
             )
-    return pl.concat(scans) if scans else None
+            kept = _remembered(path)
+            if kept is None:
+                texts = [pl.col(c).cast(pl.Utf8) for c in ("text_a", "text_b")]
+                hashed.append(scan.select(pos, *texts).select("pos", leakage_hash().alias("h")))
+            else:
+                rows = pl.DataFrame({"h": kept}).with_row_index("row")
+                hashed.append(rows.lazy().select(pos, "h"))
+    return (pl.concat(scans), pl.concat(hashed)) if scans else None
 
 
 def _leaks(rows: pl.DataFrame) -> pl.DataFrame:
@@ -95,16 +151,16 @@ def _leaks(rows: pl.DataFrame) -> pl.DataFrame:
 def compute_leakage(catalog: Catalog, bucket_rows: int = spill.BUCKET_ROWS) -> pl.DataFrame:
     """One row per (evaluation pair, training pair) sharing a pair_key, across all current datasets."""
     empty = pl.DataFrame(schema=dict.fromkeys(LEAKAGE_COLUMNS, pl.Utf8))
-    scan = _splits(catalog)
-    if scan is None:
+    found_splits = _splits(catalog)
+    if found_splits is None:
         return empty
+    scan, hashed = found_splits
     rows = spill.row_count([catalog.split_path(d, s) for d in catalog.datasets() for s in catalog.splits(d)])
     parent = leakage_path(catalog.home).parent
     parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f"{TMP_PREFIX}leakage-", dir=parent))
     try:
         k = spill.bucket_count(rows, bucket_rows * 8)
-        hashed = scan.select("pos", spill.pair_hash("text_a", "text_b", 17).alias("h"))
         cand = spill.repeated(hashed, k, work / "h")
         if cand.height == 0:  # no pair occurs twice anywhere: no need to read the texts again
             return empty
