@@ -108,8 +108,9 @@ def side_copy(model_dir: Path, work: Path) -> Path:
 
 
 def run(kind: str, model_dir: Path, pairs: Path, threads: int, slices: int, work: Path,
-        max_length: int, batch: int, venv: Path = VENV) -> dict:  # fmt: skip
-    """Every backend on `pairs` in the side environment: the interleaved run, then one fresh run each."""
+        max_length: int, batch: int, venv: Path = VENV, alone: bool = True) -> dict:  # fmt: skip
+    """Every backend on `pairs` in the side environment: the interleaved run, then one fresh run each
+    (`alone=False` leaves the fresh runs to the caller, who alternates them with ours: `run_alone`)."""
     stamp = ensure_venv(venv)
     copy = side_copy(model_dir, work)
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads),
@@ -127,9 +128,30 @@ def run(kind: str, model_dir: Path, pairs: Path, threads: int, slices: int, work
 
     worker("export")
     out = worker("interleaved", "--slices", str(slices))
-    out["peak_rss_mb"] = {name: worker("alone", "--backend", name)["peak_rss_mb"] for name in BACKENDS}
+    if alone:
+        out["peak_rss_mb"] = {name: worker("alone", "--backend", name)["peak_rss_mb"] for name in BACKENDS}
     out["versions"] = stamp["versions"]
     return out
+
+
+def run_alone(kind: str, model_dir: Path, pairs: Path, threads: int, work: Path, max_length: int,
+              batch: int, name: str, venv: Path = VENV) -> dict:  # fmt: skip
+    """One backend alone in a fresh side process, on the scratch copy that `run` prepared (int8 file in it).
+
+    Returns wall and CPU seconds and peak RSS, so the caller can alternate it with ours, fresh process
+    against fresh process, and take the ratio in pairs per CPU second (what a loaded machine leaves fair).
+    """
+    copy = work / f"st-{model_dir.name}"
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads),
+               TOKENIZERS_PARALLELISM="false", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")  # fmt: skip
+    env.pop("PYTHONPATH", None)
+    command = [str(venv / "bin" / "python"), __file__, "--worker", "alone", "--backend", name, "--kind", kind,
+               "--model", str(copy), "--pairs", str(pairs), "--threads", str(threads),
+               "--max-length", str(max_length), "--batch", str(batch)]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, env=env)
+    if done.returncode != 0:
+        raise RuntimeError(f"side worker alone {name} failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 # ------------------------------------------------------------------------------ inside the side venv
@@ -219,19 +241,23 @@ def take_turns(methods: dict[str, Method], text_a: list[str], text_b: list[str],
     for method in methods.values():
         method(text_a[:8], text_b[:8])
     seconds = dict.fromkeys(methods, 0.0)
+    cpu = dict.fromkeys(methods, 0.0)  # CPU seconds of the whole process (every thread) during the call
     scores: dict[str, list[np.ndarray]] = {name: [] for name in methods}
     bounds = np.linspace(0, len(text_a), slices + 1).astype(int)
     for turn, (lo, hi) in enumerate(zip(bounds[:-1], bounds[1:], strict=True)):
         names = list(methods)
         first = turn % len(names)
         for name in names[first:] + names[:first]:
-            began = time.perf_counter()
+            began, began_cpu = time.perf_counter(), time.process_time()
             scores[name].append(np.asarray(methods[name](text_a[lo:hi], text_b[lo:hi]), dtype=np.float64))
             seconds[name] += time.perf_counter() - began
+            cpu[name] += time.process_time() - began_cpu
     joined = {name: np.concatenate(parts) for name, parts in scores.items()}
     return {
         "pairs": len(text_a),
         "pairs_per_s": {name: len(text_a) / sec for name, sec in seconds.items()},
+        "cpu_seconds": cpu,
+        "pairs_per_cpu_s": {name: len(text_a) / sec for name, sec in cpu.items()},
         "max_abs_diff_vs_st": {name: float(np.abs(joined[name] - joined["st"]).max()) for name in methods},
         "loadavg": os.getloadavg(),
     }
@@ -259,12 +285,19 @@ def _type_name(hint: object) -> str:
 
 
 def worker_alone(kind: str, model: Path, pairs: Path, max_length: int, batch: int, name: str) -> dict:
-    """One backend alone in a fresh process: its pairs/s and the process's peak RSS."""
+    """One backend alone in a fresh process: its pairs/s (wall and CPU) and the process's peak RSS.
+
+    One warm-up call on 8 pairs first (graph compilation), as in `take_turns`; load is not timed.
+    """
     text_a, text_b = _pairs(pairs)
     method = scorer(kind, load(kind, model, name, max_length), model, batch)
-    began = time.perf_counter()
+    method(text_a[:8], text_b[:8])
+    began, began_cpu = time.perf_counter(), time.process_time()
     method(text_a, text_b)
-    return {"pairs_per_s": len(text_a) / (time.perf_counter() - began), "peak_rss_mb": _peak_mb()}
+    seconds, cpu = time.perf_counter() - began, time.process_time() - began_cpu
+    return {"pairs_per_s": len(text_a) / seconds, "seconds": seconds, "cpu_seconds": cpu,
+            "pairs_per_cpu_s": len(text_a) / cpu, "rows": len(text_a), "peak_rss_mb": _peak_mb(),
+            "loadavg": os.getloadavg()}  # fmt: skip
 
 
 def main() -> None:
