@@ -113,18 +113,9 @@ def run(kind: str, model_dir: Path, pairs: Path, threads: int, slices: int, work
     (`alone=False` leaves the fresh runs to the caller, who alternates them with ours: `run_alone`)."""
     stamp = ensure_venv(venv)
     copy = side_copy(model_dir, work)
-    env = dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads),
-               TOKENIZERS_PARALLELISM="false", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")  # fmt: skip
-    env.pop("PYTHONPATH", None)
 
     def worker(*args: str) -> dict:
-        command = [str(venv / "bin" / "python"), __file__, "--worker", *args, "--kind", kind,
-                   "--model", str(copy), "--pairs", str(pairs), "--threads", str(threads),
-                   "--max-length", str(max_length), "--batch", str(batch)]  # fmt: skip
-        done = subprocess.run(command, capture_output=True, text=True, env=env)
-        if done.returncode != 0:
-            raise RuntimeError(f"side worker {args} failed:\n{done.stderr[-3000:]}")
-        return json.loads(done.stdout.strip().splitlines()[-1])
+        return _side_worker(venv, copy, pairs, kind, threads, max_length, batch, *args)
 
     worker("export")
     out = worker("interleaved", "--slices", str(slices))
@@ -142,15 +133,22 @@ def run_alone(kind: str, model_dir: Path, pairs: Path, threads: int, work: Path,
     against fresh process, and take the ratio in pairs per CPU second (what a loaded machine leaves fair).
     """
     copy = work / f"st-{model_dir.name}"
+    return _side_worker(venv, copy, pairs, kind, threads, max_length, batch, "alone", "--backend", name)
+
+
+def _side_worker(venv: Path, copy: Path, pairs: Path, kind: str, threads: int, max_length: int, batch: int,
+                 *args: str) -> dict:  # fmt: skip
+    """One worker of this script in the side venv (`--worker ARGS`), on `threads` threads; its last
+    stdout line is its JSON result."""
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads),
                TOKENIZERS_PARALLELISM="false", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")  # fmt: skip
     env.pop("PYTHONPATH", None)
-    command = [str(venv / "bin" / "python"), __file__, "--worker", "alone", "--backend", name, "--kind", kind,
+    command = [str(venv / "bin" / "python"), __file__, "--worker", *args, "--kind", kind,
                "--model", str(copy), "--pairs", str(pairs), "--threads", str(threads),
                "--max-length", str(max_length), "--batch", str(batch)]  # fmt: skip
     done = subprocess.run(command, capture_output=True, text=True, env=env)
     if done.returncode != 0:
-        raise RuntimeError(f"side worker alone {name} failed:\n{done.stderr[-3000:]}")
+        raise RuntimeError(f"side worker {args} failed:\n{done.stderr[-3000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
