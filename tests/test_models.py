@@ -104,3 +104,26 @@ def test_default_backbone_loads_as_both_kinds() -> None:
     for kind in ("cross", "bi"):
         model = build_model(kind, default_backbone())
         assert model.kind == kind
+
+
+def test_a_cross_encoder_from_a_sentence_encoder_logs_its_fresh_head_in_one_plain_line(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    """transformers' colour-coded, multi-line load report for the missing head stays out of the logs."""
+    import logging
+
+    from transformers import AutoModel
+
+    from simpair.models import build_model
+    from simpair.models.tiny import tiny_config
+
+    AutoModel.from_config(tiny_config(64)).save_pretrained(tmp_path)  # a body without a classifier
+    capfd.readouterr()
+    with caplog.at_level(logging.INFO, logger="simpair.models.cross_encoder"):
+        model = build_model("cross", tmp_path)
+    out, err = capfd.readouterr()
+    assert model.kind == "cross"
+    assert "LOAD REPORT" not in out + err and "\x1b[" not in out + err
+    (line,) = [r.getMessage() for r in caplog.records if "classification head" in r.getMessage()]
+    assert "classifier.weight" in line and "\n" not in line
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]

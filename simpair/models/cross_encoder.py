@@ -20,6 +20,7 @@ Two heads (`cross_head` in the config and in `simpair.json`):
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Literal
 
@@ -27,6 +28,7 @@ import torch
 from safetensors.torch import load_file, save_file
 from torch import nn
 from transformers import AutoModel, AutoModelForSequenceClassification, PreTrainedModel
+from transformers.utils import logging as hf_logging
 
 from simpair.models.pooler import freeze_unused_pooler
 
@@ -36,6 +38,39 @@ HEAD_FILE = "cross_head.safetensors"
 # Untrained cosines of related sentences sit high (about 0.7-1.0): this maps 0.85 to logit 0 and
 # spreads the band over a few logits. Training moves both (give them a head learning rate).
 INIT_SCALE, INIT_BIAS = 10.0, -8.5
+log = logging.getLogger(__name__)
+
+
+def _classifier_from_pretrained(name_or_path: str | Path) -> PreTrainedModel:
+    """A sequence classifier with one logit; a head the checkpoint lacks is logged as one plain line.
+
+    transformers would print its multi-line, colour-coded load report for the fresh head, which every
+    cross-encoder built from a sentence encoder has; under a worker or cron that reads as an error.
+    Anything else missing, unexpected or resized is still a warning.
+    """
+    verbosity = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()
+    try:
+        model, info = AutoModelForSequenceClassification.from_pretrained(
+            str(name_or_path), num_labels=1, trust_remote_code=False, output_loading_info=True
+        )
+    finally:
+        hf_logging.set_verbosity(verbosity)
+    missing = sorted(info.get("missing_keys") or [])
+    fresh = [k for k in missing if k.split(".")[0] in ("classifier", "score", "pooler")]
+    if fresh:
+        log.info("%s: new classification head (%s), trained from scratch", name_or_path, ", ".join(fresh))
+    others = {
+        "missing": [k for k in missing if k not in fresh],
+        "unexpected": sorted(info.get("unexpected_keys") or []),
+        "mismatched": sorted(str(k) for k in info.get("mismatched_keys") or []),
+    }
+    for what, keys in others.items():
+        if keys:
+            log.warning(
+                "%s: %d %s weight(s) when loading: %s", name_or_path, len(keys), what, ", ".join(keys[:8])
+            )
+    return model
 
 
 def segment_mean(hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -101,10 +136,7 @@ class CrossEncoder(nn.Module):
             return cls(body, SegmentCosineHead.load(name_or_path))
         if head != "cls":
             raise ValueError(f"cross_head must be one of {CROSS_HEADS}, got {head!r}")
-        model = AutoModelForSequenceClassification.from_pretrained(
-            str(name_or_path), num_labels=1, trust_remote_code=False
-        )
-        return cls(model)
+        return cls(_classifier_from_pretrained(name_or_path))
 
     @property
     def encoder(self) -> nn.Module:
