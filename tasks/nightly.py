@@ -22,7 +22,7 @@ from simpair.nightly.summary import NightlySummary
 from simpair.tasks.registry import retry_if_transient
 from simpair.tasks.side_by_side import submit_side_by_side
 from simpair.tasks.stages import PrefectStages
-from simpair.tasks.training import train_task
+from simpair.tasks.training import side_by_side_train_task
 from simpair.training import TrainConfig
 from simpair.training.workers import share_cores, threads_per_job
 
@@ -71,7 +71,7 @@ def train_side_by_side_tasks(
     threads = threads_per_job(jobs)
     configs = share_cores(configs, jobs)
     results = submit_side_by_side(
-        retrying(train_task, retries),
+        retrying(side_by_side_train_task(), retries),
         [{"config": config, "home": Path(home), "isolated": True} for config in configs],
         jobs,
         slot_argument="progress_slot",

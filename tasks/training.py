@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from prefect import task
 from prefect.artifacts import create_markdown_artifact
@@ -25,7 +26,7 @@ from simpair.registry.wise_rule import WiseFtPolicy
 from simpair.tokens import TokenSplit
 from simpair.training import TrainConfig, TrainResult
 from simpair.training.pretokenize import pretokenize_config
-from simpair.training.workers import train_model
+from simpair.training.workers import TRAIN_TIMEOUT_SECONDS, train_model
 
 
 def _config(config: TrainConfig | str | Path) -> TrainConfig:
@@ -38,12 +39,7 @@ def pretokenize_task(config: TrainConfig | str | Path, home: Path) -> list[Token
     return pretokenize_config(_config(config), Path(home))
 
 
-@task(
-    name="train",
-    tags=["gpu"],
-    cache_policy=NO_CACHE,
-    timeout_seconds=4 * 3600,
-)
+@task(name="train", tags=["gpu"], cache_policy=NO_CACHE, timeout_seconds=TRAIN_TIMEOUT_SECONDS)
 def train_task(
     config: TrainConfig | str | Path,
     home: Path,
@@ -54,10 +50,13 @@ def train_task(
 
     `isolated` trains in a fresh process, so tasks submitted side by side do not share torch's
     per-process random state and thread pool (nightly stack members with `jobs` > 1);
-    `progress_slot` then gives its progress bar a terminal line of its own.
+    `progress_slot` then gives its progress bar a terminal line of its own. That process is stopped
+    after TRAIN_TIMEOUT_SECONDS by the task itself: side by side the task runs in a worker thread, where
+    Prefect's `timeout_seconds` cannot stop it (`side_by_side_train_task` drops it, and with it the
+    warning Prefect would log on every run).
     """
     cfg = _config(config)
-    result = train_model(cfg, Path(home), isolated, progress_slot)
+    result = train_model(cfg, Path(home), isolated, progress_slot, TRAIN_TIMEOUT_SECONDS)
     dev = result.metrics.get("dev", {})
     rows = "\n".join(f"| {k} | {v:.4f} |" for k, v in dev.items() if isinstance(v, float))
     create_markdown_artifact(
@@ -126,3 +125,10 @@ def evaluate_task(
         description=f"evaluation of {Path(model_dir).name}",
     )
     return result
+
+
+def side_by_side_train_task() -> Any:
+    """`train_task` for worker threads: no Prefect timeout (the training process enforces its own)."""
+    copied = train_task.with_options()  # with_options reads None as "keep the timeout"
+    copied.timeout_seconds = None
+    return copied

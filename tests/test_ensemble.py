@@ -4,6 +4,7 @@ registration as an MLflow pyfunc, and bulk scoring, all through the same `load_p
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import mlflow
@@ -471,6 +472,31 @@ def test_a_member_failing_in_its_process_names_itself_and_keeps_the_others(
     assert "stack member 'm-gpu' failed" in result.output
     models = {p.name.rsplit("-", 1)[0] for p in (home / "models").iterdir()}
     assert "m-bi" in models and "toy-gpu" not in models  # the healthy member is kept; no stack
+
+
+def test_a_training_in_its_process_past_its_limit_is_stopped_and_named(home: Path) -> None:
+    """Side by side, Prefect cannot stop a task in a worker thread: the training process is stopped here."""
+    import multiprocessing
+
+    from simpair.registry.faults import is_transient
+    from simpair.tasks.training import side_by_side_train_task, train_task
+    from simpair.training.workers import TRAIN_TIMEOUT_SECONDS, TrainingTimedOut, train_in_process
+
+    write_toy_home(home)
+    config = TrainConfig.model_validate(
+        _member("sts", "bi", "cosent", "m-slow", num_threads=1, epochs=1000, early_stopping_patience=None)
+    )
+    started = time.monotonic()
+    with pytest.raises(TrainingTimedOut, match="training m-slow ran past its limit of 2 s") as stopped:
+        train_in_process(config, home, timeout=2)
+    assert not is_transient(stopped.value)  # the night does not run it for hours again
+    assert time.monotonic() - started < 30
+    assert not multiprocessing.active_children() or all(
+        not p.is_alive() or p.name.startswith("ForkServer") for p in multiprocessing.active_children()
+    )
+    assert not (home / "models").exists() or not list((home / "models").glob("m-slow*"))
+    assert train_task.timeout_seconds == TRAIN_TIMEOUT_SECONDS
+    assert side_by_side_train_task().timeout_seconds is None
 
 
 SHIPPED_CONFIGS = sorted(settings.configs_dir().rglob("*.yaml"))

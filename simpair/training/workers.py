@@ -12,6 +12,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,16 @@ from simpair.training.config import TrainConfig
 from simpair.training.loop import TrainResult
 from simpair.training.progress_slot import claim_slot
 from simpair.training.trainer import train
+
+# The longest a training may run; past it the night fails that task with a clear line instead of holding
+# its lock and its deployment slot. A training in a worker process is stopped here, by this process (a
+# Prefect task timeout cannot interrupt a task running in a worker thread, as side-by-side trainings do).
+TRAIN_TIMEOUT_SECONDS = 4 * 3600
+
+
+class TrainingTimedOut(RuntimeError):
+    """A training stopped at its time limit. Not a TimeoutError: the night retries those as transient,
+    and a training that ran for hours would only run for hours again."""
 
 
 def available_cpus() -> int:
@@ -79,20 +90,40 @@ def train_in_worker(config: dict[str, Any], home: str) -> TrainResult:
     return train(TrainConfig.model_validate(config), Path(home))
 
 
-def train_in_process(config: TrainConfig, home: str | Path, progress_slot: int | None = None) -> TrainResult:
+def train_in_process(
+    config: TrainConfig,
+    home: str | Path,
+    progress_slot: int | None = None,
+    timeout: float | None = TRAIN_TIMEOUT_SECONDS,
+) -> TrainResult:
     """`train(config, home)` in a fresh worker process: what lets a caller run several side by side.
 
     `progress_slot` is the terminal line its progress bar draws on (distinct per running training).
+    Past `timeout` seconds the worker is killed and TrainingTimedOut names the training.
     """
-    with worker_pool(1, first_slot=progress_slot or 0) as pool:
-        return pool.submit(train_in_worker, config.model_dump(mode="json"), str(home)).result()
+    pool = worker_pool(1, first_slot=progress_slot or 0)
+    try:
+        future = pool.submit(train_in_worker, config.model_dump(mode="json"), str(home))
+        return future.result(timeout=timeout)
+    except FutureTimeout:
+        for process in list(getattr(pool, "_processes", {}).values()):  # the executor has no kill()
+            process.kill()
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+    # raised outside the handler: with the TimeoutError as its context, the night would call it transient
+    raise TrainingTimedOut(f"training {config.name} ran past its limit of {timeout:g} s and was stopped")
 
 
 def train_model(
-    config: TrainConfig, home: str | Path, isolated: bool = False, progress_slot: int | None = None
+    config: TrainConfig,
+    home: str | Path,
+    isolated: bool = False,
+    progress_slot: int | None = None,
+    timeout: float | None = TRAIN_TIMEOUT_SECONDS,
 ) -> TrainResult:
-    """Train one model here, or with `isolated` in a fresh process (`train_in_process`): trainings
-    going side by side then share neither torch's random state nor its thread pool."""
+    """Train one model here, or with `isolated` in a fresh process (`train_in_process`, stopped past
+    `timeout` seconds): trainings going side by side then share neither torch's random state nor its
+    thread pool."""
     if isolated:
-        return train_in_process(config, home, progress_slot)
+        return train_in_process(config, home, progress_slot, timeout)
     return train(config, Path(home))
