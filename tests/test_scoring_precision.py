@@ -22,8 +22,10 @@ from test_scoring_support import assert_exactly_once, make_pairs, read_outputs, 
 
 from simpair.models import device as devices
 from simpair.predictors import load_predictor
+from simpair.runtime import openvino_backend
 from simpair.runtime.bf16_backend import Bf16Predictor
 from simpair.runtime.loading import load_pinned
+from simpair.runtime.openvino_backend import OvPredictor
 from simpair.scoring import score_inbox
 from simpair.scoring.ledger import Ledger
 from simpair.scoring.summary import summary_markdown
@@ -52,21 +54,68 @@ def _torch_members(predictor: object) -> list[object]:
 
 
 @pytest.mark.parametrize("which", ["tiny_cross", "tiny_bi", "tiny_stack"])
-def test_bf16_scores_stay_close_to_fp32_and_use_the_torch_path(
+def test_bf16_scores_stay_close_to_fp32_on_openvino_or_torch(
     which: str, request: pytest.FixtureRequest
 ) -> None:
-    """`auto` + bf16 must score with torch (ORT has no fast bf16 on CPU), members of a stack too."""
+    """`auto` + bf16 scores with OpenVINO where it is installed, else torch autocast (ORT has no fast
+    bf16 on CPU); `--backend torch` + bf16 is always torch. Members of a stack too."""
     model = request.getfixturevalue(which)
     a, b = _texts(400, seed=11)
     fp32 = load_pinned(str(model), 1, "torch", "fp32").predict(a, b)
     bf16_predictor = load_pinned(str(model), 1, "auto", "bf16")
-    if NATIVE:  # torch under bf16 autocast, never ONNX Runtime (no fast bf16 on CPU); stack members too
-        assert all(isinstance(m, Bf16Predictor) for m in _torch_members(bf16_predictor))
+    if NATIVE:
+        wanted = OvPredictor if openvino_backend.available() else Bf16Predictor
+        assert all(isinstance(m, wanted) for m in _torch_members(bf16_predictor))
+        torch_bf16 = load_pinned(str(model), 1, "torch", "bf16")
+        assert all(isinstance(m, Bf16Predictor) for m in _torch_members(torch_bf16))
+        assert np.abs(torch_bf16.predict(a, b)["score"] - fp32["score"]).max() < CLOSE
     bf16 = bf16_predictor.predict(a, b)
     assert set(bf16) == set(fp32)
     assert bf16["score"].dtype == np.float32
     assert np.all((bf16["score"] >= 0) & (bf16["score"] <= 1))
     assert np.abs(bf16["score"] - fp32["score"]).max() < CLOSE
+
+
+@pytest.mark.parametrize("which", ["tiny_cross", "tiny_bi", "tiny_stack"])
+def test_openvino_runs_the_verified_graph_exactly_in_f32(which: str, request: pytest.FixtureRequest) -> None:
+    """The OpenVINO path on any CPU: in f32 it must give torch's scores (so bf16 differs by bf16 only)."""
+    model = request.getfixturevalue(which)
+    a, b = _texts(300, seed=12)
+    fp32 = load_pinned(str(model), 1, "torch", "fp32")
+    ov = openvino_backend.use_openvino(load_predictor(model, device="cpu"), 1, precision="f32")
+    assert all(isinstance(m, OvPredictor) for m in _torch_members(ov))
+    assert all("openvino-f32" in m.variant for m in _torch_members(ov))
+    np.testing.assert_allclose(ov.predict(a, b)["score"], fp32.predict(a, b)["score"], atol=1e-5)
+
+
+def test_bf16_runs_on_the_runtime_that_judged_it(tiny_cross: Path, tmp_path: Path) -> None:
+    """A verdict whose bf16 rung torch measured (or one written before the runtime was recorded) keeps
+    torch; one OpenVINO measured keeps OpenVINO; `--backend torch` and CUDA always mean torch."""
+    import shutil
+
+    import torch
+
+    from simpair.models.precision_verdict import PrecisionVerdict, RungCheck
+    from simpair.runtime.loading import bf16_runtime
+
+    cpu, cuda = torch.device("cpu"), torch.device("cuda")
+    default = "openvino" if openvino_backend.available() else "torch"
+    model = tmp_path / "m"
+    shutil.copytree(tiny_cross, model)
+    assert bf16_runtime(str(model), "auto", cpu) == default  # no verdict yet: what the ladder measures with
+    assert bf16_runtime(str(model), "torch", cpu) == "torch"
+    assert bf16_runtime(str(model), "auto", cuda) == "torch"
+    for runtime, expected in ((None, "torch"), ("torch", "torch"), ("openvino", default)):
+        rungs = (
+            RungCheck("fp32", "accepted", speedup=1.0),
+            RungCheck("bf16", "accepted", speedup=1.3, runtime=runtime),
+        )
+        verdict = PrecisionVerdict("f1", "toy/dev", 10, "cpu", 1, "now", 0.002, 0.005, rungs)
+        verdict.write(model)
+        assert bf16_runtime(str(model), "auto", cpu) == expected
+        if runtime is not None:
+            assert verdict.to_tags()["simpair.precision.bf16.runtime"] == runtime
+            assert verdict.why(verdict.choose()).endswith(f"1.3x fp32, via {runtime})")
 
 
 @pytest.mark.skipif(not NATIVE, reason="no native bf16 on this machine: a bf16 request runs fp32 here")
@@ -277,3 +326,24 @@ def test_token_budget_batches_cap_tokens_and_restore_input_order(budget: int) ->
     np.testing.assert_array_equal(got, [len(x) for x in ids])
     assert sum(rows for rows, _ in widths) == len(ids)
     assert all(rows <= 64 and (rows == 1 or rows * width <= budget) for rows, width in widths)
+
+
+def test_the_ladder_judges_each_bf16_runtime_and_keeps_the_fastest_accepted() -> None:
+    """OpenVINO's bf16 is faster but keeps more of the graph in bf16: it can flip labels torch does not."""
+    from simpair.models.precision_verdict import RungCheck
+    from simpair.runtime.precision_ladder import _best_runtime
+
+    ov_refused = RungCheck(
+        "bf16", "refused", "1.0% of dev labels flip", speedup=1.9, pairs_per_s=250.0, runtime="openvino"
+    )
+    torch_ok = RungCheck("bf16", "accepted", "", speedup=1.3, pairs_per_s=150.0, runtime="torch")
+    ov_ok = RungCheck("bf16", "accepted", "", speedup=1.9, pairs_per_s=250.0, runtime="openvino")
+    torch_refused = RungCheck(
+        "bf16", "refused", "0.6% of dev labels flip", speedup=1.3, pairs_per_s=150.0, runtime="torch"
+    )
+    assert _best_runtime([ov_refused, torch_ok]) == torch_ok
+    assert _best_runtime([ov_ok, torch_ok]) == ov_ok
+    both = _best_runtime([ov_refused, torch_refused])
+    assert not both.accepted and both.runtime == "openvino"
+    assert both.reason == "openvino: 1.0% of dev labels flip; torch: 0.6% of dev labels flip"
+    assert _best_runtime([torch_refused]) == torch_refused

@@ -39,6 +39,9 @@ class RungCheck:
     max_score_change: float | None = None  # largest |score - fp32 score| over the dev pairs
     pairs_per_s: float | None = None
     speedup: float | None = None  # pairs/s against fp32's, measured in the same process
+    # bf16 only: "openvino" or "torch" (autocast); verdicts written before 2026-11-27 measured torch.
+    # `--precision auto` and an explicit bf16 run the runtime that measured the rung.
+    runtime: str | None = None
 
     @property
     def accepted(self) -> bool:
@@ -51,6 +54,8 @@ class RungCheck:
             parts.append(f"metric {self.metric_delta:+.3f}")
         if self.speedup is not None:
             parts.append(f"{self.speedup:.1f}x fp32")
+        if self.runtime is not None:
+            parts.append(f"via {self.runtime}")
         return ", ".join(parts)
 
 
@@ -136,6 +141,8 @@ class PrecisionVerdict:
                 value = getattr(r, key)
                 if value is not None:
                     tags[f"{r.precision}.{key}"] = f"{value:.6g}"
+            if r.runtime is not None:
+                tags[f"{r.precision}.runtime"] = r.runtime
         return {TAG_PREFIX + key: value[:5000] for key, value in tags.items()}
 
 

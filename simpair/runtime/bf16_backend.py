@@ -1,7 +1,10 @@
-"""The opt-in bf16 forward pass for bulk scoring (`--precision bf16`): torch under bf16 autocast.
+"""The bf16 forward pass under torch's bf16 autocast: CUDA, `--backend torch`, and CPUs without OpenVINO.
 
-Not the default: scores move by ~1e-3 (docs/scoring.md has the measured cost), and the default
-promise is scores identical to fp32. Only used where bf16 is native (`simpair.models.device.native_bf16`).
+On CPU with `--backend auto`, bf16 runs on OpenVINO instead (`openvino_backend`, faster here).
+
+Scores move by ~1e-3 (docs/scoring.md has the measured cost), so `--precision auto` picks bf16 only
+when the model's precision verdict accepts it. Only used where bf16 is native
+(`simpair.models.device.native_bf16`).
 
 The arithmetic is the predictor's own bf16 autocast (linear layers and attention in bf16, outputs
 cast back to fp32 before sigmoid / cosine / calibration). Two things around it are for speed,

@@ -60,15 +60,20 @@ def load_for_run(local_dir: str, runtime: RuntimeOptions, precision: str = "fp32
 
 
 def load_pinned(
-    local_dir: str, threads: int, backend: str = "torch", precision: str = "fp32"
+    local_dir: str,
+    threads: int,
+    backend: str = "torch",
+    precision: str = "fp32",
+    bf16_via: str | None = None,
 ) -> PairPredictor:
     """Load a pinned model once per process (each Dask worker process keeps its own copy).
 
     The lock stops several chunk threads of one process from all loading the same model at once.
     `backend="onnx"` runs the forward pass in ONNX Runtime (see `onnx_backend`). `precision="bf16"`
-    runs the torch forward pass under bf16 autocast (members of a stacked model too) where bf16 is
-    native, and falls back to fp32 with a warning elsewhere; `backend="auto"` then means torch.
-    `precision="auto"` takes the model's cached precision verdict (fp32 without one; never measures).
+    runs on OpenVINO or under torch's bf16 autocast (`bf16_runtime`; `bf16_via` forces one, as the
+    precision ladder does to measure both), members of a stacked model too, where bf16 is native, and
+    falls back to fp32 with a warning elsewhere. `precision="auto"` takes the model's cached precision
+    verdict (fp32 without one; never measures).
     """
     from simpair.models.device import pick_device
 
@@ -83,11 +88,13 @@ def load_pinned(
     effective = runnable_precision(precision, pick_device("auto"))
     with _LOAD_LOCK:
         # keyed by the precision run *and* the one asked for: a fallback warns once per process
-        return _load(local_dir, threads, backend, effective, precision)
+        return _load(local_dir, threads, backend, effective, precision, bf16_via)
 
 
 @lru_cache(maxsize=4)
-def _load(local_dir: str, threads: int, backend: str, precision: str, requested: str) -> PairPredictor:
+def _load(
+    local_dir: str, threads: int, backend: str, precision: str, requested: str, bf16_via: str | None = None
+) -> PairPredictor:
     import torch
 
     from simpair.predictors import load_predictor
@@ -101,7 +108,11 @@ def _load(local_dir: str, threads: int, backend: str, precision: str, requested:
     predictor = load_predictor(local_dir, precision=precision)
     if precision != requested:
         warn_fallback(predictor.device)
-    if precision == "bf16":  # a torch autocast path: ONNX Runtime has no fast bf16 on CPU
+    if precision == "bf16":  # ONNX Runtime has no fast bf16 on CPU: OpenVINO, else torch autocast
+        if (bf16_via or bf16_runtime(local_dir, backend, predictor.device)) == "openvino":
+            from simpair.runtime.openvino_backend import use_openvino
+
+            return use_openvino(predictor, threads)
         from simpair.runtime.bf16_backend import use_bf16
 
         return use_bf16(predictor)
@@ -116,6 +127,41 @@ def _load(local_dir: str, threads: int, backend: str, precision: str, requested:
     if backend == "onnx":
         return _with_onnx(predictor, threads)
     return predictor
+
+
+def bf16_runtimes(backend: str, device: Any) -> tuple[str, ...]:
+    """The bf16 runtimes this process can run, fastest first (the ladder measures each)."""
+    from simpair.runtime import openvino_backend
+
+    cpu = getattr(device, "type", str(device)) == "cpu"
+    return ("openvino", "torch") if backend == "auto" and cpu and openvino_backend.available() else ("torch",)
+
+
+def bf16_runtime(local_dir: str, backend: str, device: Any) -> str:
+    """Which runtime scores a model in bf16 here: "openvino" or "torch" (autocast).
+
+    The runtime that measured the model's bf16 rung, when its precision verdict has one (verdicts
+    without the field were measured with torch), so a model scores the way the ladder judged it;
+    else OpenVINO on CPU with backend auto when the package is installed, else torch. `--backend
+    torch` and CUDA always mean torch.
+    """
+    from simpair.models.precision_verdict import PrecisionVerdict
+    from simpair.runtime import openvino_backend
+
+    if backend == "torch" or getattr(device, "type", str(device)) != "cpu":
+        return "torch"
+    verdict = PrecisionVerdict.read(local_dir)
+    rung = verdict.rung("bf16") if verdict is not None else None
+    measured = (rung.runtime or "torch") if rung is not None and rung.verdict != "skipped" else None
+    if measured == "torch":
+        return "torch"
+    if openvino_backend.available():
+        return "openvino"
+    if measured == "openvino":
+        log.warning(
+            "%s: its bf16 was judged on OpenVINO, which is not installed here; using torch", local_dir
+        )
+    return "torch"
 
 
 def _with_onnx(predictor: Any, threads: int) -> Any:

@@ -38,9 +38,9 @@ def check_precision(precision: str, backend: str) -> None:
         raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
     if precision == "bf16" and backend == "onnx":
         raise ValueError(
-            "precision bf16 runs the torch forward pass under bf16 autocast; ONNX Runtime's CPU "
-            "provider has no fast bf16 path. Use --backend torch or auto with --precision bf16, "
-            "or --backend onnx with --precision fp32."
+            "precision bf16 runs on OpenVINO (--backend auto) or under torch's bf16 autocast; ONNX "
+            "Runtime's CPU provider has no fast bf16 path. Use --backend torch or auto with --precision "
+            "bf16, or --backend onnx with --precision fp32."
         )
     if precision == "int8" and backend == "torch":
         raise ValueError("precision int8 runs a quantized ONNX Runtime graph: use --backend auto or onnx")
@@ -56,7 +56,7 @@ def runnable_precision(precision: str, device: Any) -> str:
 
 
 def allowed_rungs(backend: str, device: Any) -> tuple[str, ...]:
-    """The precisions `auto` may pick for this backend and device: bf16 only where native, via torch."""
+    """The precisions `auto` may pick for this backend and device: bf16 only where native."""
     from simpair.models import device as devices
     from simpair.models.precision_verdict import BACKEND_RUNGS
 
