@@ -70,10 +70,14 @@ class OrtEncoder(nn.Module):
             "token_type_ids": token_type_ids.numpy(),
         }
         feed = {name: value for name, value in feed.items() if name in self.inputs}
-        out = torch.from_numpy(np.asarray(self.session.run(None, feed)[0], dtype=np.float32))
+        out = torch.from_numpy(np.asarray(self.infer(feed), dtype=np.float32))
         if self.kind == "bi":
             out = nn.functional.normalize(out, dim=-1)
         return out
+
+    def infer(self, feed: dict[str, np.ndarray]) -> Any:
+        """The graph's first output for `feed` (the runtime's own call: OpenVINO overrides it)."""
+        return self.session.run(None, feed)[0]
 
 
 class ClsLastLayerBert(nn.Module):

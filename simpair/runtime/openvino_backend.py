@@ -23,11 +23,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 from torch import nn
 
 from simpair.models import Predictor
-from simpair.runtime.onnx_backend import OrtPredictor, export_verified
+from simpair.runtime.onnx_backend import OrtEncoder, OrtPredictor, export_verified
 
 OPENVINO, TORCH = "openvino", "torch"  # the two bf16 runtimes, as recorded in a precision verdict
 
@@ -37,34 +36,18 @@ def available() -> bool:
     return importlib.util.find_spec("openvino") is not None
 
 
-class OvEncoder(nn.Module):
-    """Stands in for a CrossEncoder/BiEncoder (the `OrtEncoder` contract), forward pass in OpenVINO."""
+class OvEncoder(OrtEncoder):
+    """`OrtEncoder`'s contract (inputs, bi-encoder normalising), forward pass in OpenVINO."""
 
     def __init__(self, compiled: Any, kind: str, variant: str) -> None:
-        super().__init__()
-        self.compiled = compiled
+        nn.Module.__init__(self)
+        self.session = compiled
         self.kind = kind
         self.inputs = {port.get_any_name() for port in compiled.inputs}
         self.variant = variant
 
-    def forward(
-        self,
-        input_ids: torch.Tensor,
-        attention_mask: torch.Tensor,
-        token_type_ids: torch.Tensor | None = None,
-    ) -> torch.Tensor:
-        if token_type_ids is None:
-            token_type_ids = torch.zeros_like(input_ids)
-        feed = {
-            "input_ids": input_ids.numpy(),
-            "attention_mask": attention_mask.numpy(),
-            "token_type_ids": token_type_ids.numpy(),
-        }
-        out = self.compiled({name: value for name, value in feed.items() if name in self.inputs})[0]
-        out = torch.from_numpy(np.asarray(out, dtype=np.float32))
-        if self.kind == "bi":
-            out = nn.functional.normalize(out, dim=-1)
-        return out
+    def infer(self, feed: dict[str, np.ndarray]) -> Any:
+        return self.session(feed)[0]
 
 
 class OvPredictor(OrtPredictor):
