@@ -146,22 +146,18 @@ def bf16_runtime(local_dir: str, backend: str, device: Any) -> str:
     torch` and CUDA always mean torch.
     """
     from simpair.models.precision_verdict import PrecisionVerdict
-    from simpair.runtime import openvino_backend
 
-    if backend == "torch" or getattr(device, "type", str(device)) != "cpu":
-        return "torch"
+    runnable = bf16_runtimes(backend, device)
     verdict = PrecisionVerdict.read(local_dir)
     rung = verdict.rung("bf16") if verdict is not None else None
     measured = (rung.runtime or "torch") if rung is not None and rung.verdict != "skipped" else None
-    if measured == "torch":
-        return "torch"
-    if openvino_backend.available():
-        return "openvino"
-    if measured == "openvino":
+    if measured in runnable:
+        return measured
+    if measured == "openvino" and backend == "auto" and getattr(device, "type", str(device)) == "cpu":
         log.warning(
             "%s: its bf16 was judged on OpenVINO, which is not installed here; using torch", local_dir
         )
-    return "torch"
+    return runnable[0]
 
 
 def _with_onnx(predictor: Any, threads: int) -> Any:
