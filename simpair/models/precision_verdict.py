@@ -23,6 +23,8 @@ VERDICT_FILE = "precision_verdict.json"
 TAG_PREFIX = "simpair.precision."
 RUNGS = ("fp32", "bf16", "int8")
 # which forward passes can run which precision: ONNX Runtime has no fast bf16, int8 is an ORT graph
+FIGURES = ("metric_delta", "label_flip_share", "max_score_change", "pairs_per_s", "speedup", "recheck_band",
+           "recheck_share")  # fmt: skip
 BACKEND_RUNGS = {"auto": RUNGS, "torch": ("fp32", "bf16"), "onnx": ("fp32", "int8")}
 
 
@@ -42,10 +44,19 @@ class RungCheck:
     # bf16 only: "openvino" or "torch" (autocast); verdicts written before 2026-11-27 measured torch.
     # `--precision auto` and an explicit bf16 run the runtime that measured the rung.
     runtime: str | None = None
+    # a cross-encoder's pairs within this many logits of its threshold are scored again in fp32
+    # (`simpair.runtime.recheck`); `recheck_share` of the dev pairs were. None: no recheck.
+    recheck_band: float | None = None
+    recheck_share: float | None = None
 
     @property
     def accepted(self) -> bool:
         return self.verdict == "accepted"
+
+    def label(self) -> str:
+        """'openvino', 'openvino + fp32 recheck', 'int8 + fp32 recheck': which way the rung was run."""
+        name = self.runtime or self.precision
+        return f"{name} + fp32 recheck" if self.recheck_band is not None else name
 
     def figures(self) -> str:
         """'0.2% flips, metric -0.001, 2.9x fp32' (what the run summary shows of a chosen rung)."""
@@ -56,6 +67,10 @@ class RungCheck:
             parts.append(f"{self.speedup:.1f}x fp32")
         if self.runtime is not None:
             parts.append(f"via {self.runtime}")
+        if self.recheck_band is not None:
+            parts.append(
+                f"fp32 recheck within {self.recheck_band:.2f} logit ({self.recheck_share:.1%} of dev)"
+            )
         return ", ".join(parts)
 
 
@@ -137,7 +152,7 @@ class PrecisionVerdict:
         for r in self.rungs:
             tags[f"{r.precision}.verdict"] = r.verdict
             tags[f"{r.precision}.reason"] = r.reason
-            for key in ("metric_delta", "label_flip_share", "max_score_change", "pairs_per_s", "speedup"):
+            for key in FIGURES:
                 value = getattr(r, key)
                 if value is not None:
                     tags[f"{r.precision}.{key}"] = f"{value:.6g}"

@@ -55,8 +55,9 @@ def load_for_run(local_dir: str, runtime: RuntimeOptions, precision: str = "fp32
     if precision == "auto":  # resolved once per run (`resolve.resolve`), never per process
         raise ValueError("load_for_run needs the run's resolved precision, not auto")
     require_native(precision, pick_device("auto"))
-    with _LOAD_LOCK:
-        return _load(local_dir, runtime.threads or default_threads(), runtime.backend, precision, precision)
+    threads = runtime.threads or default_threads()
+    with _LOAD_LOCK:  # every argument spelled out: `load_pinned` must hit the same cache entry
+        return _load(local_dir, threads, runtime.backend, precision, precision, None, True)
 
 
 def load_pinned(
@@ -65,6 +66,7 @@ def load_pinned(
     backend: str = "torch",
     precision: str = "fp32",
     bf16_via: str | None = None,
+    recheck: bool = True,
 ) -> PairPredictor:
     """Load a pinned model once per process (each Dask worker process keeps its own copy).
 
@@ -73,7 +75,9 @@ def load_pinned(
     runs on OpenVINO or under torch's bf16 autocast (`bf16_runtime`; `bf16_via` forces one, as the
     precision ladder does to measure both), members of a stacked model too, where bf16 is native, and
     falls back to fp32 with a warning elsewhere. `precision="auto"` takes the model's cached precision
-    verdict (fp32 without one; never measures).
+    verdict (fp32 without one; never measures). A bf16 or int8 rung the verdict accepted with an fp32
+    recheck near the threshold (`simpair.runtime.recheck`) loads with it, unless `recheck` is False
+    (the ladder measures each runtime plain first).
     """
     from simpair.models.device import pick_device
 
@@ -88,12 +92,39 @@ def load_pinned(
     effective = runnable_precision(precision, pick_device("auto"))
     with _LOAD_LOCK:
         # keyed by the precision run *and* the one asked for: a fallback warns once per process
-        return _load(local_dir, threads, backend, effective, precision, bf16_via)
+        return _load(local_dir, threads, backend, effective, precision, bf16_via, recheck)
 
 
 @lru_cache(maxsize=4)
 def _load(
-    local_dir: str, threads: int, backend: str, precision: str, requested: str, bf16_via: str | None = None
+    local_dir: str,
+    threads: int,
+    backend: str,
+    precision: str,
+    requested: str,
+    bf16_via: str | None = None,
+    recheck: bool = True,
+) -> PairPredictor:
+    predictor = _build(local_dir, threads, backend, precision, requested, bf16_via)
+    return _with_recheck(predictor, local_dir, threads, backend, precision) if recheck else predictor
+
+
+def _with_recheck(predictor: Any, local_dir: str, threads: int, backend: str, precision: str) -> Any:
+    """The predictor with fp32 scoring the pairs near its threshold, when its precision's rung was
+    accepted that way (`simpair.runtime.recheck`); else the predictor as it is."""
+    from simpair.models.precision_verdict import PrecisionVerdict
+    from simpair.runtime import recheck
+
+    verdict = PrecisionVerdict.read(local_dir) if precision != "fp32" else None
+    rung = verdict.rung(precision) if verdict is not None else None
+    if rung is None or not rung.accepted or rung.recheck_band is None or not recheck.supports(predictor):
+        return predictor
+    exact = _load(local_dir, threads, backend, "fp32", "fp32", None, True)
+    return recheck.ThresholdRecheck(predictor, exact, rung.recheck_band)
+
+
+def _build(
+    local_dir: str, threads: int, backend: str, precision: str, requested: str, bf16_via: str | None
 ) -> PairPredictor:
     import torch
 

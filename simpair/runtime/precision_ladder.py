@@ -30,6 +30,7 @@ import numpy as np
 
 from simpair.model_ref import ModelRef
 from simpair.models.precision_verdict import RUNGS, PrecisionVerdict, RungCheck
+from simpair.runtime import recheck
 from simpair.runtime.parity_limits import ParityLimits
 from simpair.runtime.precision import allowed_rungs
 
@@ -157,7 +158,11 @@ def _timed(predictor: Any, text_a: list[str], text_b: list[str]) -> tuple[dict[s
 
 
 def measure(
-    model_dir: Path, home: Path, limits: Limits | None = None, threads: int | None = None
+    model_dir: Path,
+    home: Path,
+    limits: Limits | None = None,
+    threads: int | None = None,
+    recheck_max_share: float = recheck.MAX_SHARE,
 ) -> PrecisionVerdict:
     """Run every rung of the ladder on the model's dev pairs, each against fp32, and judge it.
 
@@ -170,12 +175,14 @@ def measure(
 
     threads_before = torch.get_num_threads()
     try:
-        return _measure(model_dir, home, limits, threads)
+        return _measure(model_dir, home, limits, threads, recheck_max_share)
     finally:
         torch.set_num_threads(threads_before)
 
 
-def _measure(model_dir: Path, home: Path, limits: Limits | None, threads: int | None) -> PrecisionVerdict:
+def _measure(
+    model_dir: Path, home: Path, limits: Limits | None, threads: int | None, recheck_max_share: float
+) -> PrecisionVerdict:
     from simpair.models.device import native_bf16, pick_device
     from simpair.runtime.loading import bf16_runtimes, default_threads, load_pinned
 
@@ -188,6 +195,7 @@ def _measure(model_dir: Path, home: Path, limits: Limits | None, threads: int | 
     fp32 = load_pinned(str(model_dir), threads, "auto", "fp32")  # what fp32 scoring runs (ORT on CPU)
     want, fp32_speed = _timed(fp32, text_a, text_b)
     metric = compare(fp32, want, want, frame)
+    exact_raw = None  # fp32's logits on dev, computed once if a rung is considered for a recheck
     rungs = [RungCheck("fp32", "accepted", "the reference", metric.metric_fp32, 0.0,
                        0.0 if "label" in want else None, 0.0, round(fp32_speed, 1), 1.0)]  # fmt: skip
     for precision in RUNGS[1:]:
@@ -196,14 +204,14 @@ def _measure(model_dir: Path, home: Path, limits: Limits | None, threads: int | 
             continue
         checks = []
         for via in bf16_runtimes("auto", device) if precision == "bf16" else (None,):
-            loaded = load_pinned(str(model_dir), threads, "auto", precision, bf16_via=via)
+            loaded = load_pinned(str(model_dir), threads, "auto", precision, bf16_via=via, recheck=False)
             got, speed = _timed(loaded, text_a, text_b)
-            c = compare(fp32, want, got, frame)
-            verdict, reason = judge(precision, c, limits)
-            checks.append(
-                RungCheck(precision, verdict, reason, c.metric_rung, c.delta, c.label_flip_share,
-                          c.max_score_change, round(speed, 1), round(speed / fp32_speed, 2), via)
-            )  # fmt: skip
+            checks.append(_check(precision, via, fp32, want, got, frame, limits, (speed, fp32_speed)))
+            if not checks[-1].accepted and recheck.supports(fp32):  # near the threshold in fp32?
+                if exact_raw is None:
+                    exact_raw = fp32.predict_raw(text_a, text_b)
+                dev = (want, frame, exact_raw)
+                checks += _rechecked(checks[-1], loaded, fp32, dev, limits, fp32_speed, recheck_max_share)
         rungs.append(_best_runtime(checks))
     return PrecisionVerdict(
         metric=metric.metric, dev_split=split, pairs=len(text_a), device=str(device), threads=threads,
@@ -212,19 +220,62 @@ def _measure(model_dir: Path, home: Path, limits: Limits | None, threads: int | 
     )  # fmt: skip
 
 
+def _rechecked(
+    plain: RungCheck,
+    loaded: Any,
+    fp32: Any,
+    dev: tuple[dict, Any, np.ndarray],
+    limits: Limits,
+    fp32_speed: float,
+    max_share: float,
+) -> list[RungCheck]:
+    """The refused runtime of `plain` again, with its pairs near the threshold scored in fp32 (`recheck`):
+    its check, or nothing when the band would hold more than `max_share` of the dev pairs. `dev` is
+    fp32's outputs, the dev frame and fp32's logits on it."""
+    want, frame, exact_raw = dev
+    text_a, text_b = frame["text_a"].to_list(), frame["text_b"].to_list()
+    band = recheck.fit_band(exact_raw, loaded.predict_raw(text_a, text_b), recheck.raw_cut(fp32))
+    if band.share > max_share:
+        return []
+    width = round(band.width, 4)
+    got, speed = _timed(recheck.ThresholdRecheck(loaded, fp32, width), text_a, text_b)
+    check = _check(plain.precision, plain.runtime, fp32, want, got, frame, limits, (speed, fp32_speed))
+    return [dataclasses.replace(check, recheck_band=width, recheck_share=round(band.share, 4))]
+
+
+def _check(
+    precision: str,
+    via: str | None,
+    fp32: Any,
+    want: dict,
+    got: dict,
+    frame: Any,
+    limits: Limits,
+    speeds: tuple[float, float],
+) -> RungCheck:
+    """One runtime's rung judged against fp32 on the dev pairs; `speeds` is (its pairs/s, fp32's)."""
+    c = compare(fp32, want, got, frame)
+    verdict, reason = judge(precision, c, limits)
+    return RungCheck(
+        precision, verdict, reason, c.metric_rung, c.delta, c.label_flip_share, c.max_score_change,
+        round(speeds[0], 1), round(speeds[0] / speeds[1], 2), via,
+    )  # fmt: skip
+
+
 def _best_runtime(checks: list[RungCheck]) -> RungCheck:
     """One rung from its runtimes' checks: the fastest accepted one, else the first, with every reason.
 
     bf16 on OpenVINO is faster than torch autocast on CPUs with native bf16, but it keeps more of the
     graph in bf16: on the MSRP cross-encoder it flipped 1.0% of dev labels where torch flipped none
-    (2026-11-27), so each runtime is judged on its own.
+    (2026-11-27), so each runtime is judged on its own, and a refused one again with its pairs near the
+    threshold scored in fp32 (`_rechecked`).
     """
     accepted = [c for c in checks if c.accepted]
     if accepted:
         return max(accepted, key=lambda c: c.pairs_per_s or 0.0)
     if len(checks) == 1:
         return checks[0]
-    reasons = "; ".join(f"{c.runtime}: {c.reason}" for c in checks)
+    reasons = "; ".join(f"{c.label()}: {c.reason}" for c in checks)
     return dataclasses.replace(checks[0], reason=reasons)
 
 

@@ -1,0 +1,118 @@
+"""A fast precision whose decisions stay fp32's: pairs near the threshold are scored again in fp32.
+
+bf16 and int8 move a cross-encoder's logits by a little everywhere, but a decision changes only where
+a pair sits closer to the threshold than that error. On the MSRP cross-encoder bf16 on OpenVINO moved
+dev logits by at most 0.18 (2026-11-27), and only 3.7% of dev pairs lay within three times that of
+the threshold: so scoring every pair in bf16 and those few again in fp32 keeps fp32's decisions at
+most of bf16's speed (1.6-1.75x fp32 against 1.8x for bf16 alone; 0 of 2,997 pairs of other splits
+flipped, against 3 for bf16 alone; docs/experiments.md).
+
+The band is fitted once by the precision ladder on the model's dev split (`fit_band`: `FACTOR` times
+the largest raw change it saw), recorded in the rung of the precision verdict, and applied by every
+run that loads the model in that precision (`simpair.runtime.loading`). Paraphrase cross-encoders and
+stacks only (`raw_cut`): their raw output is what the threshold cuts, and every pair goes through
+`predict_raw`. A bi-encoder's pairs may come from the embedding store and a cascade routes pairs
+between its stages, which this wrapper would not see.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+FACTOR = 3.0  # band = FACTOR x the largest dev logit change: out of sample the largest was 1.2-1.8x dev's
+MAX_SHARE = 0.25  # a band holding more of dev than this costs more fp32 passes than the fast rung saves
+
+
+def threshold_logit(threshold: float) -> float:
+    """The logit a cross-encoder's decision threshold (a probability) cuts at."""
+    p = min(max(float(threshold), 1e-7), 1 - 1e-7)
+    return float(np.log(p / (1 - p)))
+
+
+@dataclass(frozen=True)
+class Band:
+    """Logits within `width` of the threshold's are scored again in fp32; `share` of dev pairs were."""
+
+    width: float
+    share: float
+
+
+def fit_band(exact: np.ndarray, fast: np.ndarray, cut: float, factor: float = FACTOR) -> Band:
+    """The band for one fast runtime, from its raw outputs and fp32's on the same dev pairs (`cut`:
+    where the raw output meets the threshold, `raw_cut`)."""
+    width = factor * float(np.max(np.abs(np.asarray(fast, np.float64) - np.asarray(exact, np.float64))))
+    share = float(np.mean(np.abs(np.asarray(fast, np.float64) - cut) < width))
+    return Band(width, share)
+
+
+def raw_cut(predictor: Any) -> float | None:
+    """Where a paraphrase model's raw output crosses its threshold: the threshold's logit for a
+    cross-encoder or a logistic stack, the threshold itself for a ridge stack; None for models whose
+    pairs do not all pass through `predict_raw` (bi-encoders read the embedding store, cascades route)."""
+    if getattr(predictor, "task", None) != "paraphrase":
+        return None
+    kind = getattr(predictor, "kind", None)
+    if kind == "stacked" and predictor.spec.combiner == "ridge":
+        return float(predictor.threshold)
+    return threshold_logit(predictor.threshold) if kind in ("cross", "stacked") else None
+
+
+def supports(predictor: Any) -> bool:
+    """Whether a model's decisions can be rechecked: a paraphrase cross-encoder or stack."""
+    return raw_cut(predictor) is not None
+
+
+class ThresholdRecheck:
+    """`fast`'s forward pass, with the pairs it puts within `band` of the threshold scored by `exact`.
+
+    Everything else (tokenizer, threshold, truncation, precision, variant) is `fast`'s, so scoring
+    records the run's precision on every row; `rechecked` counts the pairs `exact` scored.
+    """
+
+    def __init__(self, fast: Any, exact: Any, band: float) -> None:
+        cut = raw_cut(fast)
+        if cut is None:
+            raise TypeError(f"a {fast.kind} {fast.task} model cannot be rechecked near its threshold")
+        self.fast, self.exact, self.band, self.cut = fast, exact, float(band), cut
+        self.rechecked = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.fast, name)
+
+    @property
+    def variant(self) -> str:
+        return f"{getattr(self.fast, 'variant', 'torch')}+fp32-recheck"
+
+    def predict_raw(
+        self,
+        text_a: Sequence[str],
+        text_b: Sequence[str],
+        batch_size: int = 64,
+        progress: bool = False,
+        **member_raw: Any,
+    ) -> np.ndarray:
+        """`member_raw` (a stack's bi members' cosines from the embedding store) goes to the fast pass;
+        the fp32 pass computes its own."""
+        fast = self.fast.predict_raw(text_a, text_b, batch_size=batch_size, progress=progress, **member_raw)
+        raw = np.array(fast)
+        near = np.flatnonzero(np.abs(raw.astype(np.float64) - self.cut) < self.band)
+        if near.size:
+            a, b = [text_a[i] for i in near], [text_b[i] for i in near]
+            raw[near] = self.exact.predict_raw(a, b, batch_size=batch_size)
+            self.rechecked += int(near.size)
+        return raw
+
+    def predict(
+        self,
+        text_a: Sequence[str],
+        text_b: Sequence[str],
+        batch_size: int = 64,
+        progress: bool = False,
+        **member_raw: Any,
+    ) -> dict[str, np.ndarray]:
+        raw = self.predict_raw(text_a, text_b, batch_size=batch_size, progress=progress, **member_raw)
+        return self.fast.from_raw(raw)

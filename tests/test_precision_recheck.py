@@ -1,0 +1,131 @@
+"""A fast rung with fp32 near the threshold: decisions kept, the band fitted by the ladder, loaded by runs.
+
+Real tiny cross-encoders (int8 on ONNX Runtime is the fast runtime: it runs on any CPU), a toy dataset
+ingested into the test's home, the real ladder and a real scoring run. The knife-edge model's
+threshold is its median fp32 dev probability, so int8 flips many of its labels by itself.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from test_precision_ladder import _knife_edge
+from test_scoring_int8 import _ingest_toy
+from test_scoring_support import make_pairs, read_outputs, write_batch, write_tiny_stack
+
+from simpair.models import device as devices
+from simpair.models.precision_verdict import PrecisionVerdict, RungCheck
+from simpair.runtime import precision_ladder as ladder
+from simpair.runtime import recheck
+from simpair.runtime.loading import load_for_run, load_pinned
+from simpair.runtime.options import RuntimeOptions
+from simpair.scoring import score_inbox
+
+
+@pytest.fixture
+def edge(home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setattr(devices, "native_bf16", lambda device: False)  # int8 only, on any CPU
+    return _knife_edge(tmp_path / "edge", _ingest_toy(home, tmp_path), home)
+
+
+def _texts(n: int, seed: int) -> tuple[list[str], list[str]]:
+    table = make_pairs(n, seed=seed)
+    return table.column("text_a").to_pylist(), table.column("text_b").to_pylist()
+
+
+def test_pairs_inside_the_band_take_fp32_logits_and_the_rest_keep_the_fast_ones(
+    edge: Path, one_thread: None
+) -> None:
+    a, b = _texts(200, seed=41)
+    exact = load_pinned(str(edge), 1, "auto", "fp32")
+    fast = load_pinned(str(edge), 1, "auto", "int8", recheck=False)
+    want, quick = exact.predict_raw(a, b), fast.predict_raw(a, b)
+    assert (
+        (want >= recheck.threshold_logit(exact.threshold))
+        != (quick >= recheck.threshold_logit(exact.threshold))
+    ).any()
+
+    band = recheck.fit_band(want, quick, recheck.raw_cut(exact))
+    assert band.width == pytest.approx(recheck.FACTOR * np.abs(quick - want).max(), rel=1e-5)
+    for width in (band.width / recheck.FACTOR / 2, band.width):
+        rechecked = recheck.ThresholdRecheck(fast, exact, width)
+        got = rechecked.predict_raw(a, b)
+        near = np.abs(quick - rechecked.cut) < width
+        assert 0 < near.sum() == rechecked.rechecked
+        np.testing.assert_allclose(got[near], want[near], atol=1e-5)  # fp32 where the band holds them
+        np.testing.assert_array_equal(got[~near], quick[~near])  # the fast logits elsewhere
+    # a band wider than the fast runtime's error: every decision is fp32's
+    np.testing.assert_array_equal(rechecked.predict(a, b)["label"], exact.predict(a, b)["label"])
+    assert rechecked.precision == "int8" and rechecked.variant.endswith("+fp32-recheck")
+
+
+def test_the_ladder_rechecks_a_refused_rung_and_every_run_loads_it_so(
+    edge: Path, home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, one_thread: None
+) -> None:
+    plain = ladder.measure(edge, home, threads=1)  # the default cap: int8's band would hold most of dev
+    assert plain.rung("int8").verdict == "refused" and plain.rung("int8").recheck_band is None
+
+    verdict = ladder.measure(edge, home, threads=1, recheck_max_share=1.0)
+    int8 = verdict.rung("int8")
+    assert int8.verdict == "accepted" and int8.label_flip_share == 0.0 and int8.metric_delta == 0.0
+    assert int8.recheck_band > 0 and 0 < int8.recheck_share <= 1.0 and int8.label() == "int8 + fp32 recheck"
+    assert "fp32 recheck within" in int8.figures()
+    tags = verdict.to_tags()
+    assert float(tags["simpair.precision.int8.recheck_band"]) == pytest.approx(int8.recheck_band)
+    verdict.write(edge)
+    assert PrecisionVerdict.read(edge).rung("int8").recheck_band == int8.recheck_band
+
+    loaded = load_pinned(str(edge), 1, "auto", "int8")
+    assert isinstance(loaded, recheck.ThresholdRecheck) and loaded.band == int8.recheck_band
+    # a run's stages get the very model `load_pinned` loaded, not a second copy
+    assert load_for_run(str(edge), RuntimeOptions(threads=1, backend="auto"), "int8") is loaded
+    assert not isinstance(load_pinned(str(edge), 1, "auto", "int8", recheck=False), recheck.ThresholdRecheck)
+    assert not isinstance(load_pinned(str(edge), 1, "auto", "fp32"), recheck.ThresholdRecheck)
+
+    # an explicit int8 still passes its own guard on plain int8 first (loose limits here), then loads
+    # with the verdict's band
+    monkeypatch.setenv("SIMPAIR_INT8_MAX_FLIP_SHARE", "1")
+    monkeypatch.setenv("SIMPAIR_INT8_MAX_DELTA", "1")
+    inbox = tmp_path / "inbox"
+    write_batch(make_pairs(60, seed=42), inbox / "night1.parquet")
+    summary = score_inbox(str(inbox), tmp_path / "out", str(edge), home, threads=1, precision="int8")
+    assert summary.precision == "int8"
+    output = read_outputs(tmp_path / "out")
+    texts = output.column("text_a").to_pylist(), output.column("text_b").to_pylist()
+    np.testing.assert_allclose(output.column("score").to_numpy(), loaded.predict(*texts)["score"], atol=1e-6)
+
+
+@pytest.mark.parametrize("band", [0.0, 100.0])
+def test_a_stack_scored_through_the_embedding_store_takes_its_band(
+    band: float, home: Path, tmp_path: Path, one_thread: None
+) -> None:
+    """A stack's bi member reads its cosines from the embedding store (`member_raw`); the band still
+    decides which pairs fp32 scores: none (band 0: int8's scores) or all (band 100: fp32's scores).
+    The verdict is written here: what is tested is how runs apply one, not how the ladder fits it."""
+    stack = write_tiny_stack(tmp_path / "stack")
+    rungs = (
+        RungCheck("fp32", "accepted", "the reference", speedup=1.0),
+        RungCheck("bf16", "skipped", "not measured here"),
+        RungCheck("int8", "accepted", "", speedup=2.0, recheck_band=band, recheck_share=0.5),
+    )
+    PrecisionVerdict("f1", "toy/dev", 10, "cpu", 1, "2026-11-27T00:00:00+00:00", 0.002, 0.005, rungs).write(
+        stack
+    )
+    inbox = tmp_path / "inbox"
+    write_batch(make_pairs(50, seed=43), inbox / "night1.parquet")
+    summary = score_inbox(str(inbox), tmp_path / "out", str(stack), home, threads=1)
+    assert summary.precision == "int8" and "fp32 recheck within" in summary.precision_why
+    output = read_outputs(tmp_path / "out")
+    texts = output.column("text_a").to_pylist(), output.column("text_b").to_pylist()
+    fp32 = load_pinned(str(stack), 1, "auto", "fp32").predict(*texts)["score"]
+    int8 = load_pinned(str(stack), 1, "auto", "int8", recheck=False).predict(*texts)["score"]
+    # the run's own copy of the model (the cache entry its stages took) counts the pairs fp32 scored
+    scorer = load_pinned(str(stack), 1, "auto", "int8")
+    assert isinstance(scorer, recheck.ThresholdRecheck)
+    assert scorer.rechecked == (0 if band == 0 else len(set(zip(*texts, strict=True))))
+    # dynamic int8 takes activation ranges per batch, so its scores move ~1e-5 with the batching
+    want, atol = (fp32, 1e-5) if band else (int8, 1e-4)
+    np.testing.assert_allclose(output.column("score").to_numpy(), want, atol=atol)
+    assert set(output.column("precision").to_pylist()) == {"int8"}
