@@ -38,6 +38,17 @@ def test_auto_trains_in_bf16_on_cuda_with_bf16_and_fp32_elsewhere(monkeypatch: p
     assert devices.autocast_dtype(torch.device("cpu"), "auto") is None
 
 
+def test_auto_trains_in_bf16_wherever_bf16_is_native_but_predicts_in_fp32_on_cpu(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    cpu = torch.device("cpu")
+    for native in (True, False):  # an AVX512-BF16 / AMX CPU, then an AVX2 one
+        monkeypatch.setattr(devices, "native_bf16", lambda device, native=native: native)
+        assert devices.training_dtype(cpu, "auto") is (torch.bfloat16 if native else None)
+        assert devices.training_dtype(cpu, "fp32") is None
+        assert devices.autocast_dtype(cpu, "auto") is None  # scores and metrics stay fp32 on CPU
+
+
 def test_prediction_defaults_to_fp32_for_metrics_and_the_gate(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

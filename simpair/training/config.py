@@ -143,7 +143,9 @@ class TrainConfig(BaseModel):
     max_train_samples: int | None = None  # use only the first N train pairs after shuffling (smoke)
     max_dev_samples: int | None = None
     device: str = "auto"
-    precision: Literal["auto", "fp32", "bf16"] = "auto"
+    precision: Literal["auto", "fp32", "bf16"] = (
+        "auto"  # auto: bf16 autocast where native (device.training_dtype)
+    )
     num_threads: int | None = None
     progress: bool = True
     output_dir: str | None = None  # default: <home>/models/<name>-<UTC timestamp>

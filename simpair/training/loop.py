@@ -24,7 +24,7 @@ from torch import nn
 from simpair.losses import build_objective
 from simpair.models.bi_encoder import BiEncoder
 from simpair.models.cross_encoder import CrossEncoder
-from simpair.models.device import autocast, autocast_dtype, pick_device
+from simpair.models.device import autocast, pick_device, training_dtype
 from simpair.models.inference import raw_outputs
 from simpair.progress import note, progress
 from simpair.training.checkpoint import BestWeights, dev_metrics, weights_sha1
@@ -88,7 +88,7 @@ def train_once(config: TrainConfig, home: Path) -> TrainResult:
     dist_info = init_distributed(device.type)
     if dist_info.enabled and device.type == "cuda":
         device = torch.device("cuda", dist_info.local_rank)
-    dtype = autocast_dtype(device, config.precision)
+    dtype = training_dtype(device, config.precision)
     # Dev metrics, the threshold, the calibration and the post-processing fit are computed in fp32,
     # the precision every prediction runs in by default: bf16 autocast is for the training steps only.
     eval_dtype = None
