@@ -76,6 +76,8 @@ def overfitted_challenger(home: Path) -> Path:
         progress=False,
         num_threads=1,
         seed=42,
+        # the off-domain damage asserted below was sized in fp32; `auto` trains in bf16 where native
+        precision="fp32",
     )
     return train(config, home).model_dir
 
