@@ -169,6 +169,9 @@ def worker_st(model: Path, kind: str, pairs: Path, threads: int, scores_out: Pat
         from sentence_transformers import CrossEncoder
 
         st = CrossEncoder(str(model), device="cpu", max_length=MAX_LENGTH, local_files_only=True)
+        st.predict(
+            list(zip(text_a[:8], text_b[:8], strict=True)), show_progress_bar=False
+        )  # warm-up, as ours
         loaded = _rss_mb()
         began = time.perf_counter()
         scores = st.predict(list(zip(text_a, text_b, strict=True)), batch_size=BATCH,
@@ -178,6 +181,7 @@ def worker_st(model: Path, kind: str, pairs: Path, threads: int, scores_out: Pat
 
         st = SentenceTransformer(str(model), device="cpu", local_files_only=True)
         st.max_seq_length = MAX_LENGTH
+        st.encode(text_a[:8], show_progress_bar=False)  # warm-up, as ours
         loaded = _rss_mb()
         began = time.perf_counter()
         ea = st.encode(text_a, batch_size=BATCH, convert_to_numpy=True, normalize_embeddings=True)

@@ -129,3 +129,35 @@ def test_a_stack_scored_through_the_embedding_store_takes_its_band(
     want, atol = (fp32, 1e-5) if band else (int8, 1e-4)
     np.testing.assert_allclose(output.column("score").to_numpy(), want, atol=atol)
     assert set(output.column("precision").to_pylist()) == {"int8"}
+
+
+def test_the_ladder_judges_the_band_out_of_sample() -> None:
+    """Each half of dev is decided with the band fitted on the other half: a flip the full band would
+    hide (pair 1: off by 0.5 while the other half is off by at most 0.1) stays a flip."""
+    exact = np.array([0.0, 0.1, 2.0, 0.5])
+    fast = np.array([0.1, 0.6, 2.0, 0.5])
+    assert recheck.fit_band(exact, fast, cut=0.2).width == pytest.approx(1.5)  # would hold pair 1
+    np.testing.assert_allclose(recheck.cross_fitted(exact, fast, cut=0.2), [0.0, 0.6, 2.0, 0.5])
+
+
+def test_a_logistic_stack_is_rechecked_at_its_own_cut(tmp_path: Path, one_thread: None) -> None:
+    """A stack's raw output is its combiner's logit: the band is measured around the threshold's logit."""
+    from simpair.models.metadata import ModelMetadata
+    from simpair.predictors import load_predictor
+
+    stack = write_tiny_stack(tmp_path / "stack")
+    a, b = _texts(200, seed=44)
+    meta = ModelMetadata.read(stack)
+    meta.threshold = float(np.median(load_predictor(stack, device="cpu").predict(a, b)["probability"]))
+    meta.write(stack)
+    exact = load_pinned(str(stack), 1, "auto", "fp32")
+    fast = load_pinned(str(stack), 1, "auto", "int8", recheck=False)
+    assert recheck.raw_cut(exact) == pytest.approx(recheck.threshold_logit(meta.threshold))
+    want, quick = exact.predict_raw(a, b), fast.predict_raw(a, b)
+    width = float(np.median(np.abs(quick - recheck.raw_cut(exact))))  # half of the pairs: the nearer half
+    rechecked = recheck.ThresholdRecheck(fast, exact, width)
+    got = rechecked.predict_raw(a, b)
+    near = np.abs(quick - rechecked.cut) < width
+    assert 0.3 * len(a) < near.sum() < 0.7 * len(a) and rechecked.rechecked == near.sum()
+    np.testing.assert_allclose(got[near], want[near], atol=1e-5)
+    np.testing.assert_array_equal(got[~near], quick[~near])

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Collection, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -68,9 +68,8 @@ class RungCheck:
         if self.runtime is not None:
             parts.append(f"via {self.runtime}")
         if self.recheck_band is not None:
-            parts.append(
-                f"fp32 recheck within {self.recheck_band:.2f} logit ({self.recheck_share:.1%} of dev)"
-            )
+            share = "" if self.recheck_share is None else f" ({self.recheck_share:.1%} of dev)"
+            parts.append(f"fp32 recheck within {self.recheck_band:.2f} of the cut{share}")
         return ", ".join(parts)
 
 
@@ -120,7 +119,10 @@ class PrecisionVerdict:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> PrecisionVerdict:
         values = dict(data)
-        values["rungs"] = tuple(RungCheck(**r) for r in values.get("rungs", ()))
+        known = {f.name for f in fields(RungCheck)}  # a newer writer's extra figures are skipped
+        values["rungs"] = tuple(
+            RungCheck(**{k: v for k, v in r.items() if k in known}) for r in values.get("rungs", ())
+        )
         return cls(**values)
 
     def write(self, model_dir: str | Path) -> Path:

@@ -4,12 +4,13 @@ bf16 and int8 move a cross-encoder's logits by a little everywhere, but a decisi
 a pair sits closer to the threshold than that error. On the MSRP cross-encoder bf16 on OpenVINO moved
 dev logits by at most 0.18 (2026-11-27), and only 3.7% of dev pairs lay within three times that of
 the threshold: so scoring every pair in bf16 and those few again in fp32 keeps fp32's decisions at
-most of bf16's speed (1.6-1.75x fp32 against 1.8x for bf16 alone; 0 of 2,997 pairs of other splits
-flipped, against 3 for bf16 alone; docs/experiments.md).
+most of bf16's speed (on 2,997 pairs of other splits 1.5-1.75x fp32 against 1.8-1.9x for bf16 alone; 0
+of them flipped, against 3 for bf16 alone; docs/experiments.md).
 
 The band is fitted once by the precision ladder on the model's dev split (`fit_band`: `FACTOR` times
-the largest raw change it saw), recorded in the rung of the precision verdict, and applied by every
-run that loads the model in that precision (`simpair.runtime.loading`). Paraphrase cross-encoders and
+the largest raw change it saw; the decisions its limits judge are cross-fitted, `cross_fitted`),
+recorded in the rung of the precision verdict, and applied by every run that loads the model in that
+precision (`simpair.runtime.loading`). Paraphrase cross-encoders and
 stacks only (`raw_cut`): their raw output is what the threshold cuts, and every pair goes through
 `predict_raw`. A bi-encoder's pairs may come from the embedding store and a cascade routes pairs
 between its stages, which this wrapper would not see.
@@ -61,6 +62,22 @@ def raw_cut(predictor: Any) -> float | None:
     return threshold_logit(predictor.threshold) if kind in ("cross", "stacked") else None
 
 
+def cross_fitted(exact: np.ndarray, fast: np.ndarray, cut: float, factor: float = FACTOR) -> np.ndarray:
+    """The rechecked raw outputs of the dev pairs, each half (alternate pairs) with the band fitted on
+    the other half: decisions judged out of sample (a band fitted on all pairs holds every pair the
+    fast runtime flips, so judging it on them would prove nothing)."""
+    exact, fast = np.asarray(exact, np.float64), np.asarray(fast, np.float64)
+    halves = np.arange(len(fast)) % 2 == 0
+    out = fast.copy()
+    for held_out in (halves, ~halves):
+        if not held_out.any() or held_out.all():
+            continue
+        width = fit_band(exact[~held_out], fast[~held_out], cut, factor).width
+        near = held_out & (np.abs(fast - cut) < width)
+        out[near] = exact[near]
+    return out
+
+
 def supports(predictor: Any) -> bool:
     """Whether a model's decisions can be rechecked: a paraphrase cross-encoder or stack."""
     return raw_cut(predictor) is not None
@@ -81,6 +98,8 @@ class ThresholdRecheck:
         self.rechecked = 0
 
     def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") or name in ("fast", "exact"):  # copy/pickle probe before __init__
+            raise AttributeError(name)
         return getattr(self.fast, name)
 
     @property
@@ -101,6 +120,7 @@ class ThresholdRecheck:
         raw = np.array(fast)
         near = np.flatnonzero(np.abs(raw.astype(np.float64) - self.cut) < self.band)
         if near.size:
+            text_a, text_b = list(text_a), list(text_b)
             a, b = [text_a[i] for i in near], [text_b[i] for i in near]
             raw[near] = self.exact.predict_raw(a, b, batch_size=batch_size)
             self.rechecked += int(near.size)
