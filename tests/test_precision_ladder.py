@@ -243,3 +243,11 @@ def test_pyfunc_serves_the_fastest_torch_rung(tmp_path: Path, monkeypatch: pytes
     assert served_precision(tmp_path) == "bf16"
     monkeypatch.setattr(devices, "native_bf16", lambda device: False)
     assert served_precision(tmp_path) == "fp32"
+    # bf16 accepted only with an fp32 recheck near the threshold: the pyfunc's plain bf16 was refused
+    monkeypatch.setattr(devices, "native_bf16", lambda device: True)
+    rechecked = (rungs[0], RungCheck("bf16", "accepted", speedup=1.4, recheck_band=0.5, recheck_share=0.04))
+    verdict = PrecisionVerdict(
+        "f1", "toy/dev", 120, "cpu", 1, "2026-11-27T00:00:00+00:00", 0.002, 0.005, rechecked
+    )
+    verdict.write(tmp_path)
+    assert served_precision(tmp_path) == "fp32"

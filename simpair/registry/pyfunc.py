@@ -63,14 +63,21 @@ def _texts(column: pd.Series) -> list[str]:
 
 
 def served_precision(model_dir: Path) -> str:
-    """`auto` for a served model: the verdict's fastest accepted torch rung here; fp32 without one."""
+    """`auto` for a served model: the verdict's fastest accepted torch rung here; fp32 without one.
+
+    A rung accepted only with an fp32 recheck near the threshold (`simpair.runtime.recheck`) is not
+    served: the pyfunc runs the plain forward pass, which is what the ladder refused.
+    """
+    import dataclasses
+
     from simpair.models.device import native_bf16, pick_device
     from simpair.models.precision_verdict import PrecisionVerdict
 
     verdict = PrecisionVerdict.read(model_dir)
     if verdict is None:
         return "fp32"
-    return verdict.choose(("fp32", "bf16") if native_bf16(pick_device("auto")) else ("fp32",)).precision
+    plain = dataclasses.replace(verdict, rungs=tuple(r for r in verdict.rungs if r.recheck_band is None))
+    return plain.choose(("fp32", "bf16") if native_bf16(pick_device("auto")) else ("fp32",)).precision
 
 
 class SimpairPyfuncModel(PythonModel):
