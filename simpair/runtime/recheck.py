@@ -11,8 +11,9 @@ The band is fitted once by the precision ladder on the model's dev split (`fit_b
 the largest raw change it saw; the decisions its limits judge are cross-fitted, `cross_fitted`),
 recorded in the rung of the precision verdict, and applied by every run that loads the model in that
 precision (`simpair.runtime.loading`). Paraphrase cross-encoders and stacks only (`raw_cut`): their
-raw output is what the threshold cuts, and every pair goes through `predict_raw`. A bi-encoder's pairs may come from the embedding store and a cascade routes pairs
-between its stages, which this wrapper would not see.
+raw output is what the threshold cuts, and every pair goes through `predict_raw`. A bi-encoder's
+pairs may come from the embedding store and a cascade routes pairs between its stages, which this
+wrapper would not see.
 """
 
 from __future__ import annotations
