@@ -183,9 +183,10 @@ def test_paraphrase_stack_has_a_dev_threshold_and_serves_as_pyfunc_and_in_bulk_s
 
     table = make_pairs(300, seed=5)
     write_batch(table, tmp_path / "inbox" / "night.parquet")
-    summary = score_inbox(
-        str(tmp_path / "inbox"), tmp_path / "out", str(out), home, chunk_rows=128, backend="torch"
-    )
+    summary = score_inbox(  # fp32 pinned: `auto` may pick bf16 where a host runs it faster (compared below)
+        str(tmp_path / "inbox"), tmp_path / "out", str(out), home, chunk_rows=128, backend="torch",
+        precision="fp32",
+    )  # fmt: skip
     assert (summary.files_scored, summary.rows_scored) == (1, 300)
     scored = read_outputs(tmp_path / "out")
     a, b = table.column("text_a").to_pylist(), table.column("text_b").to_pylist()

@@ -251,3 +251,21 @@ def test_pyfunc_serves_the_fastest_torch_rung(tmp_path: Path, monkeypatch: pytes
     )
     verdict.write(tmp_path)
     assert served_precision(tmp_path) == "fp32"
+
+
+def test_a_lossy_rung_must_buy_at_least_the_minimum_speedup() -> None:
+    from simpair.models.precision_verdict import MIN_SPEEDUP, RungCheck
+
+    def verdict(bf16_speedup: float) -> PrecisionVerdict:
+        fp32, bf16 = (
+            RungCheck("fp32", "accepted", speedup=1.0),
+            RungCheck("bf16", "accepted", speedup=bf16_speedup),
+        )
+        return PrecisionVerdict(
+            "f1", "toy/dev", 120, "cpu", 1, "2026-11-27T00:00Z", 0.002, 0.005, (fp32, bf16)
+        )
+
+    noisy = verdict(MIN_SPEEDUP - 0.05)  # e.g. 1.05x: within timing noise of fp32
+    assert noisy.choose().precision == "fp32"
+    assert "bf16 accepted but 1.05x fp32, under 1.1x" in noisy.why(noisy.choose())
+    assert verdict(MIN_SPEEDUP).choose().precision == "bf16"

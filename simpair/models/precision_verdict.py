@@ -26,6 +26,9 @@ RUNGS = ("fp32", "bf16", "int8")
 FIGURES = ("metric_delta", "label_flip_share", "max_score_change", "pairs_per_s", "speedup", "recheck_band",
            "recheck_share")  # fmt: skip
 BACKEND_RUNGS = {"auto": RUNGS, "torch": ("fp32", "bf16"), "onnx": ("fp32", "int8")}
+# a rung that changes scores must buy at least this much speed: a 1.0x "gain" is timing noise, and
+# trading exact scores for it would make the chosen precision a coin toss between machines and runs
+MIN_SPEEDUP = 1.1
 
 
 @dataclass(frozen=True)
@@ -73,6 +76,10 @@ class RungCheck:
         return ", ".join(parts)
 
 
+def worth_it(rung: RungCheck) -> bool:
+    return (rung.speedup or 0.0) >= MIN_SPEEDUP
+
+
 @dataclass(frozen=True)
 class PrecisionVerdict:
     """Every rung of the ladder for one model, measured once on `pairs` dev pairs of `dev_split`."""
@@ -91,8 +98,11 @@ class PrecisionVerdict:
         return next((r for r in self.rungs if r.precision == precision), None)
 
     def choose(self, allowed: Collection[str] = RUNGS) -> RungCheck:
-        """The fastest accepted rung among `allowed` (fp32 when nothing else qualifies)."""
-        candidates = [r for r in self.rungs if r.accepted and r.precision in allowed]
+        """The fastest accepted rung among `allowed` that is at least `MIN_SPEEDUP` x fp32, else fp32."""
+        candidates = [
+            r for r in self.rungs
+            if r.accepted and r.precision in allowed and (r.precision == "fp32" or worth_it(r))
+        ]  # fmt: skip
         if not candidates:
             return self.rung("fp32") or RungCheck("fp32", "accepted", speedup=1.0)
         return max(candidates, key=lambda r: (r.speedup or 0.0, r.precision == "fp32"))
@@ -108,7 +118,7 @@ class PrecisionVerdict:
             if r.precision not in allowed:
                 others.append(f"{r.precision} not run by this backend or device")
             elif r.accepted:
-                others.append(f"{r.precision} accepted but {r.speedup or 0:.1f}x fp32")
+                others.append(f"{r.precision} accepted but {r.speedup or 0:.2f}x fp32, under {MIN_SPEEDUP}x")
             else:
                 others.append(f"{r.precision} {r.verdict}: {r.reason}")
         return "auto: fp32" + (f" ({'; '.join(others)})" if others else "")
