@@ -226,6 +226,8 @@ def test_encode_runs_in_the_precision_the_cached_verdict_chose(
 
 
 def test_pyfunc_serves_the_fastest_torch_rung(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import dataclasses
+
     import simpair.models.device as devices
     from simpair.models.precision_verdict import RungCheck
     from simpair.registry.pyfunc import served_precision
@@ -251,6 +253,14 @@ def test_pyfunc_serves_the_fastest_torch_rung(tmp_path: Path, monkeypatch: pytes
     )
     verdict.write(tmp_path)
     assert served_precision(tmp_path) == "fp32"
+    # bf16 judged on OpenVINO: torch's autocast was not what the ladder measured
+    on_openvino = (rungs[0], RungCheck("bf16", "accepted", speedup=1.8, runtime="openvino"))
+    dataclasses.replace(verdict, rungs=on_openvino).write(tmp_path)
+    assert served_precision(tmp_path) == "fp32"
+    dataclasses.replace(
+        verdict, rungs=(rungs[0], RungCheck("bf16", "accepted", speedup=1.3, runtime="torch"))
+    ).write(tmp_path)
+    assert served_precision(tmp_path) == "bf16"
 
 
 def test_a_lossy_rung_must_buy_at_least_the_minimum_speedup() -> None:

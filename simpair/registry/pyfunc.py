@@ -65,8 +65,10 @@ def _texts(column: pd.Series) -> list[str]:
 def served_precision(model_dir: Path) -> str:
     """`auto` for a served model: the verdict's fastest accepted torch rung here; fp32 without one.
 
-    A rung accepted only with an fp32 recheck near the threshold (`simpair.runtime.recheck`) is not
-    served: the pyfunc runs the plain forward pass, which is what the ladder refused.
+    The pyfunc runs the plain torch forward pass, so a rung judged on anything else is not served: one
+    accepted only with an fp32 recheck near the threshold (`simpair.runtime.recheck`; the plain pass is
+    what the ladder refused), or a bf16 rung measured on OpenVINO (whose bf16 kernels round differently
+    from torch's autocast, and which is not among a served model's packages).
     """
     import dataclasses
 
@@ -76,7 +78,8 @@ def served_precision(model_dir: Path) -> str:
     verdict = PrecisionVerdict.read(model_dir)
     if verdict is None:
         return "fp32"
-    plain = dataclasses.replace(verdict, rungs=tuple(r for r in verdict.rungs if r.recheck_band is None))
+    torch_rungs = tuple(r for r in verdict.rungs if r.recheck_band is None and r.runtime in (None, "torch"))
+    plain = dataclasses.replace(verdict, rungs=torch_rungs)
     return plain.choose(("fp32", "bf16") if native_bf16(pick_device("auto")) else ("fp32",)).precision
 
 
