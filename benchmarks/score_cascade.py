@@ -253,7 +253,9 @@ def markdown(result: dict) -> str:
     names = [("cascade", "cascade (bi -> cross)"), ("cross", "its cross-encoder alone"),
              ("sentence_transformers", "`CrossEncoder.predict`")]  # fmt: skip
     if "cascade_auto" in speed:
-        names.insert(1, ("cascade_auto", f"cascade, `auto` ({speed['cascade_auto']['precision']} bi stage)"))
+        chosen = speed["cascade_auto"]["precision"]  # int8 runs in the bi stage only, bf16 in both
+        where = {"int8": "int8 bi stage", "bf16": "bf16, both stages"}.get(chosen, chosen)
+        names.insert(1, ("cascade_auto", f"cascade, `auto` ({where})"))
     for key, name in names:
         ratio = speed[key]["pairs_per_s"] / st["pairs_per_s"]
         cpu_ratio = speed[key]["pairs_per_cpu_s"] / st["pairs_per_cpu_s"]
