@@ -44,6 +44,15 @@ def cascade(
             min=0.0, max=0.999, help="Share of dev decisions that may differ from the cross-encoder's."
         ),
     ] = 0.005,
+    band_pool: Annotated[
+        Path | None,
+        typer.Option(
+            help="Unlabeled pairs like the traffic (Parquet/CSV/TSV with text_a, text_b, or a folder of "
+            "them, e.g. an inbox), fitted on beside dev: the cross-encoder's decisions are the reference. "
+            "Never an evaluation split."
+        ),
+    ] = None,
+    band_pool_pairs: Annotated[int, typer.Option(min=1, help="Pairs drawn from --band-pool.")] = 4096,
     out: ModelDirOutOption = None,
     home: HomeOption = None,
     split: EvaluateAfterOption = None,
@@ -54,6 +63,7 @@ def cascade(
     """
     from simpair import settings
     from simpair.ensemble import fit_cascade
+    from simpair.ensemble.band_pool import BandPoolRef, read_pool
     from simpair.models.io import new_model_dir
 
     if (config is None) == (cross is None):
@@ -64,6 +74,10 @@ def cascade(
         train_combined_from_config(config, home_path, None, jobs, out, splits, combine="cascade")
         return
     try:
+        pool = read_pool(BandPoolRef(path=str(band_pool), pairs=band_pool_pairs)) if band_pool else None
+    except (OSError, ValueError) as exc:
+        raise typer.BadParameter(str(exc), param_hint="--band-pool") from exc
+    try:
         members = [resolve_model_option(cross, home_path)]
         members += [resolve_model_option(bi, home_path)] if bi else []
         target = fit_cascade(
@@ -72,6 +86,7 @@ def cascade(
             out or new_model_dir(home_path / "models", "cascade"),
             max_disagreement,
             zero_shot=bi is None,
+            pool=pool,
         )
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint="--cross") from exc

@@ -256,8 +256,31 @@ def test_cascade_config_fits_a_band_that_agrees_with_its_cross_encoder_on_dev(ho
     assert CascadeSpec.read(loose).dev_disagreement <= 0.2
     assert CascadeSpec.read(loose).dev_share_to_cross <= spec.dev_share_to_cross
 
+    # unlabeled pairs like the traffic join dev in the fit; what is recorded is what the model does there
+    from simpair.ensemble.band_pool import BandPoolRef, read_pool
+
+    traffic, pooled = home / "traffic.parquet", home / "models" / "pooled"
+    write_batch(make_pairs(300, seed=8), traffic)
+    with_pool = [*args[:-1], str(pooled), "--band-pool", str(traffic), "--band-pool-pairs", "250"]
+    done = CliRunner().invoke(app, [*with_pool, "--home", str(home)])
+    assert done.exit_code == 0, done.output
+    fitted = CascadeSpec.read(pooled)
+    assert (fitted.pool_pairs, fitted.pool_source) == (250, str(traffic))
+    misses = fitted.dev_disagreement * fitted.dev_pairs + fitted.pool_disagreement * fitted.pool_pairs
+    assert round(misses) <= allowed_misses(fitted.dev_pairs + fitted.pool_pairs, 0.2)
+    pool = read_pool(BandPoolRef(path=str(traffic), pairs=250))
+    there = compare_with_cross(load_predictor(pooled), pool.text_a, pool.text_b)
+    assert there.disagreement == pytest.approx(fitted.pool_disagreement)
+    assert there.share_to_cross == pytest.approx(fitted.pool_share_to_cross)
+    assert fitted.tags()["cascade.pool_pairs"] == "250"
+    nowhere = [*args[:-1], str(home / "models" / "x"), "--band-pool", str(home / "nope.parquet")]
+    missing = CliRunner().invoke(app, [*nowhere, "--home", str(home)], env={"COLUMNS": "400"})
+    assert missing.exit_code != 0 and "nope.parquet" in missing.output
+
     with pytest.raises(ValueError, match="task must be paraphrase"):
         StackConfig(name="c", task="sts", members=["x.yaml"], combine="cascade")
+    with pytest.raises(ValueError, match="only combine: cascade"):
+        StackConfig(name="c", task="paraphrase", members=["x.yaml"], band_pool={"path": "pairs.parquet"})
 
 
 # ------------------------------------------------------------------------------ crash and resume

@@ -74,6 +74,11 @@ class CascadeSpec(BaseModel):
     dev_share_to_cross: float = 0.0
     dev_disagreement: float = 0.0
     bi_calibration: str = ""  # where the bi stage's calibrated probability comes from
+    # unlabeled pairs like the traffic, fitted on beside dev (the cross-encoder's decisions need no label)
+    pool_source: str | None = None
+    pool_pairs: int = 0
+    pool_share_to_cross: float | None = None
+    pool_disagreement: float | None = None
 
     def write(self, model_dir: Path) -> Path:
         path = Path(model_dir) / CASCADE_FILE
@@ -104,6 +109,11 @@ class CascadeSpec(BaseModel):
         }
         if self.dev_allowed_misses is not None:
             tags["cascade.dev_allowed_misses"] = str(self.dev_allowed_misses)
+        if self.pool_pairs:
+            tags["cascade.pool_source"] = str(self.pool_source)
+            tags["cascade.pool_pairs"] = str(self.pool_pairs)
+            tags["cascade.pool_share_to_cross"] = f"{self.pool_share_to_cross:.6g}"
+            tags["cascade.pool_disagreement"] = f"{self.pool_disagreement:.6g}"
         return tags
 
 
@@ -111,6 +121,17 @@ def in_band(p_bi: np.ndarray, low: float, high: float) -> np.ndarray:
     """Which pairs the cross-encoder scores: bi probability strictly inside (low, high)."""
     p_bi = np.asarray(p_bi, dtype=np.float64)
     return (p_bi > low) & (p_bi < high)
+
+
+def band_figures(
+    p_bi: np.ndarray, cross_labels: np.ndarray, threshold: float, low: float, high: float
+) -> tuple[float, float]:
+    """(share sent to the cross-encoder, share of decisions that differ from its) of a band on pairs."""
+    inside = in_band(p_bi, low, high)
+    if not len(inside):
+        return 0.0, 0.0
+    decisions = np.where(inside, np.asarray(cross_labels).astype(bool), np.asarray(p_bi) >= threshold)
+    return float(inside.mean()), float(np.mean(decisions != np.asarray(cross_labels).astype(bool)))
 
 
 @dataclass(frozen=True)

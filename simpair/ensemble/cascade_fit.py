@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from simpair.ensemble.backbone_member import is_zero_shot, zero_shot_members
+from simpair.ensemble.band_pool import BandPool
 from simpair.ensemble.cascade import (
     BI,
     CROSS,
@@ -25,6 +26,7 @@ from simpair.ensemble.cascade import (
     BandRule,
     CascadePredictor,
     CascadeSpec,
+    band_figures,
     compare_with_cross,
     fit_band,
 )
@@ -71,11 +73,13 @@ def fit_cascade(
     zero_shot: bool = False,
     batch_size: int = 64,
     band_rule: BandRule = DEFAULT_BAND_RULE,
+    pool: BandPool | None = None,
 ) -> Path:
     """Fit the band on the members' dev split; write a self-contained `kind: cascade` directory.
 
     `member_dirs` is one paraphrase cross-encoder and one paraphrase bi-encoder, or the cross-encoder
-    alone with `zero_shot` (the bi stage is then its pre-trained backbone, untouched).
+    alone with `zero_shot` (the bi stage is then its pre-trained backbone, untouched). `pool`: unlabeled
+    pairs like the traffic, fitted on beside dev (`simpair.ensemble.band_pool`).
     """
     with tempfile.TemporaryDirectory(prefix="simpair-cascade-") as scratch:
         member_dirs = [Path(d) for d in member_dirs]
@@ -85,7 +89,19 @@ def fit_cascade(
             metas = [ModelMetadata.read(d) for d in member_dirs]
             member_dirs += zero_shot_members(metas, Path(scratch))
         bi_dir, cross_dir = _stages(member_dirs)
-        return _fit(bi_dir, cross_dir, Path(home), Path(out_dir), max_disagreement, batch_size, band_rule)
+        return _fit(
+            bi_dir, cross_dir, Path(home), Path(out_dir), max_disagreement, batch_size, band_rule, pool
+        )
+
+
+def _on_pool(
+    predictor: CascadePredictor, cross: Predictor, pool: BandPool | None, batch_size: int
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """The pool's calibrated bi probabilities and the cross-encoder's decisions (the reference)."""
+    if pool is None or not len(pool):
+        return None
+    p_bi = predictor.bi_probability(pool.text_a, pool.text_b, batch_size)
+    return p_bi, np.asarray(cross.predict(pool.text_a, pool.text_b, batch_size=batch_size)["label"])
 
 
 def _fit(
@@ -96,6 +112,7 @@ def _fit(
     max_disagreement: float,
     batch_size: int,
     band_rule: BandRule = DEFAULT_BAND_RULE,
+    pool: BandPool | None = None,
 ) -> Path:
     dirs = [bi_dir, cross_dir]
     metas = [ModelMetadata.read(d) for d in dirs]
@@ -128,19 +145,29 @@ def _fit(
     draft = CascadeSpec(members=members, band_low=threshold, band_high=threshold)
     predictor = CascadePredictor(meta, draft, [bi, cross])
     full = compare_with_cross(predictor, text_a, text_b, batch_size)  # band empty: bi probabilities
-    p_bi = full.cascade["probability"]
-    band = fit_band(p_bi, full.cross["label"], threshold, max_disagreement, band_rule)
+    p_bi, cross_labels = full.cascade["probability"], np.asarray(full.cross["label"])
+    pooled = _on_pool(predictor, cross, pool, batch_size)
+    fit_p = p_bi if pooled is None else np.concatenate([p_bi, pooled[0]])
+    fit_labels = cross_labels if pooled is None else np.concatenate([cross_labels, pooled[1]])
+    band = fit_band(fit_p, fit_labels, threshold, max_disagreement, band_rule)
+    dev_share, dev_disagreement = band_figures(p_bi, cross_labels, threshold, band.low, band.high)
+    pool_figures = {}
+    if pool is not None and pooled is not None:
+        share, differ = band_figures(*pooled, threshold, band.low, band.high)
+        pool_figures = {"pool_source": pool.source, "pool_pairs": len(pool), "pool_share_to_cross": share,
+                        "pool_disagreement": differ}  # fmt: skip
     spec = draft.model_copy(
         update={
             "band_low": band.low,
             "band_high": band.high,
             "max_disagreement": max_disagreement,
             "band_rule": band.rule,
-            "dev_allowed_misses": band.allowed_misses,
-            "dev_pairs": band.pairs,
-            "dev_share_to_cross": band.share_to_cross,
-            "dev_disagreement": band.disagreement,
+            "dev_allowed_misses": band.allowed_misses,  # of the pairs fitted on: dev, and the pool
+            "dev_pairs": len(p_bi),
+            "dev_share_to_cross": dev_share,
+            "dev_disagreement": dev_disagreement,
             "bi_calibration": calibration_note,
+            **pool_figures,
         }
     )
     predictor.spec = spec
@@ -152,8 +179,9 @@ def _fit(
         "cascade": {
             "band_low": band.low,
             "band_high": band.high,
-            "share_to_cross": band.share_to_cross,
-            "disagreement": band.disagreement,
+            "share_to_cross": dev_share,
+            "disagreement": dev_disagreement,
+            **pool_figures,
             "max_disagreement": max_disagreement,
             "band_rule": band.rule,
             "allowed_misses": band.allowed_misses,

@@ -12,6 +12,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from simpair.ensemble.band_pool import BandPoolRef
 from simpair.training.config import SplitRef, TrainConfig
 
 
@@ -49,6 +50,8 @@ class StackConfig(BaseModel):
     # cascade only: share of decisions on unseen pairs allowed to differ from the full cross-encoder's
     # (the band is fitted on dev by conformal risk control: simpair.ensemble.cascade.allowed_misses)
     max_disagreement: float = Field(default=0.005, ge=0.0, lt=1.0)
+    # cascade only: unlabeled pairs like the traffic, fitted on beside dev (simpair.ensemble.band_pool)
+    band_pool: BandPoolRef | None = None
     threshold_metric: Literal["accuracy", "f1"] = "accuracy"
     evaluate_on: list[SplitRef] = Field(default_factory=list)
     source: str | None = None  # the YAML file it was read from (member paths are relative to it)
@@ -59,6 +62,10 @@ class StackConfig(BaseModel):
             raise ValueError("zero_shot adds a member to a stack; a soup averages trained weights only")
         if self.combine == "cascade" and self.task != "paraphrase":
             raise ValueError("a cascade decides paraphrase labels: task must be paraphrase")
+        if self.band_pool is not None and self.combine != "cascade":
+            raise ValueError(
+                "band_pool is the pairs a cascade's band is fitted on; only combine: cascade has one"
+            )
         if self.products and self.combine != "stack":
             raise ValueError("products are features of a stack's combiner; a soup has no combiner")
         return self

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from simpair.ensemble.band_pool import read_pool
 from simpair.ensemble.cascade_fit import fit_cascade
 from simpair.ensemble.config import StackConfig
 from simpair.ensemble.fit import fit_stack
@@ -176,7 +177,10 @@ def combine_members(config: StackConfig, member_dirs: list[Path], home: Path) ->
     if config.combine == "soup":
         return fit_soup(member_dirs, home, out)
     if config.combine == "cascade":
-        return fit_cascade(member_dirs, home, out, config.max_disagreement, zero_shot=config.zero_shot)
+        pool = read_pool(config.band_pool) if config.band_pool else None
+        return fit_cascade(
+            member_dirs, home, out, config.max_disagreement, zero_shot=config.zero_shot, pool=pool
+        )
     return fit_stack(
         member_dirs,
         home,
