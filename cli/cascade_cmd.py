@@ -70,6 +70,10 @@ def cascade(
         raise typer.BadParameter("give either --config or --cross", param_hint="--config")
     home_path = settings.home_dir(home)
     splits = [parse_split_option(s) for s in split] if split else []
+    if config is not None and band_pool is not None:
+        raise typer.BadParameter(
+            "with --config, the pool is the config's band_pool:", param_hint="--band-pool"
+        )
     if config is not None:
         train_combined_from_config(config, home_path, None, jobs, out, splits, combine="cascade")
         return

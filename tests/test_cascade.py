@@ -343,3 +343,30 @@ def test_the_night_fits_a_cascades_band_on_its_chosen_wise_ft_cross_encoder(home
     dev = dev.filter(dev["pair_id"].is_in(ids))
     agreement = compare_with_cross(predictor, dev["text_a"].to_list(), dev["text_b"].to_list())
     assert agreement.disagreement == 0.0  # the band agrees with the chosen cross-encoder on dev
+
+
+def test_a_band_pool_reads_an_inbox_folder_and_is_found_beside_its_config(tmp_path: Path) -> None:
+    from simpair.ensemble.band_pool import BandPoolRef, read_pool
+
+    inbox = tmp_path / "inbox"
+    inbox.mkdir()
+    (inbox / "a.tsv").write_text('text_a\ttext_b\n"Hello, he said\tthe cat\nx\t \nsame\tpair\nsame\tpair\n')
+    (inbox / "_partial.tsv").write_text("text_a\ttext_b\nnot\tyet\n")  # an upload in progress: skipped
+    write_batch(make_pairs(5, seed=1), inbox / "b.parquet")
+    pool = read_pool(BandPoolRef(path=str(inbox)))
+    assert ('"Hello, he said', "the cat") in zip(pool.text_a, pool.text_b, strict=True)  # quotes are text
+    assert len(pool) == 2 + 5 and "not" not in pool.text_a  # blank text dropped, duplicates once
+    assert len(read_pool(BandPoolRef(path=str(inbox), pairs=3))) == 3
+    with pytest.raises(ValueError, match="text_a and text_b"):
+        (tmp_path / "bad.csv").write_text("a,b\n1,2\n")
+        read_pool(BandPoolRef(path=str(tmp_path / "bad.csv")))
+
+    def config(path: str) -> StackConfig:
+        return StackConfig(
+            name="c", task="paraphrase", members=["x.yaml"], combine="cascade", zero_shot=True,
+            band_pool={"path": path}, source=str(tmp_path / "c.yaml"),
+        )  # fmt: skip
+
+    assert config("inbox").band_pool_ref().path == str(inbox)  # relative to the config file
+    with pytest.raises(ValueError, match="no such file"):
+        config("typo").band_pool_ref()

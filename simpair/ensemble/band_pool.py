@@ -16,16 +16,22 @@ from pathlib import Path
 import polars as pl
 from pydantic import BaseModel, ConfigDict, Field
 
-POOL_SUFFIXES = {".parquet": "parquet", ".csv": ",", ".tsv": "\t"}
+from simpair.evaluation.file.read import read_pairs_file
+
+POOL_SUFFIXES = (".parquet", ".pq", ".csv", ".tsv", ".tab")
 DEFAULT_POOL_PAIRS = 4096
 
 
 class BandPoolRef(BaseModel):
-    """`band_pool:` in a cascade config: where the pairs are, and how many to draw."""
+    """`band_pool:` in a cascade config: where the pairs are, and how many to draw.
+
+    `path`: a local Parquet, CSV or TSV file with text_a and text_b columns, or a folder of them (an
+    inbox: names starting with `.` or `_` are skipped, as scoring does). Relative to the config file.
+    """
 
     model_config = ConfigDict(extra="forbid")
 
-    path: str  # a Parquet, CSV or TSV file with text_a and text_b columns, or a folder of them (an inbox)
+    path: str
     pairs: int = Field(default=DEFAULT_POOL_PAIRS, ge=1)  # drawn at random when there are more
     seed: int = 0
 
@@ -39,20 +45,27 @@ class BandPool:
     def __len__(self) -> int:
         return len(self.text_a)
 
+    def without(self, pairs: set[tuple[str, str]]) -> BandPool:
+        """The pool less `pairs` (dev's: each pair is counted once in the fit)."""
+        kept = [(a, b) for a, b in zip(self.text_a, self.text_b, strict=True) if (a, b) not in pairs]
+        return BandPool(self.source, [a for a, _ in kept], [b for _, b in kept])
+
 
 def _files(path: Path) -> list[Path]:
     if path.is_file():
         return [path]
     if path.is_dir():
-        return sorted(p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in POOL_SUFFIXES)
-    raise FileNotFoundError(f"{path}: no such file or folder for the band pool")
+        hidden = (".", "_")
+        return sorted(
+            p for p in path.rglob("*")
+            if p.is_file() and p.suffix.lower() in POOL_SUFFIXES
+            and not any(part.startswith(hidden) for part in p.relative_to(path).parts)
+        )  # fmt: skip
+    raise ValueError(f"{path}: no such file or folder for the band pool")
 
 
 def _read(path: Path) -> pl.DataFrame:
-    kind = POOL_SUFFIXES.get(path.suffix.lower())
-    if kind is None:
-        raise ValueError(f"{path}: a band pool is Parquet, CSV or TSV")
-    frame = pl.read_parquet(path) if kind == "parquet" else pl.read_csv(path, separator=kind, quote_char='"')
+    frame = read_pairs_file(path)  # one error naming the file for anything polars cannot read
     missing = {"text_a", "text_b"} - set(frame.columns)
     if missing:
         raise ValueError(f"{path}: a band pool needs columns text_a and text_b (missing: {sorted(missing)})")
@@ -60,7 +73,9 @@ def _read(path: Path) -> pl.DataFrame:
 
 
 def read_pool(ref: BandPoolRef) -> BandPool:
-    """`ref.pairs` distinct pairs with both texts present, drawn with `ref.seed` (all of them when fewer)."""
+    """`ref.pairs` distinct pairs with both texts present, drawn with `ref.seed` (all of them when fewer).
+
+    Raises ValueError naming the file or folder when there is nothing usable."""
     source = Path(ref.path).expanduser()
     files = _files(source)
     if not files:

@@ -70,7 +70,8 @@ class CascadeSpec(BaseModel):
     band_rule: BandRule = "point"  # absent in cascade.json files written before the rule was recorded
     # what the band was fitted on, and what it did there
     dev_pairs: int = 0
-    dev_allowed_misses: int | None = None  # dev misses the rule let the band leave outside (-1: none)
+    # misses the rule let the band leave outside, of the pairs fitted on: dev, and the pool (-1: none)
+    dev_allowed_misses: int | None = None
     dev_share_to_cross: float = 0.0
     dev_disagreement: float = 0.0
     bi_calibration: str = ""  # where the bi stage's calibrated probability comes from
@@ -109,7 +110,7 @@ class CascadeSpec(BaseModel):
         }
         if self.dev_allowed_misses is not None:
             tags["cascade.dev_allowed_misses"] = str(self.dev_allowed_misses)
-        if self.pool_pairs:
+        if self.pool_pairs and self.pool_share_to_cross is not None and self.pool_disagreement is not None:
             tags["cascade.pool_source"] = str(self.pool_source)
             tags["cascade.pool_pairs"] = str(self.pool_pairs)
             tags["cascade.pool_share_to_cross"] = f"{self.pool_share_to_cross:.6g}"

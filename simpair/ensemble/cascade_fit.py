@@ -1,10 +1,12 @@
 """Fit a bi -> cross cascade on the members' shared dev split and write it as a model directory.
 
-Only dev is used: the bi stage's calibration (when it has none of its own: the untouched backbone) and
-the band. The band is the narrowest one whose decisions differ from the full cross-encoder's on at most
-the dev misses its rule allows for `max_disagreement` (`cascade.allowed_misses`: by default conformal
-risk control, (k + 1) / (n + 1) <= max_disagreement: a share meant for pairs the fit has not seen).
-Test splits stay untouched until `simpair evaluate` and the promotion gate.
+Only dev is used for the bi stage's calibration (when it has none of its own: the untouched backbone).
+The band is fitted on dev, plus unlabeled pairs like the traffic when given (`band_pool`: the
+cross-encoder's decisions on them are the reference, no label is read). It is the narrowest band whose
+decisions differ from the full cross-encoder's on at most the misses its rule allows for
+`max_disagreement` (`cascade.allowed_misses`: by default conformal risk control, (k + 1) / (n + 1) <=
+max_disagreement: a share meant for pairs the fit has not seen). Test splits stay untouched until
+`simpair evaluate` and the promotion gate.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import tempfile
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -146,12 +149,14 @@ def _fit(
     predictor = CascadePredictor(meta, draft, [bi, cross])
     full = compare_with_cross(predictor, text_a, text_b, batch_size)  # band empty: bi probabilities
     p_bi, cross_labels = full.cascade["probability"], np.asarray(full.cross["label"])
+    if pool is not None:  # a pair already in dev counts once
+        pool = pool.without(set(zip(text_a, text_b, strict=True)))
     pooled = _on_pool(predictor, cross, pool, batch_size)
     fit_p = p_bi if pooled is None else np.concatenate([p_bi, pooled[0]])
     fit_labels = cross_labels if pooled is None else np.concatenate([cross_labels, pooled[1]])
     band = fit_band(fit_p, fit_labels, threshold, max_disagreement, band_rule)
     dev_share, dev_disagreement = band_figures(p_bi, cross_labels, threshold, band.low, band.high)
-    pool_figures = {}
+    pool_figures: dict[str, Any] = {}
     if pool is not None and pooled is not None:
         share, differ = band_figures(*pooled, threshold, band.low, band.high)
         pool_figures = {"pool_source": pool.source, "pool_pairs": len(pool), "pool_share_to_cross": share,

@@ -73,6 +73,17 @@ class StackConfig(BaseModel):
     def member_refs(self) -> list[MemberRef]:
         return [MemberRef(config=m) if isinstance(m, str) else m for m in self.members]
 
+    def band_pool_ref(self) -> BandPoolRef | None:
+        """`band_pool` with its path resolved against the config file's folder, checked to exist."""
+        if self.band_pool is None:
+            return None
+        path = Path(self.band_pool.path).expanduser()
+        base = Path(self.source).parent if self.source else Path.cwd()
+        path = path if path.is_absolute() else base / path
+        if not path.exists():
+            raise ValueError(f"{self.name}: band_pool {path}: no such file or folder")
+        return self.band_pool.model_copy(update={"path": str(path)})
+
     def member_paths(self) -> list[Path]:
         base = Path(self.source).parent if self.source else Path.cwd()
         paths = [Path(ref.config) for ref in self.member_refs()]

@@ -56,6 +56,7 @@ def build_members(
     are then combined bottom-up with `combine(stack, member_dirs)`. `on_nested` is told of each nested
     stack before its members are assembled.
     """
+    config.band_pool_ref()  # a cascade's pool that is not there fails now, not after hours of training
     trained = iter(train_all(config.member_configs(overrides)))
     return _assemble(config, trained, combine, overrides, on_nested)
 
@@ -173,11 +174,11 @@ def train_configs(configs: list[TrainConfig], home: Path, jobs: int = 1) -> list
 
 def combine_members(config: StackConfig, member_dirs: list[Path], home: Path) -> Path:
     """The stack, soup or cascade of trained members, as `<home>/models/<name>-<UTC time>`."""
+    pool = read_pool(ref) if (ref := config.band_pool_ref()) else None  # before a model dir is made
     out = new_model_dir(Path(home) / "models", config.name)
     if config.combine == "soup":
         return fit_soup(member_dirs, home, out)
     if config.combine == "cascade":
-        pool = read_pool(config.band_pool) if config.band_pool else None
         return fit_cascade(
             member_dirs, home, out, config.max_disagreement, zero_shot=config.zero_shot, pool=pool
         )
