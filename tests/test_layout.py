@@ -200,7 +200,7 @@ def test_wheel_installs_one_namespace_and_finds_profiles_without_a_checkout(tmp_
 # own package, the foundation, and packages on earlier lines only. A `package.part` entry ranks that
 # sub-package or module apart from the rest of its package (evaluation's runners sit above the loader).
 DOMAIN_ORDER = [
-    "settings defaults schema pairs contracts catalog atomic pair_tokens progress stages locks",
+    "settings defaults schema pairs pair_files contracts catalog atomic pair_tokens progress stages locks",
     "losses",
     "models",
     "ingest tokens",

@@ -16,7 +16,7 @@ from pathlib import Path
 import polars as pl
 from pydantic import BaseModel, ConfigDict, Field
 
-from simpair.evaluation.file.read import read_pairs_file
+from simpair.pair_files import read_pairs_file
 
 POOL_SUFFIXES = (".parquet", ".pq", ".csv", ".tsv", ".tab")
 DEFAULT_POOL_PAIRS = 4096

@@ -6,34 +6,7 @@
 
 from __future__ import annotations
 
-from pathlib import Path
+from simpair.pair_files import PairsFileError as FileEvalError
+from simpair.pair_files import read_pairs_file
 
-import polars as pl
-
-
-class FileEvalError(ValueError):
-    """A file that cannot be evaluated as asked; `option` names the command-line option to fix."""
-
-    def __init__(self, message: str, option: str = "--file") -> None:
-        super().__init__(message)
-        self.option = option
-
-
-def read_pairs_file(path: Path) -> pl.DataFrame:
-    """Parquet, CSV or TSV by suffix; any reader failure becomes one error that names the file."""
-    if not path.exists():
-        raise FileEvalError(f"{path}: no such file")
-    if path.is_dir():
-        raise FileEvalError(f"{path}: a folder, expected a .parquet, .csv or .tsv file")
-    suffix = path.suffix.lower()
-    try:
-        if suffix in (".parquet", ".pq"):
-            return pl.read_parquet(path)
-        if suffix == ".csv":
-            return pl.read_csv(path, infer_schema_length=None)
-        if suffix in (".tsv", ".tab"):
-            # STS-style TSVs hold unbalanced quotes inside sentences: read them as plain characters
-            return pl.read_csv(path, separator="\t", quote_char=None, infer_schema_length=None)
-    except Exception as exc:  # polars raises ComputeError/NoDataError/...: the user needs the file named
-        raise FileEvalError(f"{path}: not a readable {suffix[1:]} file: {type(exc).__name__}: {exc}") from exc
-    raise FileEvalError(f"{path}: unknown file type {suffix or '(no suffix)'!r}; use .parquet, .csv or .tsv")
+__all__ = ["FileEvalError", "read_pairs_file"]
