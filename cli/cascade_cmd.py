@@ -52,7 +52,17 @@ def cascade(
             "Never an evaluation split."
         ),
     ] = None,
-    band_pool_pairs: Annotated[int, typer.Option(min=1, help="Pairs drawn from --band-pool.")] = 4096,
+    band_pool_split: Annotated[
+        str | None,
+        typer.Option(
+            metavar="DATASET/SPLIT",
+            help="Or: a train or dev split of the catalog as the pool, e.g. the cross-encoder's training "
+            "pairs (msrp/train). Never a test split.",
+        ),
+    ] = None,
+    band_pool_pairs: Annotated[
+        int, typer.Option(min=1, help="Pairs drawn from --band-pool or --band-pool-split.")
+    ] = 4096,
     out: ModelDirOutOption = None,
     home: HomeOption = None,
     split: EvaluateAfterOption = None,
@@ -70,17 +80,30 @@ def cascade(
         raise typer.BadParameter("give either --config or --cross", param_hint="--config")
     home_path = settings.home_dir(home)
     splits = [parse_split_option(s) for s in split] if split else []
-    if config is not None and band_pool is not None:
+    if config is not None and (band_pool is not None or band_pool_split is not None):
         raise typer.BadParameter(
             "with --config, the pool is the config's band_pool:", param_hint="--band-pool"
+        )
+    if band_pool is not None and band_pool_split is not None:
+        raise typer.BadParameter("give --band-pool or --band-pool-split, not both", param_hint="--band-pool")
+    if band_pool_split is not None and band_pool_split in {f"{d}/{s}" for d, s in splits}:
+        raise typer.BadParameter(
+            f"{band_pool_split} is evaluated afterwards (--split): it cannot also fit the band",
+            param_hint="--band-pool-split",
         )
     if config is not None:
         train_combined_from_config(config, home_path, None, jobs, out, splits, combine="cascade")
         return
     try:
-        pool = read_pool(BandPoolRef(path=str(band_pool), pairs=band_pool_pairs)) if band_pool else None
+        source = {"path": str(band_pool)} if band_pool else {"split": band_pool_split}
+        pool = (
+            read_pool(BandPoolRef(**source, pairs=band_pool_pairs), home_path)
+            if band_pool or band_pool_split
+            else None
+        )
     except (OSError, ValueError) as exc:
-        raise typer.BadParameter(str(exc), param_hint="--band-pool") from exc
+        hint = "--band-pool" if band_pool else "--band-pool-split"
+        raise typer.BadParameter(str(exc), param_hint=hint) from exc
     try:
         members = [resolve_model_option(cross, home_path)]
         members += [resolve_model_option(bi, home_path)] if bi else []

@@ -277,10 +277,50 @@ def test_cascade_config_fits_a_band_that_agrees_with_its_cross_encoder_on_dev(ho
     missing = CliRunner().invoke(app, [*nowhere, "--home", str(home)], env={"COLUMNS": "400"})
     assert missing.exit_code != 0 and "nope.parquet" in missing.output
 
+    # or a split of the catalog: the cross-encoder's own training pairs (dev's carve dropped from them)
+    by_split = home / "models" / "by-split"
+    split_pool = [*args[:-1], str(by_split), "--band-pool-split", "msrp/train"]
+    done = CliRunner().invoke(app, [*split_pool, "--home", str(home)])
+    assert done.exit_code == 0, done.output
+    fitted = CascadeSpec.read(by_split)
+    train = Catalog(home).read_split("msrp", "train")
+    assert fitted.pool_source == f"msrp/train@{Catalog(home).current_version('msrp')}"
+    assert fitted.pool_pairs == train.height - len(ids)  # every train pair but dev's
+    dev_pairs = set(zip(dev["text_a"], dev["text_b"], strict=True))
+    pool = read_pool(BandPoolRef(split="msrp/train"), home).without(dev_pairs)
+    there = compare_with_cross(load_predictor(by_split), pool.text_a, pool.text_b)
+    assert there.disagreement == pytest.approx(fitted.pool_disagreement)
+    for bad, said in (
+        ("msrp/test", "is a test split"),
+        ("msrp/nope", "has splits"),
+        ("msrp", "DATASET/SPLIT"),
+    ):
+        wrong = [*args[:-1], str(home / "models" / "x"), "--band-pool-split", bad]
+        refused = CliRunner().invoke(app, [*wrong, "--home", str(home)], env={"COLUMNS": "400"})
+        assert refused.exit_code != 0 and said in refused.output, refused.output
+    assert not (home / "models" / "x").exists()
+    # in a config, a test split as the pool fails before any member trains
+    bad = yaml.safe_load((home / "cascade.yaml").read_text()) | {"band_pool": {"split": "msrp/test"}}
+    (home / "bad.yaml").write_text(yaml.safe_dump(bad))
+    before = sorted((home / "models").iterdir())
+    with pytest.raises(ValueError, match="is a test split"):
+        train_stack_file(home / "bad.yaml", home)
+    assert sorted((home / "models").iterdir()) == before
+
     with pytest.raises(ValueError, match="task must be paraphrase"):
         StackConfig(name="c", task="sts", members=["x.yaml"], combine="cascade")
     with pytest.raises(ValueError, match="only combine: cascade"):
         StackConfig(name="c", task="paraphrase", members=["x.yaml"], band_pool={"path": "pairs.parquet"})
+    with pytest.raises(ValueError, match="is in evaluate_on"):
+        StackConfig(
+            name="c", task="paraphrase", members=["x.yaml"], combine="cascade",
+            band_pool={"split": "msrp/test"}, evaluate_on=[{"dataset": "msrp", "split": "test"}],
+        )  # fmt: skip
+    with pytest.raises(ValueError, match="one of path"):
+        StackConfig(
+            name="c", task="paraphrase", members=["x.yaml"], combine="cascade",
+            band_pool={"path": "p.parquet", "split": "msrp/train"},
+        )  # fmt: skip
 
 
 # ------------------------------------------------------------------------------ crash and resume

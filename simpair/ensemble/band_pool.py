@@ -5,7 +5,12 @@ will score (an inbox, last month's batches) can join dev in the fit, and its pro
 `max_disagreement` of decisions differ from the cross-encoder's) then holds on pairs like those, not only
 on pairs like dev's. On MSRP + STS-B batches a band fitted on MSRP dev alone left 0.2-1.5% of decisions
 differing; fitted on dev plus 8,192 such pairs, 0.2% on fresh batches (docs/experiments.md, 2026-11-27).
-Never pairs of an evaluation split: the promotion gate measures that disagreement there.
+
+A pool can also be a split of the catalog (`split: msrp/train`): the cross-encoder's own training pairs
+are pairs like the traffic when the traffic is like the training data. On MSRP they widened the band
+fitted on 408 dev pairs enough that test decisions differing from the cross-encoder's fell from 1.16%
+to 0.23-0.70% (docs/experiments.md, 2026-11-27). Never an evaluation split: the promotion gate
+measures that disagreement there, so a test split (by its role in the contract) is refused.
 """
 
 from __future__ import annotations
@@ -14,8 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import polars as pl
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from simpair.catalog import Catalog
 from simpair.pair_files import read_pairs_file
 
 POOL_SUFFIXES = (".parquet", ".pq", ".csv", ".tsv", ".tab")
@@ -27,13 +33,46 @@ class BandPoolRef(BaseModel):
 
     `path`: a local Parquet, CSV or TSV file with text_a and text_b columns, or a folder of them (an
     inbox: names starting with `.` or `_` are skipped, as scoring does). Relative to the config file.
+    `split`: or DATASET/SPLIT, a train or dev split of the catalog (its current version).
     """
 
     model_config = ConfigDict(extra="forbid")
 
-    path: str
+    path: str | None = None
+    split: str | None = None
     pairs: int = Field(default=DEFAULT_POOL_PAIRS, ge=1)  # drawn at random when there are more
     seed: int = 0
+
+    @model_validator(mode="after")
+    def _one_source(self) -> BandPoolRef:
+        if (self.path is None) == (self.split is None):
+            raise ValueError("band_pool takes one of path (a file or folder) and split (DATASET/SPLIT)")
+        if self.split is not None and len(self.split.split("/")) != 2:
+            raise ValueError(f"band_pool split {self.split!r}: expected DATASET/SPLIT, e.g. msrp/train")
+        return self
+
+    def dataset_split(self) -> tuple[str, str]:
+        assert self.split is not None
+        dataset, split = self.split.split("/")
+        return dataset, split
+
+    def check_split(self, home: Path) -> str:
+        """The split's current version; fails (ValueError) when it is not ingested or is a test split."""
+        dataset, split = self.dataset_split()
+        catalog = Catalog(home)
+        try:
+            roles = catalog.splits(dataset)
+            version = catalog.current_version(dataset)
+        except (LookupError, OSError) as exc:
+            raise ValueError(f"band_pool split {self.split}: {exc}") from exc
+        if split not in roles:
+            raise ValueError(f"band_pool split {self.split}: dataset {dataset!r} has splits {sorted(roles)}")
+        if roles[split] == "test":
+            raise ValueError(
+                f"band_pool split {self.split} is a test split: the gate measures the cascade's "
+                "disagreement there, so it cannot also fit the band"
+            )
+        return version
 
 
 @dataclass(frozen=True)
@@ -72,17 +111,29 @@ def _read(path: Path) -> pl.DataFrame:
     return frame.select(pl.col("text_a").cast(pl.String), pl.col("text_b").cast(pl.String))
 
 
-def read_pool(ref: BandPoolRef) -> BandPool:
+def read_pool(ref: BandPoolRef, home: Path | None = None) -> BandPool:
     """`ref.pairs` distinct pairs with both texts present, drawn with `ref.seed` (all of them when fewer).
 
-    Raises ValueError naming the file or folder when there is nothing usable."""
+    A split pool is read from the catalog under `home`, and named `DATASET/SPLIT@VERSION`. Raises
+    ValueError naming the file, folder or split when there is nothing usable."""
+    if ref.split is not None:
+        if home is None:
+            raise ValueError(f"band_pool split {ref.split}: reading a split needs the pipeline home")
+        version = ref.check_split(home)
+        dataset, split = ref.dataset_split()
+        frame = Catalog(home).read_split(dataset, split, version).select("text_a", "text_b")
+        return _draw(frame, ref, f"{ref.split}@{version}")
+    assert ref.path is not None
     source = Path(ref.path).expanduser()
     files = _files(source)
     if not files:
         raise ValueError(f"{source}: no Parquet, CSV or TSV files for the band pool")
+    return _draw(pl.concat([_read(f) for f in files]), ref, str(source))
+
+
+def _draw(pairs: pl.DataFrame, ref: BandPoolRef, source: str) -> BandPool:
     frame = (
-        pl.concat([_read(f) for f in files])
-        .drop_nulls()
+        pairs.drop_nulls()
         .filter((pl.col("text_a").str.strip_chars() != "") & (pl.col("text_b").str.strip_chars() != ""))
         .unique(maintain_order=True)
     )
@@ -90,4 +141,4 @@ def read_pool(ref: BandPoolRef) -> BandPool:
         raise ValueError(f"{source}: the band pool has no pair with both texts")
     if frame.height > ref.pairs:
         frame = frame.sample(ref.pairs, seed=ref.seed)
-    return BandPool(str(source), frame["text_a"].to_list(), frame["text_b"].to_list())
+    return BandPool(source, frame["text_a"].to_list(), frame["text_b"].to_list())

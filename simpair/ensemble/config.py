@@ -66,6 +66,12 @@ class StackConfig(BaseModel):
             raise ValueError(
                 "band_pool is the pairs a cascade's band is fitted on; only combine: cascade has one"
             )
+        evaluated = {f"{r.dataset}/{r.split}" for r in self.evaluate_on}
+        if self.band_pool is not None and self.band_pool.split in evaluated:
+            raise ValueError(
+                f"band_pool split {self.band_pool.split} is in evaluate_on: the cascade's disagreement is "
+                "measured there, so it cannot also fit the band"
+            )
         if self.products and self.combine != "stack":
             raise ValueError("products are features of a stack's combiner; a soup has no combiner")
         return self
@@ -74,9 +80,10 @@ class StackConfig(BaseModel):
         return [MemberRef(config=m) if isinstance(m, str) else m for m in self.members]
 
     def band_pool_ref(self) -> BandPoolRef | None:
-        """`band_pool` with its path resolved against the config file's folder, checked to exist."""
-        if self.band_pool is None:
-            return None
+        """`band_pool` with its path resolved against the config file's folder, checked to exist (a split
+        is checked against the catalog by `BandPoolRef.check_split`)."""
+        if self.band_pool is None or self.band_pool.path is None:
+            return self.band_pool
         path = Path(self.band_pool.path).expanduser()
         base = Path(self.source).parent if self.source else Path.cwd()
         path = path if path.is_absolute() else base / path

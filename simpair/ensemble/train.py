@@ -48,6 +48,7 @@ def build_members(
     combine: Combine,
     overrides: dict[str, Any] | None = None,
     on_nested: Callable[[StackConfig], None] | None = None,
+    home: Path | None = None,
 ) -> list[Path]:
     """Each member's model directory of `config`, in member order.
 
@@ -56,7 +57,9 @@ def build_members(
     are then combined bottom-up with `combine(stack, member_dirs)`. `on_nested` is told of each nested
     stack before its members are assembled.
     """
-    config.band_pool_ref()  # a cascade's pool that is not there fails now, not after hours of training
+    # a cascade's pool that is not there (or a test split) fails now, not after hours of training
+    if (ref := config.band_pool_ref()) is not None and ref.split is not None and home is not None:
+        ref.check_split(home)
     trained = iter(train_all(config.member_configs(overrides)))
     return _assemble(config, trained, combine, overrides, on_nested)
 
@@ -67,9 +70,10 @@ def build_stack(
     combine: Combine,
     overrides: dict[str, Any] | None = None,
     on_nested: Callable[[StackConfig], None] | None = None,
+    home: Path | None = None,
 ) -> Path:
     """The stack (or soup) of `config`: its members from `build_members`, then `combine` of this one."""
-    return combine(config, build_members(config, train_all, combine, overrides, on_nested))
+    return combine(config, build_members(config, train_all, combine, overrides, on_nested, home))
 
 
 def _assemble(
@@ -142,6 +146,7 @@ def train_members(
         lambda configs: train_configs(configs, home, jobs),
         lambda stack, dirs: combine_members(stack, dirs, home),
         overrides,
+        home=home,
     )
 
 
@@ -174,7 +179,7 @@ def train_configs(configs: list[TrainConfig], home: Path, jobs: int = 1) -> list
 
 def combine_members(config: StackConfig, member_dirs: list[Path], home: Path) -> Path:
     """The stack, soup or cascade of trained members, as `<home>/models/<name>-<UTC time>`."""
-    pool = read_pool(ref) if (ref := config.band_pool_ref()) else None  # before a model dir is made
+    pool = read_pool(ref, home) if (ref := config.band_pool_ref()) else None  # before a model dir is made
     out = new_model_dir(Path(home) / "models", config.name)
     if config.combine == "soup":
         return fit_soup(member_dirs, home, out)

@@ -157,6 +157,7 @@ def _train_stack(job: TrainingJob, runner: StageRunner) -> Trained:
         on_nested=lambda nested: print(
             f"[{job.task_name}] stack member {nested.name}: a {nested.combine} of its own members"
         ),
+        home=home,
     )
     if job.wise_ft is not None and not members_first:
         model_dir = _choose_alpha(job, Path(model_dir), job.wise_ft, runner)
