@@ -21,6 +21,7 @@ from simpair.cli.common import (
     print_combined,
     resolve_model_option,
     train_combined_from_config,
+    validation_message,
 )
 
 
@@ -71,6 +72,8 @@ def cascade(
     """A bi -> cross cascade: the bi stage scores every pair, the cross-encoder only the pairs in a band
     of uncertain bi probabilities, fitted on dev to agree with the cross-encoder alone.
     """
+    from pydantic import ValidationError
+
     from simpair import settings
     from simpair.ensemble import fit_cascade
     from simpair.ensemble.band_pool import BandPoolRef, read_pool
@@ -86,23 +89,30 @@ def cascade(
         )
     if band_pool is not None and band_pool_split is not None:
         raise typer.BadParameter("give --band-pool or --band-pool-split, not both", param_hint="--band-pool")
-    if band_pool_split is not None and band_pool_split in {f"{d}/{s}" for d, s in splits}:
+    evaluated = {f"{d}/{s}" for d, s in splits}
+    if config is not None:
+        pooled = _config_pool_split(config)
+        if pooled in evaluated:
+            raise typer.BadParameter(
+                f"{pooled} is {config}'s band_pool: evaluating on it afterwards would measure the band "
+                "on the pairs it was fitted on",
+                param_hint="--split",
+            )
+        train_combined_from_config(config, home_path, None, jobs, out, splits, combine="cascade")
+        return
+    if band_pool_split is not None and band_pool_split in evaluated:
         raise typer.BadParameter(
             f"{band_pool_split} is evaluated afterwards (--split): it cannot also fit the band",
             param_hint="--band-pool-split",
         )
-    if config is not None:
-        train_combined_from_config(config, home_path, None, jobs, out, splits, combine="cascade")
-        return
+    hint = "--band-pool" if band_pool else "--band-pool-split"
     try:
         source = {"path": str(band_pool)} if band_pool else {"split": band_pool_split}
-        pool = (
-            read_pool(BandPoolRef(**source, pairs=band_pool_pairs), home_path)
-            if band_pool or band_pool_split
-            else None
-        )
+        ref = BandPoolRef(**source, pairs=band_pool_pairs) if band_pool or band_pool_split else None
+        pool = read_pool(ref, home_path) if ref is not None else None
+    except ValidationError as exc:
+        raise typer.BadParameter(validation_message(exc), param_hint=hint) from exc
     except (OSError, ValueError) as exc:
-        hint = "--band-pool" if band_pool else "--band-pool-split"
         raise typer.BadParameter(str(exc), param_hint=hint) from exc
     try:
         members = [resolve_model_option(cross, home_path)]
@@ -118,6 +128,17 @@ def cascade(
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint="--cross") from exc
     print_combined(Console(), target, home_path, splits)
+
+
+def _config_pool_split(config: Path) -> str | None:
+    """The DATASET/SPLIT a cascade config fits its band on, if any (a broken config fails later, whole)."""
+    from simpair.ensemble.config import StackConfig
+
+    try:
+        pool = StackConfig.from_yaml(config).band_pool
+    except (OSError, ValueError):
+        return None
+    return pool.split if pool is not None else None
 
 
 def register(app: typer.Typer) -> None:

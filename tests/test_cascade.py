@@ -290,22 +290,52 @@ def test_cascade_config_fits_a_band_that_agrees_with_its_cross_encoder_on_dev(ho
     pool = read_pool(BandPoolRef(split="msrp/train"), home).without(dev_pairs)
     there = compare_with_cross(load_predictor(by_split), pool.text_a, pool.text_b)
     assert there.disagreement == pytest.approx(fitted.pool_disagreement)
-    for bad, said in (
-        ("msrp/test", "is a test split"),
-        ("msrp/nope", "has splits"),
-        ("msrp", "DATASET/SPLIT"),
-    ):
-        wrong = [*args[:-1], str(home / "models" / "x"), "--band-pool-split", bad]
-        refused = CliRunner().invoke(app, [*wrong, "--home", str(home)], env={"COLUMNS": "400"})
+    # a split no member trained on counts as training data for leakage, as dev does
+    stsb_pool = home / "models" / "stsb-pool"
+    with_stsb = [*args[:-1], str(stsb_pool), "--band-pool-split", "stsb/train", "--home", str(home)]
+    done = CliRunner().invoke(app, with_stsb)
+    assert done.exit_code == 0, done.output
+    assert "stsb/train" in ModelMetadata.read(stsb_pool).train_datasets
+    stsb_ids = Catalog(home).read_split("stsb", "train")["pair_id"].to_list()
+    recorded = set((stsb_pool / "train_pairs.txt").read_text().splitlines())
+    assert {f"stsb\ttrain\t{i}" for i in stsb_ids} <= recorded
+
+    dev.select("text_a", "text_b").write_parquet(home / "dev-only.parquet")
+    refusals = [
+        (["--band-pool-split", "msrp/test"], "is a test split"),
+        (["--band-pool-split", "msrp/nope"], "has splits"),
+        (["--band-pool-split", "nope/train"], "has not been ingested"),
+        (["--band-pool-split", "msrp"], "DATASET/SPLIT"),
+        (["--band-pool-split", "msrp/train", "--band-pool", str(traffic)], "not both"),
+        (["--band-pool-split", "msrp/train", "--split", "msrp/train"], "evaluated afterwards"),
+        (["--band-pool", str(home / "dev-only.parquet")], "every pair of it is a dev pair"),
+    ]
+    for extra, said in refusals:
+        wrong = [*args[:-1], str(home / "models" / "x"), *extra, "--home", str(home)]
+        refused = CliRunner().invoke(app, wrong, env={"COLUMNS": "400"})
         assert refused.exit_code != 0 and said in refused.output, refused.output
-    assert not (home / "models" / "x").exists()
-    # in a config, a test split as the pool fails before any member trains
+        assert "pydantic" not in refused.output
+    # in a config, a test split as the pool fails before any member trains, nested configs' too
+    from simpair.ensemble.train import build_members
+
+    def never(*_: object) -> list[Path]:
+        raise AssertionError("a member trained before the pool was checked")
+
     bad = yaml.safe_load((home / "cascade.yaml").read_text()) | {"band_pool": {"split": "msrp/test"}}
     (home / "bad.yaml").write_text(yaml.safe_dump(bad))
-    before = sorted((home / "models").iterdir())
-    with pytest.raises(ValueError, match="is a test split"):
-        train_stack_file(home / "bad.yaml", home)
-    assert sorted((home / "models").iterdir()) == before
+    outer = {"name": "outer", "task": "paraphrase", "members": ["bad.yaml", "cross.yaml"], "combine": "stack"}
+    (home / "outer.yaml").write_text(yaml.safe_dump(outer))
+    for path in (home / "bad.yaml", home / "outer.yaml"):
+        with pytest.raises(ValueError, match="is a test split"):
+            build_members(StackConfig.from_yaml(path), never, never, home=home)
+    with pytest.raises(ValueError, match="needs the pipeline home"):
+        build_members(StackConfig.from_yaml(home / "outer.yaml"), never, never)
+    # and with --config, the pool's split is not what --split evaluates on afterwards
+    pooled = yaml.safe_load((home / "cascade.yaml").read_text()) | {"band_pool": {"split": "msrp/train"}}
+    (home / "pooled.yaml").write_text(yaml.safe_dump(pooled))
+    config_args = ["cascade", "--config", str(home / "pooled.yaml"), "--split", "msrp/train"]
+    refused = CliRunner().invoke(app, [*config_args, "--home", str(home)], env={"COLUMNS": "400"})
+    assert refused.exit_code != 0 and "band_pool" in refused.output, refused.output
 
     with pytest.raises(ValueError, match="task must be paraphrase"):
         StackConfig(name="c", task="sts", members=["x.yaml"], combine="cascade")

@@ -61,9 +61,9 @@ class BandPoolRef(BaseModel):
         dataset, split = self.dataset_split()
         catalog = Catalog(home)
         try:
-            roles = catalog.splits(dataset)
             version = catalog.current_version(dataset)
-        except (LookupError, OSError) as exc:
+            roles = {s["split"]: s["role"] for s in catalog.manifest(dataset, version)["splits"]}
+        except (LookupError, OSError, KeyError) as exc:
             raise ValueError(f"band_pool split {self.split}: {exc}") from exc
         if split not in roles:
             raise ValueError(f"band_pool split {self.split}: dataset {dataset!r} has splits {sorted(roles)}")
@@ -80,14 +80,23 @@ class BandPool:
     source: str
     text_a: list[str]
     text_b: list[str]
+    # a split pool: (dataset, split, version) and each pair's id, so the pairs count as training data
+    # for leakage as dev's do; None for a file or folder
+    origin: tuple[str, str, str] | None = None
+    pair_ids: list[str] | None = None
 
     def __len__(self) -> int:
         return len(self.text_a)
 
     def without(self, pairs: set[tuple[str, str]]) -> BandPool:
         """The pool less `pairs` (dev's: each pair is counted once in the fit)."""
-        kept = [(a, b) for a, b in zip(self.text_a, self.text_b, strict=True) if (a, b) not in pairs]
-        return BandPool(self.source, [a for a, _ in kept], [b for _, b in kept])
+        keep = [(a, b) not in pairs for a, b in zip(self.text_a, self.text_b, strict=True)]
+
+        def kept(values: list[str]) -> list[str]:
+            return [v for v, k in zip(values, keep, strict=True) if k]
+
+        ids = None if self.pair_ids is None else kept(self.pair_ids)
+        return BandPool(self.source, kept(self.text_a), kept(self.text_b), self.origin, ids)
 
 
 def _files(path: Path) -> list[Path]:
@@ -121,24 +130,34 @@ def read_pool(ref: BandPoolRef, home: Path | None = None) -> BandPool:
             raise ValueError(f"band_pool split {ref.split}: reading a split needs the pipeline home")
         version = ref.check_split(home)
         dataset, split = ref.dataset_split()
-        frame = Catalog(home).read_split(dataset, split, version).select("text_a", "text_b")
-        return _draw(frame, ref, f"{ref.split}@{version}")
+        try:
+            frame = Catalog(home).read_split(dataset, split, version).select("pair_id", "text_a", "text_b")
+        except (LookupError, OSError) as exc:
+            raise ValueError(f"band_pool split {ref.split}: {exc}") from exc
+        source = f"{ref.split}@{version}"
+        drawn = _draw(frame, ref, source)
+        texts = drawn["text_a"].to_list(), drawn["text_b"].to_list()
+        return BandPool(source, *texts, (dataset, split, version), drawn["pair_id"].to_list())
     assert ref.path is not None
     source = Path(ref.path).expanduser()
     files = _files(source)
     if not files:
         raise ValueError(f"{source}: no Parquet, CSV or TSV files for the band pool")
-    return _draw(pl.concat([_read(f) for f in files]), ref, str(source))
+    drawn = _draw(pl.concat([_read(f) for f in files]), ref, str(source))
+    return BandPool(str(source), drawn["text_a"].to_list(), drawn["text_b"].to_list())
 
 
-def _draw(pairs: pl.DataFrame, ref: BandPoolRef, source: str) -> BandPool:
+def _draw(pairs: pl.DataFrame, ref: BandPoolRef, source: str) -> pl.DataFrame:
+    """Distinct pairs with both texts present, `ref.pairs` of them drawn with `ref.seed` (all when fewer).
+
+    The draw comes before dev's pairs are dropped from it (`BandPool.without`): a pool drawn from the
+    split dev was carved from loses about dev's share of it."""
     frame = (
-        pairs.drop_nulls()
+        pairs.drop_nulls(["text_a", "text_b"])
         .filter((pl.col("text_a").str.strip_chars() != "") & (pl.col("text_b").str.strip_chars() != ""))
-        .unique(maintain_order=True)
+        .unique(["text_a", "text_b"], keep="first", maintain_order=True)
     )
     if frame.height == 0:
         raise ValueError(f"{source}: the band pool has no pair with both texts")
-    if frame.height > ref.pairs:
-        frame = frame.sample(ref.pairs, seed=ref.seed)
-    return BandPool(source, frame["text_a"].to_list(), frame["text_b"].to_list())
+    return frame.sample(ref.pairs, seed=ref.seed) if frame.height > ref.pairs else frame
+

@@ -107,6 +107,22 @@ def _on_pool(
     return p_bi, np.asarray(cross.predict(pool.text_a, pool.text_b, batch_size=batch_size)["label"])
 
 
+def _pool_splits(pool: BandPool | None, versions: dict[str, str]) -> set[str]:
+    """{"DATASET/SPLIT"} of a split pool, its version added to `versions`; empty for a file pool.
+
+    The band is fitted on those pairs, so for leakage they count as training data, as dev's do; a
+    version other than the one the members trained on would leave their ids unaccounted for."""
+    if pool is None or pool.origin is None:
+        return set()
+    dataset, split, version = pool.origin
+    if versions.setdefault(dataset, version) != version:
+        raise ValueError(
+            f"band_pool split {dataset}/{split} is at version {version}, the members trained on version "
+            f"{versions[dataset]}: fit the cascade on members of the current version, or pool a file"
+        )
+    return {f"{dataset}/{split}"}
+
+
 def _fit(
     bi_dir: Path,
     cross_dir: Path,
@@ -122,6 +138,7 @@ def _fit(
     versions = _merge_versions(dirs, metas)
     dev_source, dev = shared_dev_frame(dirs, home)
     dev_split = dev_split_of(dev_source)
+    pool_splits = _pool_splits(pool, versions)
     text_a, text_b = dev["text_a"].to_list(), dev["text_b"].to_list()
     gold = dev["label"].to_numpy().astype(np.int64)
 
@@ -139,7 +156,9 @@ def _fit(
         member_backbones=[m.backbone for m in metas],
         dataset_versions=versions,
         # the band (and a fitted calibration) learnt from the dev pairs, so for leakage they are training
-        train_datasets=sorted({t for m in metas for t in m.train_datasets} | {"/".join(dev_split)}),
+        train_datasets=sorted(
+            {t for m in metas for t in m.train_datasets} | {"/".join(dev_split)} | pool_splits
+        ),
         dev_pair_ids_file="dev_pair_ids.txt",
         train_pairs_file="train_pairs.txt",
         created_at=datetime.now(UTC).isoformat(timespec="seconds"),
@@ -151,6 +170,8 @@ def _fit(
     p_bi, cross_labels = full.cascade["probability"], np.asarray(full.cross["label"])
     if pool is not None:  # a pair already in dev counts once
         pool = pool.without(set(zip(text_a, text_b, strict=True)))
+        if not len(pool):
+            raise ValueError(f"band_pool {pool.source}: every pair of it is a dev pair, nothing to add")
     pooled = _on_pool(predictor, cross, pool, batch_size)
     fit_p = p_bi if pooled is None else np.concatenate([p_bi, pooled[0]])
     fit_labels = cross_labels if pooled is None else np.concatenate([cross_labels, pooled[1]])
@@ -196,6 +217,8 @@ def _fit(
         },
     }
     train_pairs = {"\t".join((*dev_split, pair_id)) for pair_id in dev["pair_id"].to_list()}
+    if pool is not None and pool.origin is not None and pool.pair_ids is not None:  # the band learnt these
+        train_pairs.update("\t".join((*pool.origin[:2], pair_id)) for pair_id in pool.pair_ids)
     for d, m in zip(dirs, metas, strict=True):
         if m.train_pairs_file and (d / m.train_pairs_file).is_file():
             train_pairs.update(line for line in (d / m.train_pairs_file).read_text().splitlines() if line)

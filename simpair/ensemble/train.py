@@ -57,11 +57,22 @@ def build_members(
     are then combined bottom-up with `combine(stack, member_dirs)`. `on_nested` is told of each nested
     stack before its members are assembled.
     """
-    # a cascade's pool that is not there (or a test split) fails now, not after hours of training
-    if (ref := config.band_pool_ref()) is not None and ref.split is not None and home is not None:
-        ref.check_split(home)
+    check_band_pools(config, home, overrides)  # a missing pool or a test split fails before training
     trained = iter(train_all(config.member_configs(overrides)))
     return _assemble(config, trained, combine, overrides, on_nested)
+
+
+def check_band_pools(config: StackConfig, home: Path | None, overrides: dict[str, Any] | None = None) -> None:
+    """Every cascade pool of `config` and its nested stacks: a file that is there, a split that is
+    ingested and not a test split. Raises ValueError naming the first that is not."""
+    ref = config.band_pool_ref()
+    if ref is not None and ref.split is not None:
+        if home is None:
+            raise ValueError(f"{config.name}: band_pool split {ref.split} needs the pipeline home")
+        ref.check_split(home)
+    for item in config.member_items(overrides):
+        if isinstance(item, StackConfig):
+            check_band_pools(item, home, overrides)
 
 
 def build_stack(
