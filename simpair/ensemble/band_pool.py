@@ -160,4 +160,3 @@ def _draw(pairs: pl.DataFrame, ref: BandPoolRef, source: str) -> pl.DataFrame:
     if frame.height == 0:
         raise ValueError(f"{source}: the band pool has no pair with both texts")
     return frame.sample(ref.pairs, seed=ref.seed) if frame.height > ref.pairs else frame
-
