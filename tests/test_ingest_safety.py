@@ -6,13 +6,16 @@ point is that real sources keep working next to a broken one.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
 import subprocess
 import sys
 import time
+from collections import Counter
 from pathlib import Path
+from unittest.mock import ANY
 
 import polars as pl
 import pytest
@@ -24,6 +27,7 @@ from simpair.catalog import Catalog
 from simpair.cli import ingest_cmd
 from simpair.contracts import load_contract
 from simpair.ingest import run_ingest
+from simpair.ingest.sources import SourceRoot
 from simpair.ingest.versioning import dataset_version, file_sha256
 
 REPO = Path(__file__).resolve().parents[1]
@@ -142,6 +146,69 @@ def test_changed_source_makes_new_version_beside_old(tmp_path: Path, home: Path)
     )
     run_ingest(sources, home, contracts)
     assert len(catalog.versions("toy")) == 3
+
+
+def _count_reads(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
+    """How often each source file is opened, counted around the real `SourceRoot.open_stored`."""
+    opened: Counter[str] = Counter()
+    real = SourceRoot.open_stored
+
+    def counting(self: SourceRoot, relative: str):  # type: ignore[no-untyped-def]
+        opened[relative] += 1
+        return real(self, relative)
+
+    monkeypatch.setattr(SourceRoot, "open_stored", counting)
+    return opened
+
+
+def test_files_are_read_once_unless_a_stored_version_may_hold_them(
+    tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """New files are hashed as they are parsed (one read); only files a stored version may hold (same
+    paths, sizes, contract and code) are hashed up front, so that an unchanged re-run parses nothing."""
+    sources, contracts = _make_toy(tmp_path)
+    opened = _count_reads(monkeypatch)
+    catalog = Catalog(home)
+    train = sources / "toy" / "train.tsv"
+
+    def ingest() -> str:
+        opened.clear()
+        return run_ingest(sources, home, contracts).datasets[0].status
+
+    assert ingest() == "ingested" and opened == {"toy/train.tsv": 1, "toy/test.tsv": 1}
+    v1 = catalog.current_version("toy")
+    manifest = json.loads((catalog.version_dir("toy") / "manifest.json").read_text())
+    assert manifest["source_sizes"] == {"toy/train.tsv": train.stat().st_size, "toy/test.tsv": ANY}
+    assert ingest() == "unchanged" and opened == {"toy/train.tsv": 1, "toy/test.tsv": 1}
+
+    train.write_text(train.read_text().replace("cats", "dogs"))  # same size: hashed first, then parsed
+    assert ingest() == "ingested" and opened == {"toy/train.tsv": 2, "toy/test.tsv": 2}
+    v2 = catalog.current_version("toy")
+    assert v2 != v1 and catalog.read_split("toy", "train")["text_a"].str.contains("dogs").all()
+
+    with train.open("a") as handle:  # a size no stored version has: one read
+        handle.write("1\ta brand new pair\tindeed new\n")
+    assert ingest() == "ingested" and opened == {"toy/train.tsv": 1, "toy/test.tsv": 1}
+    assert catalog.read_split("toy", "train").height == 21
+
+    train.write_text(train.read_text().replace("dogs", "cats").rsplit("1\ta brand", 1)[0])  # back to v1
+    assert ingest() == "ingested" and opened == {"toy/train.tsv": 1, "toy/test.tsv": 1}
+    assert catalog.current_version("toy") == v1
+
+
+def test_empty_file_hashed_after_its_parse_keeps_the_version(tmp_path: Path, home: Path) -> None:
+    """An empty file beside others is noted, not parsed: its hash is taken after the parse, and a re-run
+    finds the same version."""
+    sources, contracts = _make_toy(tmp_path)
+    (contracts / "toy.yaml").write_text(TOY_CONTRACT.replace('"toy/train.tsv"', '"toy/train*.tsv"'))
+    (sources / "toy" / "train-empty.tsv").write_bytes(b"")
+    first = run_ingest(sources, home, contracts).datasets[0]
+    assert first.status == "ingested" and first.empty_files == ["toy/train-empty.tsv"]
+    hashes = {
+        f"toy/{n}": file_sha256(sources / "toy" / n) for n in ("train-empty.tsv", "train.tsv", "test.tsv")
+    }
+    assert first.version == dataset_version(load_contract(contracts / "toy.yaml"), hashes)
+    assert run_ingest(sources, home, contracts).datasets[0].status == "unchanged"
 
 
 def test_failed_write_leaves_previous_version_current(tmp_path: Path, home: Path) -> None:

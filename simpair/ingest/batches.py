@@ -72,7 +72,6 @@ class PartSink:
     folder: Path  # this file's own folder of parts under the work folder
     file_index: int
     source_file: str
-    sha256: str
     batch_rows: int = BATCH_ROWS
     stem: str = ""  # prefix of this sink's part names (the chunk number when chunks are parsed apart)
     writes: BackgroundWrites | None = None  # writes parts on a second thread (else here, at once)

@@ -35,7 +35,6 @@ class FileContext:
     folder: Path
     file_index: int
     relative: str
-    sha256: str
 
 
 @dataclass
@@ -88,9 +87,7 @@ def finish_chunk(
     out.stats.update(cand.clean_stats.counts)
     rows = fast.rows.cast(candidate_schema(contract))  # type: ignore[arg-type]
     # one part per chunk (no batch limit), so parts in chunk order hold rows in line order
-    sink = PartSink(
-        contract, ctx.folder, ctx.file_index, ctx.relative, ctx.sha256, 1 << 62, f"{number:06d}-", writes
-    )
+    sink = PartSink(contract, ctx.folder, ctx.file_index, ctx.relative, 1 << 62, f"{number:06d}-", writes)
     sink.add(rows, [])
     sink.add(candidates_frame(cand, contract), cand.rejected)
     sink.flush()

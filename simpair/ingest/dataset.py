@@ -14,8 +14,8 @@ import shutil
 import tempfile
 from collections import Counter
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 
@@ -43,39 +43,74 @@ _HASH_THREADS = 4
 class SourceFile:
     split: SplitFiles | None  # None: split_column assigns each row its split
     relative: str
-    sha256: str
+    sha256: str  # empty until the parse has hashed it (see `resolve_files`)
     tag: str  # names the file in default pair ids
+    size: int = 0
 
 
-def resolve_files(contract: Contract, root: SourceRoot) -> list[SourceFile]:
-    """Every file of every split, hashed as a stream; a pattern that matches nothing fails the source.
+def resolve_files(
+    contract: Contract, root: SourceRoot, stored: Callable[[dict[str, int]], bool] = lambda _: True
+) -> list[SourceFile]:
+    """Every file of every split; a pattern that matches nothing fails the source.
 
-    The files are hashed on a few threads at once (reads and sha256 release the GIL); errors come in
-    the order a one-by-one pass would meet them.
+    A file is hashed up front only where a stored version may hold these very files (`stored`, asked
+    with every file's size): that is what an unchanged re-run needs to know before it parses anything.
+    Otherwise the version is new whatever the hashes, so each file is hashed while it is parsed and read
+    once, not twice (`sha256` stays empty until then). Parquet files are always hashed up front, since
+    their reads seek. The files are hashed on a few threads at once (reads and sha256 release the GIL);
+    errors come in the order a one-by-one pass would meet them.
     """
     groups: list[tuple[SplitFiles | None, str, str]] = []
     if contract.split_column is not None:
         groups.append((None, contract.split_column.pattern, "split_column"))
     else:
         groups += [(spec, contract.split_pattern(spec), f"split {spec.split!r}") for spec in contract.files]
-    found: list[tuple[SplitFiles | None, str, str, Future[str]]] = []
+    found: list[tuple[SplitFiles | None, str, str]] = []
+    for spec, pattern, what in groups:
+        names = root.glob(pattern)
+        if not names:
+            for _, name, _ in found:  # a file before it that cannot be read fails first
+                root.sha256(name)
+            raise SourceFileError(
+                f"{root.display(pattern)}: no file matches the pattern of {what} "
+                f"(contract {contract.source_path})"
+            )
+        found += [(spec, name, tag) for name, tag in zip(names, file_tags(names), strict=True)]
+    sizes = {name: root.size(name) for _, name, _ in found}
+    if contract.format.kind != "parquet" and not stored(sizes):
+        return [SourceFile(spec, name, "", tag, sizes[name]) for spec, name, tag in found]
     with ThreadPoolExecutor(max_workers=_HASH_THREADS, thread_name_prefix="simpair-hash") as pool:
+        digests = [pool.submit(root.sha256, name) for _, name, _ in found]
         try:
-            for spec, pattern, what in groups:
-                names = root.glob(pattern)
-                if not names:
-                    for *_, digest in found:  # a file before it that cannot be read fails first
-                        digest.result()
-                    raise SourceFileError(
-                        f"{root.display(pattern)}: no file matches the pattern of {what} "
-                        f"(contract {contract.source_path})"
-                    )
-                for name, tag in zip(names, file_tags(names), strict=True):
-                    found.append((spec, name, tag, pool.submit(root.sha256, name)))
-            return [SourceFile(spec, name, digest.result(), tag) for spec, name, tag, digest in found]
+            return [
+                SourceFile(spec, name, digest.result(), tag, sizes[name])
+                for (spec, name, tag), digest in zip(found, digests, strict=True)
+            ]
         finally:
-            for *_, digest in found:
+            for digest in digests:
                 digest.cancel()
+
+
+def may_be_stored(dataset_dir: Path, contract: Contract, sizes: dict[str, int]) -> bool:
+    """Whether a stored version of this dataset may hold exactly these files (same paths and sizes).
+
+    A version is named by the hashes of its files, its contract and the code, so a version made with
+    another contract, other code, other paths or files of other sizes cannot be tonight's. Versions
+    whose manifest predates recorded sizes match on the rest.
+    """
+    for path in dataset_dir.glob("*/manifest.json"):
+        try:
+            manifest = json.loads(path.read_text())
+        except (OSError, ValueError):
+            return True  # unreadable: assume it may match, and hash
+        if (
+            manifest.get("contract_sha256") == contract.content_sha256
+            and manifest.get("code_version") == code_fingerprint()
+            and set(manifest.get("sources", {})) == set(sizes)
+            and manifest.get("source_sizes", sizes) == sizes
+        ):
+            return True
+    return False
 
 
 def file_tags(names: list[str]) -> list[str]:
@@ -102,7 +137,7 @@ def file_tags(names: list[str]) -> list[str]:
 
 
 def file_jobs(
-    contract: Contract, root: SourceRoot, files: list[SourceFile], version: str, work: Path, **sizes: int
+    contract: Contract, root: SourceRoot, files: list[SourceFile], work: Path, **sizes: int
 ) -> list[FileJob]:
     """One parse job per file, in the order the files were resolved (which orders rows and duplicates)."""
     group_sizes = Counter(f.split.split if f.split else None for f in files)
@@ -115,7 +150,6 @@ def file_jobs(
             tag=f.tag,
             split=f.split.split if f.split else None,
             file_index=i,
-            version=version,
             work=work,
             only_file=group_sizes[f.split.split if f.split else None] == 1,
             **sizes,
@@ -269,24 +303,23 @@ def ingest_dataset(
         previous = current_file.read_text().strip() if current_file.is_file() else None
         base.previous_version = previous
         try:
-            files = resolve_files(contract, root)
-            version = dataset_version(contract, {f.relative: f.sha256 for f in files})
-            base.version = version
-            existing = dataset_dir / version / "manifest.json"
-            if existing.is_file():
-                manifest = json.loads(existing.read_text())
-                if previous != version:  # e.g. a source was changed back: the old version becomes current
-                    set_current(dataset_dir, version)
-                base.status = "unchanged" if previous == version else "ingested"
-                base.splits = [SplitReport(**s["report"]) for s in manifest["splits"]]
-                _set_facts(base, manifest.get("source", {}))
-                return base
-            work = Path(tempfile.mkdtemp(prefix=f"{TMP_PREFIX}work-{version}-", dir=dataset_dir))
+            files = resolve_files(contract, root, lambda sizes: may_be_stored(dataset_dir, contract, sizes))
+            hashed = all(f.sha256 for f in files)
+            if hashed and (reused := _reuse(contract, files, dataset_dir, base)):
+                return reused
+            work = Path(tempfile.mkdtemp(prefix=f"{TMP_PREFIX}work-", dir=dataset_dir))
             try:
-                jobs = file_jobs(contract, root, files, version, work, **sizes)
+                jobs = file_jobs(contract, root, files, work, **sizes)
                 results = (parse_files or _parse_in_order)(jobs)
-                outputs, reports, facts = _build_version(contract, files, results, version, work)
-                return _commit(contract, root, files, version, outputs, reports, facts, dataset_dir, base)
+                if not hashed:
+                    files = _hashed(files, results, root)
+                    if reused := _reuse(contract, files, dataset_dir, base):  # no stored version is rewritten
+                        return reused
+                assert base.version is not None
+                outputs, reports, facts = _build_version(contract, files, results, base.version, work)
+                return _commit(
+                    contract, root, files, base.version, outputs, reports, facts, dataset_dir, base
+                )
             finally:
                 shutil.rmtree(work, ignore_errors=True)
         except (SourceFileError, OSError) as exc:
@@ -301,6 +334,32 @@ def ingest_dataset(
             base.error = f"internal error while ingesting {contract.source_path}: {type(exc).__name__}: {exc}"
             base.splits = []
             return base
+
+
+def _reuse(
+    contract: Contract, files: list[SourceFile], dataset_dir: Path, base: DatasetReport
+) -> DatasetReport | None:
+    """Name the version of these files; if it is stored, make it current and report it (else None)."""
+    version = dataset_version(contract, {f.relative: f.sha256 for f in files})
+    base.version = version
+    existing = dataset_dir / version / "manifest.json"
+    if not existing.is_file():
+        return None
+    manifest = json.loads(existing.read_text())
+    if base.previous_version != version:  # e.g. a source was changed back: the old version becomes current
+        set_current(dataset_dir, version)
+    base.status = "unchanged" if base.previous_version == version else "ingested"
+    base.splits = [SplitReport(**s["report"]) for s in manifest["splits"]]
+    _set_facts(base, manifest.get("source", {}))
+    return base
+
+
+def _hashed(files: list[SourceFile], results: list[FileResult], root: SourceRoot) -> list[SourceFile]:
+    """The files with the hashes their parse took; a file the parse left unhashed (empty) is hashed now."""
+    taken = {r.relative: r.sha256 for r in results}
+    return [
+        f if f.sha256 else replace(f, sha256=taken.get(f.relative) or root.sha256(f.relative)) for f in files
+    ]
 
 
 def _parse_in_order(jobs: list[FileJob]) -> list[FileResult]:
@@ -331,6 +390,7 @@ def _commit(
         "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "sources_root": root.url,
         "sources": {f.relative: f.sha256 for f in files},
+        "source_sizes": {f.relative: f.size for f in files},
         "pair_id": _pair_id_rule(contract),
         "source": facts,
         "splits": [{"split": r.split, "role": r.role, "report": r.model_dump()} for r in reports],

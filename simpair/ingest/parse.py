@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TypeVar
 
@@ -57,12 +57,11 @@ class FileJob:
     contract: Contract
     sources: str
     relative: str
-    sha256: str
+    sha256: str  # empty: not hashed yet, so the parse hashes it as it reads (see `dataset.resolve_files`)
     tag: str
     split: str | None  # None: split_column assigns each row its split
     file_index: int
-    version: str
-    work: Path
+    work: Path  # the version's work folder (its own folder of parts is made below it)
     only_file: bool  # the only file of its split: an empty file fails the source instead of being noted
     chunk_bytes: int = CHUNK_BYTES
     batch_rows: int = BATCH_ROWS
@@ -84,13 +83,18 @@ class FileResult:
 
 
 def parse_file(job: FileJob) -> FileResult:
-    """Parse one file into its folder of parts; a file that cannot be ingested raises SourceFileError."""
+    """Parse one file into its folder of parts; a file that cannot be ingested raises SourceFileError.
+
+    A file not hashed before (empty `sha256`) is hashed by its first read; later reads of it (a second
+    pass, a layout error's wording) must then find the same bytes.
+    """
+    job = replace(job)  # this parse's own copy: its first read records the hash here
     root = SourceRoot.of(job.sources)
     folder = job.work / f"file-{job.file_index:06d}"
     stats: Counter[str] = Counter()
     try:
         with BackgroundWrites() as writes:  # every part is on disk once this block is left
-            sink = PartSink(job.contract, folder, job.file_index, job.relative, job.sha256, job.batch_rows)
+            sink = PartSink(job.contract, folder, job.file_index, job.relative, job.batch_rows)
             sink.writes = writes
             if job.contract.format.kind == "parquet":
                 records = _parquet(job, root, sink, stats)
@@ -101,7 +105,7 @@ def parse_file(job: FileJob) -> FileResult:
         shutil.rmtree(folder, ignore_errors=True)
         if job.only_file:
             raise
-        return FileResult(job.relative, job.file_index, empty=True)
+        return FileResult(job.relative, job.file_index, empty=True, sha256=job.sha256)
     except BaseException:
         shutil.rmtree(folder, ignore_errors=True)
         raise
@@ -135,8 +139,10 @@ def _open_text(job: FileJob, root: SourceRoot) -> Iterator[tuple[ContentStream, 
                     f"{name}: file is empty; expected {fmt.encoding} text records"
                 ) from None
             raise
-        if stream.sha256() != job.sha256:
+        digest = stream.sha256()
+        if job.sha256 and digest != job.sha256:
             raise SourceFileError(f"{name}: changed while it was being ingested; run the ingest again")
+        job.sha256 = digest
 
 
 def _lines(chunks: TextChunks, stats: Counter[str]) -> Iterator[tuple[str, bool]]:
@@ -264,8 +270,7 @@ def _plain(job: FileJob, root: SourceRoot, chunks: TextChunks, sink: PartSink, s
             if fast and not isinstance(positions, SourceFileError):
                 if runner is None:
                     context = FileContext(
-                        contract, positions, job.split, job.tag, sink.folder, job.file_index, job.relative,
-                        job.sha256,
+                        contract, positions, job.split, job.tag, sink.folder, job.file_index, job.relative
                     )  # fmt: skip
                     runner = ChunkRunner(context, job.workers or default_workers(), sink.writes)
                 runner.add(first, chunk)

@@ -106,6 +106,18 @@ class SourceRoot:
         with handle:
             yield handle
 
+    def size(self, relative: str) -> int:
+        """The stored size in bytes (compressed if the file is); errors name the file."""
+        try:
+            if not self.is_remote:
+                return (Path(self.url.removeprefix("file://")) / relative).stat().st_size
+            fs, root = self._fs()
+            return int(fs.size(f"{root}/{relative}"))
+        except SourceAccessError:
+            raise
+        except OSError as exc:
+            raise SourceAccessError(f"{self.display(relative)}: cannot read: {exc.strerror or exc}") from exc
+
     def sha256(self, relative: str) -> str:
         """sha256 of the stored bytes, read in blocks: memory stays flat whatever the file's size."""
         digest = hashlib.sha256()
