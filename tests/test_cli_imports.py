@@ -82,3 +82,23 @@ result = {'codes': {' '.join(p): runner.invoke(app, [*p, '--help']).exit_code
     result = _loaded_after(code)
     assert len(result["codes"]) > 15 and set(result["codes"].values()) == {0}, result["codes"]
     assert result["loaded"] == [], f"the help texts loaded {result['loaded']}"
+
+
+def test_local_ingest_loads_no_object_store_library(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """fsspec (and its drivers) load only for a remote `--sources`: a local ingest starts without them."""
+    from ingest_helpers import TOY_CONTRACT
+
+    sources, contracts = tmp_path / "sources", tmp_path / "contracts"
+    (sources / "toy").mkdir(parents=True)
+    contracts.mkdir()
+    for split in ("train", "test"):
+        rows = "".join(f"{i % 2}\t{split} sentence {i}\tother {split} sentence {i}\n" for i in range(4))
+        (sources / "toy" / f"{split}.tsv").write_text("label\ta\tb\n" + rows)
+    (contracts / "toy.yaml").write_text(TOY_CONTRACT)
+    code = f"""
+from simpair.ingest import run_ingest
+report = run_ingest({str(sources)!r}, {str(tmp_path / "home")!r}, {str(contracts)!r})
+result = {{'status': [d.status for d in report.datasets], 'fsspec': 'fsspec' in sys.modules}}
+"""
+    result = _loaded_after(code)
+    assert result["status"] == ["ingested"] and result["fsspec"] is False, result
