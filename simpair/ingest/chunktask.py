@@ -20,6 +20,7 @@ from simpair.contracts import Contract
 from simpair.ingest import fastpath, workers
 from simpair.ingest.background import BackgroundWrites
 from simpair.ingest.batches import PartSink, candidate_schema, candidates_frame
+from simpair.ingest.chunks import Chunk
 from simpair.ingest.reader import RawRecord, decode_pieces
 from simpair.ingest.rows import build_candidates
 
@@ -48,7 +49,7 @@ class ChunkResult:
 
 
 def parse_chunk(
-    ctx: FileContext, number: int, first: int, chunk: bytes, writes: BackgroundWrites | None = None
+    ctx: FileContext, number: int, first: int, chunk: Chunk, writes: BackgroundWrites | None = None
 ) -> ChunkResult:
     """Parse, check and write one newline-aligned chunk whose first line is number `first`.
 
@@ -57,7 +58,7 @@ def parse_chunk(
     return finish_chunk(ctx, number, _fast(ctx, first, chunk), writes)
 
 
-def _fast(ctx: FileContext, first: int, chunk: bytes) -> fastpath.FastChunk:
+def _fast(ctx: FileContext, first: int, chunk: Chunk) -> fastpath.FastChunk:
     return fastpath.parse_chunk(chunk, first, ctx.contract, ctx.positions, ctx.split, ctx.tag)
 
 
@@ -126,14 +127,14 @@ class ChunkRunner:
         self.writes = writes  # for chunks parsed here; workers write their own parts
         self.workers = workers_
         self.count = 0
-        self.held: list[tuple[int, int, bytes]] = []
+        self.held: list[tuple[int, int, Chunk]] = []
         self.pending: deque[Future[ChunkResult]] = deque()
         self.executor: Executor | None = None
         self.inline = workers_ <= 1
         self.result = ChunkResult()
         self.stage: ThreadPoolExecutor | None = None  # the second stage of chunks parsed here
 
-    def add(self, first: int, chunk: bytes) -> None:
+    def add(self, first: int, chunk: Chunk) -> None:
         self.count += 1
         if self.inline:
             self._here(self.count, first, chunk)
@@ -154,7 +155,7 @@ class ChunkRunner:
             return
         self._submit(self.count, first, chunk)
 
-    def _here(self, number: int, first: int, chunk: bytes) -> None:
+    def _here(self, number: int, first: int, chunk: Chunk) -> None:
         """Parse a chunk in this process: its vectorised pass now, the rest on the second stage."""
         fast = _fast(self.context, first, chunk)
         if self.stage is None:
@@ -163,7 +164,7 @@ class ChunkRunner:
         while len(self.pending) > 1:
             self._collect()
 
-    def _submit(self, number: int, first: int, chunk: bytes) -> None:
+    def _submit(self, number: int, first: int, chunk: Chunk) -> None:
         assert self.executor is not None
         self.pending.append(self.executor.submit(parse_chunk, self.context, number, first, chunk))
         while len(self.pending) > 2 * self.workers:

@@ -260,12 +260,13 @@ def _plain(job: FileJob, root: SourceRoot, chunks: TextChunks, sink: PartSink, s
             if positions is None:
                 header = None
                 if fmt.header:
+                    chunk = bytes(chunk)  # the first chunk alone: its header line is cut off as bytes
                     cut = chunk.find(b"\n")
                     ((text, ok),) = decode_pieces([chunk if cut < 0 else chunk[:cut]], fmt, stats)
                     header = _header(RawRecord(first, text, text.split(fmt.delimiter) if ok else None), name)
                     chunk, first = (b"" if cut < 0 else chunk[cut + 1 :]), first + 1
                 positions = _positions(job, header, name)
-                if not chunk:
+                if not len(chunk):
                     continue
             if fast and not isinstance(positions, SourceFileError):
                 if runner is None:
