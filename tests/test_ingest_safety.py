@@ -6,6 +6,7 @@ point is that real sources keep working next to a broken one.
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import shutil
@@ -26,7 +27,7 @@ from typer.testing import CliRunner
 from simpair.catalog import Catalog
 from simpair.cli import ingest_cmd
 from simpair.contracts import load_contract
-from simpair.ingest import run_ingest
+from simpair.ingest import dataset, run_ingest
 from simpair.ingest.sources import SourceRoot
 from simpair.ingest.versioning import dataset_version, file_sha256
 
@@ -196,19 +197,121 @@ def test_files_are_read_once_unless_a_stored_version_may_hold_them(
     assert catalog.current_version("toy") == v1
 
 
-def test_empty_file_hashed_after_its_parse_keeps_the_version(tmp_path: Path, home: Path) -> None:
-    """An empty file beside others is noted, not parsed: its hash is taken after the parse, and a re-run
-    finds the same version."""
+@pytest.mark.parametrize("content", [b"", b"label\ta\tb\n"], ids=["no-bytes", "header-only"])
+def test_empty_file_hashed_by_its_parse_keeps_the_version(tmp_path: Path, home: Path, content: bytes) -> None:
+    """An empty file beside others is noted, not parsed into rows: its parse's read still names the
+    version, and a re-run finds the same version."""
     sources, contracts = _make_toy(tmp_path)
     (contracts / "toy.yaml").write_text(TOY_CONTRACT.replace('"toy/train.tsv"', '"toy/train*.tsv"'))
-    (sources / "toy" / "train-empty.tsv").write_bytes(b"")
+    (sources / "toy" / "train-empty.tsv").write_bytes(content)
     first = run_ingest(sources, home, contracts).datasets[0]
     assert first.status == "ingested" and first.empty_files == ["toy/train-empty.tsv"]
-    hashes = {
-        f"toy/{n}": file_sha256(sources / "toy" / n) for n in ("train-empty.tsv", "train.tsv", "test.tsv")
-    }
+    names = ("train-empty.tsv", "train.tsv", "test.tsv")
+    hashes = {f"toy/{n}": file_sha256(sources / "toy" / n) for n in names}
     assert first.version == dataset_version(load_contract(contracts / "toy.yaml"), hashes)
     assert run_ingest(sources, home, contracts).datasets[0].status == "unchanged"
+
+
+def test_file_filled_after_its_parse_is_ingested_by_the_next_run(
+    tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An upload that lands while the other files are parsed: the version is named after the bytes the
+    parse read (an empty file), so the next run sees a changed file and ingests its rows."""
+    sources, contracts = _make_toy(tmp_path)
+    (contracts / "toy.yaml").write_text(TOY_CONTRACT.replace('"toy/train.tsv"', '"toy/train*.tsv"'))
+    late = sources / "toy" / "train-late.tsv"
+    late.write_bytes(b"")
+    real = dataset._parse_in_order
+
+    def parse_then_upload(jobs):  # type: ignore[no-untyped-def]
+        done = real(jobs)
+        late.write_text("label\ta\tb\n" + _toy_lines(3, offset=5_000_000))
+        return done
+
+    monkeypatch.setattr(dataset, "_parse_in_order", parse_then_upload)
+    first = run_ingest(sources, home, contracts).datasets[0]
+    assert first.status == "ingested" and first.empty_files == ["toy/train-late.tsv"]
+    monkeypatch.setattr(dataset, "_parse_in_order", real)
+    second = run_ingest(sources, home, contracts).datasets[0]
+    assert second.status == "ingested" and second.version != first.version
+    assert Catalog(home).read_split("toy", "train").height == 20 + 3
+
+
+def test_source_changed_back_to_a_version_without_recorded_sizes_is_found_after_the_parse(
+    tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A version whose manifest predates recorded sizes and is not current does not force an up-front
+    hash; a source changed back to it is parsed once, found stored, and made current again."""
+    sources, contracts = _make_toy(tmp_path)
+    catalog = Catalog(home)
+    train = sources / "toy" / "train.tsv"
+    original = train.read_bytes()
+    run_ingest(sources, home, contracts)
+    v1 = catalog.current_version("toy")
+    manifest_path = catalog.version_dir("toy", v1) / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    del manifest["source_sizes"]
+    manifest_path.write_text(json.dumps(manifest))
+    with train.open("a") as handle:
+        handle.write("1\ta brand new pair\tindeed new\n")
+    run_ingest(sources, home, contracts)
+    assert catalog.current_version("toy") != v1
+    train.write_bytes(original)
+    opened = _count_reads(monkeypatch)
+    report = run_ingest(sources, home, contracts).datasets[0]
+    assert report.status == "ingested" and catalog.current_version("toy") == v1
+    assert opened == {"toy/train.tsv": 1, "toy/test.tsv": 1}
+    assert [p.name for p in (home / "datasets" / "toy").glob(".tmp*")] == []
+
+
+def test_compressed_source_read_once_is_versioned_by_its_stored_bytes(tmp_path: Path, home: Path) -> None:
+    sources, contracts = _make_toy(tmp_path)
+    train = sources / "toy" / "train.tsv"
+    (sources / "toy" / "train.tsv.gz").write_bytes(gzip.compress(train.read_bytes()))
+    train.unlink()
+    (contracts / "toy.yaml").write_text(TOY_CONTRACT.replace('"toy/train.tsv"', '"toy/train.tsv.gz"'))
+    report = run_ingest(sources, home, contracts).datasets[0]
+    assert report.status == "ingested" and Catalog(home).read_split("toy", "train").height == 20
+    hashes = {f"toy/{n}": file_sha256(sources / "toy" / n) for n in ("train.tsv.gz", "test.tsv")}
+    assert report.version == dataset_version(load_contract(contracts / "toy.yaml"), hashes)
+    manifest = Catalog(home).manifest("toy")
+    assert manifest["source_sizes"]["toy/train.tsv.gz"] == (sources / "toy" / "train.tsv.gz").stat().st_size
+
+
+def test_jsonl_file_changed_between_its_two_reads_fails_its_source(
+    tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """JSON Lines are read twice (keys, then records): the second read must find the bytes the first
+    one hashed."""
+    sources, contracts = tmp_path / "sources", tmp_path / "contracts"
+    (sources / "toy").mkdir(parents=True)
+    contracts.mkdir()
+    rows = [{"s1": f"a cat {i}", "s2": f"a dog {i}", "y": i % 2} for i in range(6)]
+    pairs = sources / "toy" / "pairs.jsonl"
+    pairs.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (contracts / "toy.yaml").write_text(
+        TOY_CONTRACT.replace('"toy/train.tsv"', '"toy/pairs.jsonl"')
+        .replace('  - {split: test, role: test, pattern: "toy/test.tsv"}\n', "")
+        .replace(
+            "columns: {label: label, text_a: a, text_b: b}", "columns: {label: y, text_a: s1, text_b: s2}"
+        )
+        .replace(
+            '  delimiter: "\\t"\n  quoting: none\n  header: true\n  field_counts: [3]\n', "  kind: jsonl\n"
+        )
+    )
+    opened = _count_reads(monkeypatch)
+    real = SourceRoot.open_stored
+
+    def changing(self: SourceRoot, relative: str):  # type: ignore[no-untyped-def]
+        if opened[relative] == 1:  # one read done: the file changes just before the second
+            with pairs.open("a") as handle:
+                handle.write(json.dumps({"s1": "late", "s2": "later", "y": 1}) + "\n")
+        return real(self, relative)
+
+    monkeypatch.setattr(SourceRoot, "open_stored", lambda self, relative: changing(self, relative))
+    report = run_ingest(sources, home, contracts).datasets[0]
+    assert report.status == "failed"
+    assert "pairs.jsonl: changed while it was being ingested" in (report.error or "")
 
 
 def test_failed_write_leaves_previous_version_current(tmp_path: Path, home: Path) -> None:

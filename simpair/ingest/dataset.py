@@ -1,9 +1,10 @@
 """Ingest one source (one contract): resolve files, version, parse, check, guard, write, switch CURRENT.
 
 One function per source so the Prefect flow can run sources as separate tasks and a broken source
-fails alone while the others go on. Inside a source the work streams: files are hashed in blocks,
-parsed one file at a time into Parquet parts in a work folder (`parse.py`), then deduplicated, typed
-and written as row groups (`finish.py`); memory stays flat whatever the size of the files.
+fails alone while the others go on. Inside a source the work streams: files are parsed one file at a
+time into Parquet parts in a work folder (`parse.py`), hashed in blocks by that same read (up front
+only where a stored version may already hold them), then deduplicated, typed and written as row groups
+(`finish.py`); memory stays flat whatever the size of the files.
 """
 
 from __future__ import annotations
@@ -45,11 +46,11 @@ class SourceFile:
     relative: str
     sha256: str  # empty until the parse has hashed it (see `resolve_files`)
     tag: str  # names the file in default pair ids
-    size: int = 0
+    size: int | None = None  # stored bytes (None: the store did not say)
 
 
 def resolve_files(
-    contract: Contract, root: SourceRoot, stored: Callable[[dict[str, int]], bool] = lambda _: True
+    contract: Contract, root: SourceRoot, stored: Callable[[dict[str, int | None]], bool] = lambda _: True
 ) -> list[SourceFile]:
     """Every file of every split; a pattern that matches nothing fails the source.
 
@@ -66,17 +67,19 @@ def resolve_files(
     else:
         groups += [(spec, contract.split_pattern(spec), f"split {spec.split!r}") for spec in contract.files]
     found: list[tuple[SplitFiles | None, str, str]] = []
+    sizes: dict[str, int | None] = {}
     for spec, pattern, what in groups:
-        names = root.glob(pattern)
-        if not names:
+        listed = root.listing(pattern)
+        if not listed:
             for _, name, _ in found:  # a file before it that cannot be read fails first
                 root.sha256(name)
             raise SourceFileError(
                 f"{root.display(pattern)}: no file matches the pattern of {what} "
                 f"(contract {contract.source_path})"
             )
+        names = list(listed)
         found += [(spec, name, tag) for name, tag in zip(names, file_tags(names), strict=True)]
-    sizes = {name: root.size(name) for _, name, _ in found}
+        sizes |= listed
     if contract.format.kind != "parquet" and not stored(sizes):
         return [SourceFile(spec, name, "", tag, sizes[name]) for spec, name, tag in found]
     with ThreadPoolExecutor(max_workers=_HASH_THREADS, thread_name_prefix="simpair-hash") as pool:
@@ -91,23 +94,32 @@ def resolve_files(
                 digest.cancel()
 
 
-def may_be_stored(dataset_dir: Path, contract: Contract, sizes: dict[str, int]) -> bool:
+def may_be_stored(dataset_dir: Path, contract: Contract, sizes: dict[str, int | None]) -> bool:
     """Whether a stored version of this dataset may hold exactly these files (same paths and sizes).
 
     A version is named by the hashes of its files, its contract and the code, so a version made with
-    another contract, other code, other paths or files of other sizes cannot be tonight's. Versions
-    whose manifest predates recorded sizes match on the rest.
+    another contract, other code, other paths or files of other sizes cannot be tonight's. A file of
+    unknown size may be anything. The current version's manifest is read first (the usual re-run); a
+    manifest that predates recorded sizes is trusted only for the current version, so old versions do
+    not force a second read of every new file (a source changed back to one of them is still found
+    after the parse, see `_reuse`).
     """
-    for path in dataset_dir.glob("*/manifest.json"):
+    if None in sizes.values():
+        return True
+    current_file = dataset_dir / "CURRENT"
+    current = current_file.read_text().strip() if current_file.is_file() else None
+    manifests = sorted(dataset_dir.glob("*/manifest.json"), key=lambda p: p.parent.name != current)
+    for path in manifests:
         try:
             manifest = json.loads(path.read_text())
         except (OSError, ValueError):
             return True  # unreadable: assume it may match, and hash
+        recorded = manifest.get("source_sizes", sizes if path.parent.name == current else None)
         if (
             manifest.get("contract_sha256") == contract.content_sha256
             and manifest.get("code_version") == code_fingerprint()
             and set(manifest.get("sources", {})) == set(sizes)
-            and manifest.get("source_sizes", sizes) == sizes
+            and recorded == sizes
         ):
             return True
     return False
@@ -311,10 +323,9 @@ def ingest_dataset(
             try:
                 jobs = file_jobs(contract, root, files, work, **sizes)
                 results = (parse_files or _parse_in_order)(jobs)
-                if not hashed:
-                    files = _hashed(files, results, root)
-                    if reused := _reuse(contract, files, dataset_dir, base):  # no stored version is rewritten
-                        return reused
+                files = _as_read(files, results)
+                if not hashed and (reused := _reuse(contract, files, dataset_dir, base)):
+                    return reused  # a stored version is never written twice
                 assert base.version is not None
                 outputs, reports, facts = _build_version(contract, files, results, base.version, work)
                 return _commit(
@@ -354,12 +365,18 @@ def _reuse(
     return base
 
 
-def _hashed(files: list[SourceFile], results: list[FileResult], root: SourceRoot) -> list[SourceFile]:
-    """The files with the hashes their parse took; a file the parse left unhashed (empty) is hashed now."""
-    taken = {r.relative: r.sha256 for r in results}
-    return [
-        f if f.sha256 else replace(f, sha256=taken.get(f.relative) or root.sha256(f.relative)) for f in files
-    ]
+def _as_read(files: list[SourceFile], results: list[FileResult]) -> list[SourceFile]:
+    """The files with the hash and size their parse read, so the manifest's sizes are those of the
+    hashed bytes (a text file's parse reads it whole; a Parquet file keeps its up-front hash)."""
+    read = {r.relative: r for r in results}
+    out = []
+    for f in files:
+        result = read[f.relative]
+        sha256 = f.sha256 or result.sha256
+        if not sha256:
+            raise AssertionError(f"{f.relative}: parsed without being hashed")
+        out.append(replace(f, sha256=sha256, size=f.size if result.size is None else result.size))
+    return out
 
 
 def _parse_in_order(jobs: list[FileJob]) -> list[FileResult]:
@@ -390,7 +407,7 @@ def _commit(
         "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "sources_root": root.url,
         "sources": {f.relative: f.sha256 for f in files},
-        "source_sizes": {f.relative: f.size for f in files},
+        "source_sizes": {f.relative: f.size for f in files if f.size is not None},
         "pair_id": _pair_id_rule(contract),
         "source": facts,
         "splits": [{"split": r.split, "role": r.role, "report": r.model_dump()} for r in reports],

@@ -63,6 +63,7 @@ class FileJob:
     file_index: int
     work: Path  # the version's work folder (its own folder of parts is made below it)
     only_file: bool  # the only file of its split: an empty file fails the source instead of being noted
+    size: int | None = None  # stored bytes, as the parse's read counted them
     chunk_bytes: int = CHUNK_BYTES
     batch_rows: int = BATCH_ROWS
     workers: int = 0  # processes parsing a large delimited file; 0: $SIMPAIR_INGEST_WORKERS or 1
@@ -79,6 +80,7 @@ class FileResult:
     parts: list[Path] = field(default_factory=list)
     quarantine_parts: list[Path] = field(default_factory=list)
     sha256: str = ""  # the file's; its parts leave out the columns that are constant per file
+    size: int | None = None  # the file's stored bytes as read (None: not read as a stream, e.g. Parquet)
     split: str | None = None  # the file's split; None: its rows may go to any split (split_column)
 
 
@@ -105,7 +107,7 @@ def parse_file(job: FileJob) -> FileResult:
         shutil.rmtree(folder, ignore_errors=True)
         if job.only_file:
             raise
-        return FileResult(job.relative, job.file_index, empty=True, sha256=job.sha256)
+        return FileResult(job.relative, job.file_index, empty=True, sha256=job.sha256, size=job.size)
     except BaseException:
         shutil.rmtree(folder, ignore_errors=True)
         raise
@@ -118,6 +120,7 @@ def parse_file(job: FileJob) -> FileResult:
         parts=sink.parts,
         quarantine_parts=sink.quarantine_parts,
         sha256=job.sha256,
+        size=job.size,
         split=job.split,
     )
 
@@ -132,17 +135,24 @@ def _open_text(job: FileJob, root: SourceRoot) -> Iterator[tuple[ContentStream, 
         try:
             yield stream, chunks
         except EmptySourceFileError:
+            _read_whole(job, stream, name)  # an empty file names the version too
             raise
         except SourceFileError:  # a blank file is "empty" first, whatever else its first line broke
             if chunks.rest_is_blank():
+                _read_whole(job, stream, name)
                 raise EmptySourceFileError(
                     f"{name}: file is empty; expected {fmt.encoding} text records"
                 ) from None
             raise
-        digest = stream.sha256()
-        if job.sha256 and digest != job.sha256:
-            raise SourceFileError(f"{name}: changed while it was being ingested; run the ingest again")
-        job.sha256 = digest
+        _read_whole(job, stream, name)
+
+
+def _read_whole(job: FileJob, stream: ContentStream, name: str) -> None:
+    """Hash the rest of the stored bytes; record hash and size on the job, or fail if they changed."""
+    digest = stream.sha256()
+    if job.sha256 and digest != job.sha256:
+        raise SourceFileError(f"{name}: changed while it was being ingested; run the ingest again")
+    job.sha256, job.size = digest, stream.hashing.bytes
 
 
 def _lines(chunks: TextChunks, stats: Counter[str]) -> Iterator[tuple[str, bool]]:

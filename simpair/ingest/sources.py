@@ -82,17 +82,32 @@ class SourceRoot:
 
     def glob(self, pattern: str) -> list[str]:
         """Relative names of the files matching `pattern`, in name order."""
+        return list(self.listing(pattern))
+
+    def listing(self, pattern: str) -> dict[str, int | None]:
+        """The files matching `pattern` (relative names, in name order) with their stored sizes.
+
+        A size is None where the store does not say (some HTTP servers): such a file is never taken
+        for one a stored version holds. Remote sizes come from the listing itself, one request.
+        """
         if not self.is_remote:
             base = Path(self.url.removeprefix("file://"))
-            return sorted(p.relative_to(base).as_posix() for p in base.glob(pattern) if p.is_file())
+            found = ((p, p.stat()) for p in base.glob(pattern))
+            return dict(
+                sorted((p.relative_to(base).as_posix(), st.st_size) for p, st in found if p.is_file())
+            )
         fs, root = self._fs()
         fs.invalidate_cache(root)  # a long-lived worker must see tonight's uploads
         try:
             found = fs.glob(f"{root}/{pattern}", detail=True)
         except OSError as exc:
             raise SourceAccessError(f"{self.url}: cannot list {pattern!r}: {exc}") from exc
-        names = [str(p)[len(root) + 1 :] for p, info in found.items() if info.get("type") != "directory"]
-        return sorted(names)
+        sizes = {
+            str(p)[len(root) + 1 :]: info.get("size") if isinstance(info.get("size"), int) else None
+            for p, info in found.items()
+            if info.get("type") != "directory"
+        }
+        return dict(sorted(sizes.items()))
 
     @contextmanager
     def open_stored(self, relative: str) -> Iterator[BinaryIO]:
@@ -109,18 +124,6 @@ class SourceRoot:
             raise SourceAccessError(f"{self.display(relative)}: cannot read: {exc.strerror or exc}") from exc
         with handle:
             yield handle
-
-    def size(self, relative: str) -> int:
-        """The stored size in bytes (compressed if the file is); errors name the file."""
-        try:
-            if not self.is_remote:
-                return (Path(self.url.removeprefix("file://")) / relative).stat().st_size
-            fs, root = self._fs()
-            return int(fs.size(f"{root}/{relative}"))
-        except SourceAccessError:
-            raise
-        except OSError as exc:
-            raise SourceAccessError(f"{self.display(relative)}: cannot read: {exc.strerror or exc}") from exc
 
     def sha256(self, relative: str) -> str:
         """sha256 of the stored bytes, read in blocks: memory stays flat whatever the file's size."""
@@ -166,6 +169,7 @@ class HashingReader(io.RawIOBase):
         self._handle = handle
         self._name = name
         self.digest = hashlib.sha256()
+        self.bytes = 0  # stored bytes read so far
 
     def readable(self) -> bool:
         return True
@@ -173,12 +177,14 @@ class HashingReader(io.RawIOBase):
     def readinto(self, buffer: memoryview) -> int:  # type: ignore[override]
         block = _read_block(self._handle, self._name, len(buffer))
         self.digest.update(block)
+        self.bytes += len(block)
         buffer[: len(block)] = block
         return len(block)
 
     def read(self, size: int = -1) -> bytes:
         block = _read_block(self._handle, self._name, HASH_BLOCK if size < 0 else size)
         self.digest.update(block)
+        self.bytes += len(block)
         return block
 
     def drain(self) -> str:
