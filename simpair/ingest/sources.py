@@ -92,10 +92,8 @@ class SourceRoot:
         """
         if not self.is_remote:
             base = Path(self.url.removeprefix("file://"))
-            found = ((p, p.stat()) for p in base.glob(pattern))
-            return dict(
-                sorted((p.relative_to(base).as_posix(), st.st_size) for p, st in found if p.is_file())
-            )
+            files = (p for p in base.glob(pattern) if p.is_file())
+            return dict(sorted((p.relative_to(base).as_posix(), p.stat().st_size) for p in files))
         fs, root = self._fs()
         fs.invalidate_cache(root)  # a long-lived worker must see tonight's uploads
         try:
