@@ -1,5 +1,5 @@
-"""Ingest work that overlaps on two cores: split files written side by side, chunks read ahead, and
-leakage hashes taken while the rows are written; outputs as when everything ran one step at a time."""
+"""Ingest work that overlaps on two cores: chunks read ahead, and leakage hashes taken while the rows are
+written; outputs as when everything ran one step at a time."""
 
 from __future__ import annotations
 
@@ -18,7 +18,6 @@ from simpair.catalog import LEAKAGE_COLUMNS, Catalog
 from simpair.contracts import Contract
 from simpair.ingest import leakage
 from simpair.ingest.dataset import ingest_dataset
-from simpair.ingest.finish import _part_order
 from simpair.ingest.parse import _read_ahead
 
 
@@ -27,17 +26,6 @@ def _forget_hashes() -> Iterator[None]:
     """Hashes remembered here name files of this test's folder only."""
     yield
     leakage._cache.clear()
-
-
-def test_split_files_are_interleaved_each_in_its_own_order() -> None:
-    splits = ["train"] * 6 + ["dev"] * 2 + ["test"] * 2
-    order = _part_order(splits)
-    assert sorted(order) == list(range(10))
-    for split in ("train", "dev", "test"):
-        mine = [n for n in order if splits[n] == split]
-        assert mine == sorted(mine)
-    assert {splits[n] for n in order[:3]} == {"train", "dev", "test"}  # every split's writer starts early
-    assert _part_order([None, None, None]) == [0, 1, 2]  # split_column parts may feed any split: in order
 
 
 def test_reading_ahead_stops_reading_when_the_reader_leaves() -> None:

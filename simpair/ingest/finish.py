@@ -2,16 +2,18 @@
 
 Reads the candidate parts the parse wrote, never all at once: duplicates come from `dedupe`
 (out of core), extra columns are typed in two streaming passes (infer over every value of every
-split, then cast), and each split's clean rows are written as row groups to `<split>.parquet`.
+split, then cast), and each split's clean rows stream, part by part, into `<split>.parquet`
+(`splitfile`: polars' encoder on every core).
 The quarantine (every rejected record, with its raw text) is written sorted into the order the
 whole-file code wrote it in. Counts for the report come from these same passes.
 """
 
 from __future__ import annotations
 
-from collections import Counter, deque
-from contextlib import ExitStack
+from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -21,22 +23,11 @@ import pyarrow.parquet as pq
 
 from simpair.contracts import Contract
 from simpair.ingest import dedupe, extras, leakage
-from simpair.ingest.background import BackgroundWrites
 from simpair.ingest.batches import QUARANTINE_ORDER, QUARANTINE_PART_SCHEMA, split_index
 from simpair.ingest.parse import FileResult
+from simpair.ingest.splitfile import polars_schema, write_split_file
 from simpair.schema import PAIR_SCHEMA, QUARANTINE_SCHEMA
 
-# zstd as always; dictionaries only where a column repeats one value (texts gain nothing from them).
-# Values go to the encoder 64k at a time, not pyarrow's default 1,024 (pages then close past 1 MB by
-# up to one batch), and the long texts get no min/max statistics, which no reader filters on:
-# together 14% less CPU for the writes (400k STS-B rows, 2026-11-26), same rows and schema.
-_WRITE = {
-    "compression": "zstd",
-    "compression_level": 1,
-    "use_dictionary": ["split", "dataset", "dataset_version", "source_file", "source_sha256"],
-    "write_batch_size": 1 << 16,
-}
-_NO_STATISTICS = ("text_a", "text_b")
 # Duplicate rows (with their raw lines) held before they are written to a quarantine part.
 _HELD_DUPLICATES = 100_000
 
@@ -115,101 +106,102 @@ def write_outputs(
         pl.DataFrame(schema={name: extras.DTYPES[kind] for name, kind in types.items()}).to_arrow().schema
     )
     schema = pa.schema([*PAIR_SCHEMA, *typed_schema]).with_metadata(meta)
-    options = {**_WRITE, "write_statistics": [n for n in schema.names if n not in _NO_STATISTICS]}
-    writers = {spec.split: pq.ParquetWriter(out / f"{spec.split}.parquet", schema, **options)
-               for spec in contract.files}  # fmt: skip
-    clean: Counter[str] = Counter()
     quarantine_parts = [p for r in results for p in r.quarantine_parts]
-    hashes: dict[str, list[pl.Series] | None] = {split: [] for split in writers}  # for `leakage`
-    try:
-        with ExitStack() as stack:  # row groups are encoded while the next part is read
-            # one thread per split file: on two cores train's row groups are encoded beside dev's and test's
-            writes = {split: stack.enter_context(BackgroundWrites()) for split in writers}
-            version_id = meta["simpair.dataset_version"]
-            sequence = _part_order([r.split for r in results for _ in r.parts])
-            _write_clean(contract, parts, sequence, dups, updates, types, schema, writers, writes, clean,
-                         quarantine_parts, work, version_id, sources, hashes)  # fmt: skip
-    finally:
-        for writer in writers.values():
-            writer.close()
-    for split, split_hashes in hashes.items():
+    part_splits = [r.split for r in results for _ in r.parts]
+    rows = _CleanRows(contract, parts, part_splits, dups, updates, types, schema, quarantine_parts, work,
+                      meta["simpair.dataset_version"], sources)  # fmt: skip
+    for spec in contract.files:  # one split at a time, each written on every core
+        write_split_file(out / f"{spec.split}.parquet", partial(rows.of_split, spec.split), schema)
+    rows.quarantine_held()
+    for split, split_hashes in rows.hashes.items():
         if split_hashes is not None:
             leakage.remember_hashes(out / f"{split}.parquet", split_hashes)
     quarantine = _write_quarantine(contract, quarantine_parts, out / "quarantine.parquet", meta)
     files = {f"{spec.split}.parquet": out / f"{spec.split}.parquet" for spec in contract.files}
     files["quarantine.parquet"] = out / "quarantine.parquet"
-    clean_counts = {spec.split: clean[spec.split] for spec in contract.files}
+    clean_counts = {spec.split: rows.clean[spec.split] for spec in contract.files}
     return Outputs(files, clean_counts, quarantine, types, found.conflicts)
 
 
-def _part_order(splits: list[str | None]) -> list[int]:
-    """The parts' numbers in the order `_write_clean` takes them: each split's parts in their own order,
-    the splits interleaved in proportion to their parts, so every split file's writer has work at once.
+@dataclass
+class _CleanRows:
+    """Each part's rows less its duplicates, extras typed, served split by split to the split's file.
 
-    Each split file still gets its rows in line order. Parts whose rows may go to any split (a
-    `split_column` source) keep their order.
+    What is taken out on the way (later copies of a pair, bad extra values) goes to quarantine parts.
+    The leakage hashes of each split's rows are taken here too (`leakage.remember_hashes`): none for
+    a split past what leakage keeps.
     """
-    if None in splits or len(set(splits)) < 2:
-        return list(range(len(splits)))
-    lanes: dict[str | None, deque[int]] = {}
-    for number, split in enumerate(splits):
-        lanes.setdefault(split, deque()).append(number)
-    sizes = {split: len(lane) for split, lane in lanes.items()}
-    order: list[int] = []
-    while lanes:  # the split least far along (by share of its parts) goes next
-        split = min(lanes, key=lambda s: ((sizes[s] - len(lanes[s])) / sizes[s], lanes[s][0]))
-        order.append(lanes[split].popleft())
-        if not lanes[split]:
-            del lanes[split]
-    return order
 
+    contract: Contract
+    parts: list[Path]
+    part_splits: list[str | None]  # each part's split; None: its rows may go to any split (split_column)
+    dups: dict[int, pl.DataFrame]
+    updates: dict[int, pl.DataFrame]
+    types: dict[str, str]
+    schema: pa.Schema
+    quarantine_parts: list[Path]
+    work: Path
+    version: str
+    sources: dict[int, tuple[str, str]]
+    clean: Counter[str] = field(default_factory=Counter)
+    hashes: dict[str, list[pl.Series] | None] = field(default_factory=dict)
+    held: list[pl.DataFrame] = field(default_factory=list)  # duplicates not yet in a quarantine part
 
-def _write_clean(
-    contract: Contract,
-    parts: list[Path],
-    sequence: list[int],
-    dups: dict[int, pl.DataFrame],
-    updates: dict[int, pl.DataFrame],
-    types: dict[str, str],
-    schema: pa.Schema,
-    writers: dict[str, pq.ParquetWriter],
-    writes: dict[str, BackgroundWrites],
-    clean: Counter[str],
-    quarantine_parts: list[Path],
-    work: Path,
-    version: str,
-    sources: dict[int, tuple[str, str]],
-    hashes: dict[str, list[pl.Series] | None],
-) -> None:
-    """Each part's rows less its duplicates, extras typed, appended to its split's file as row groups.
+    def __post_init__(self) -> None:
+        self.order = split_index(self.contract)
+        self.dup_lines = {index: np.sort(rows["line"].to_numpy()) for index, rows in self.dups.items()}
+        self.columns = polars_schema(self.schema)
+        self.hashes = {spec.split: [] for spec in self.contract.files}
+        self.written = 0  # quarantine parts written here, for their names
 
-    The leakage hashes of each split's rows are taken here too (`leakage.remember_hashes`), on this
-    thread while the splits' threads encode: none for a split past what leakage keeps.
-    """
-    order = split_index(contract)
-    dup_lines = {index: np.sort(rows["line"].to_numpy()) for index, rows in dups.items()}
-    duplicates: list[pl.DataFrame] = []  # duplicates of every part, quarantined together at the end
-    for number in sequence:
-        frame = _with_source(pl.read_parquet(parts[number]), sources)
-        mine = dups.get(int(frame["file_index"][0])) if frame.height else None
-        rejects: list[pl.DataFrame] = []
+    def of_split(self, split: str) -> Iterator[pl.DataFrame]:
+        """The split's clean rows, part by part in line order (a split_column part is read per split).
+
+        A part is deleted once read for the last time, so the work folder shrinks as the files grow
+        and no large folder is left to remove at the end.
+        """
+        last = self.contract.files[-1].split
+        for part, part_split in zip(self.parts, self.part_splits, strict=True):
+            if part_split is not None and part_split != split:
+                continue
+            frame = _with_source(pl.read_parquet(part), self.sources)
+            if part_split is not None or split == last:
+                part.unlink()
+            if part_split is None:
+                frame = frame.filter(pl.col("split") == split)
+            table = self._clean(frame)
+            self.clean[split] += table.height
+            kept = self.hashes[split]
+            if kept is not None and self.clean[split] <= leakage.CACHE_ROWS:
+                kept.append(table.select(leakage.leakage_hash()).to_series())
+            else:
+                self.hashes[split] = None
+            if table.height:
+                yield table.cast(self.columns)  # type: ignore[arg-type]
+
+    def _clean(self, frame: pl.DataFrame) -> pl.DataFrame:
+        """A part's rows less duplicates and bad extras, with mean scores where the rule gives them."""
+        contract = self.contract
+        index = int(frame["file_index"][0]) if frame.height else -1
+        mine = self.dups.get(index)
         if mine is not None:  # a mask, not joins: only the few hits are copied
-            is_dup = _among(frame["line"].to_numpy(), dup_lines[int(frame["file_index"][0])])
+            is_dup = _among(frame["line"].to_numpy(), self.dup_lines[index])
             if is_dup.any():
-                duplicates.append(_owned(frame.filter(is_dup).join(mine, on="line", how="inner")))
-                if sum(d.height for d in duplicates) >= _HELD_DUPLICATES:
-                    _quarantine_duplicates(duplicates, order, work, number, quarantine_parts)
+                self.held.append(_owned(frame.filter(is_dup).join(mine, on="line", how="inner")))
+                if sum(d.height for d in self.held) >= _HELD_DUPLICATES:
+                    self.quarantine_held()
                 frame = frame.filter(~is_dup)
-        if frame.height and (new_scores := updates.get(int(frame["file_index"][0]))) is not None:
+        if frame.height and (new_scores := self.updates.get(index)) is not None:
             frame = _with_mean_scores(frame, new_scores)
         typed = []
+        rejects: list[pl.DataFrame] = []
         bad = (
             pl.repeat(False, frame.height, eager=True)
             if contract.columns.extra
             else pl.Series([], dtype=pl.Boolean)
         )
         for position, spec in enumerate(contract.columns.extra):
-            values, failed, kind = extras.type_extra(spec, frame[spec.name], types[spec.name])
+            values, failed, kind = extras.type_extra(spec, frame[spec.name], self.types[spec.name])
             typed.append(values)
             new = failed & ~bad
             if new.any():  # rare: the detail quotes the value as Python's repr() does
@@ -217,42 +209,28 @@ def _write_clean(
                 said = [f"{spec.name} {v!r} is not {kind}" for v in hits[spec.name].to_list()]
                 hits = hits.with_columns(pl.Series("_detail", said, dtype=pl.Utf8))
                 rejects.append(
-                    _quarantine_rows(hits, pl.lit("bad_extra"), pl.col("_detail"), 2, position, order)
+                    _quarantine_rows(hits, pl.lit("bad_extra"), pl.col("_detail"), 2, position, self.order)
                 )
             bad = bad | failed
         if typed:
             frame = frame.with_columns(typed).filter(~bad)
         if rejects:
-            path = work / f"quarantine-finish-{number:06d}.parquet"
-            pl.concat(rejects).write_parquet(path)
-            quarantine_parts.append(path)
-        table = _clean_select(contract, frame, version)
-        if table.height and (table["split"] == table["split"][0]).all():  # a file of one split: no copy
-            groups: list[tuple[object, pl.DataFrame]] = [(table["split"][0], table)]
-        else:
-            groups = [(key, rows) for (key,), rows in table.group_by("split")]
-        for split, rows in groups:  # the Arrow copy is made here, the encoding on the split's thread
-            writes[str(split)].submit(writers[str(split)].write_table, rows.to_arrow().cast(schema))
-            clean[str(split)] += rows.height
-            kept = hashes[str(split)]
-            if kept is not None and clean[str(split)] <= leakage.CACHE_ROWS:
-                kept.append(rows.select(leakage.leakage_hash()).to_series())
-            else:
-                hashes[str(split)] = None
-    _quarantine_duplicates(duplicates, order, work, len(parts), quarantine_parts)
+            self._quarantine(pl.concat(rejects), "finish")
+        return _clean_select(contract, frame, self.version)
 
+    def quarantine_held(self) -> None:
+        """Write the duplicates held so far as one quarantine part (one write per many parts)."""
+        if self.held:
+            found = pl.concat(self.held)
+            self._quarantine(_quarantine_rows(found, pl.col("reason"), pl.col("detail"), 1, 0, self.order),
+                             "duplicates")  # fmt: skip
+            self.held.clear()
 
-def _quarantine_duplicates(
-    duplicates: list[pl.DataFrame], order: dict[str, int], work: Path, number: int, parts: list[Path]
-) -> None:
-    """Write the duplicates held so far as one quarantine part (one write per many parts: fewer calls)."""
-    if not duplicates:
-        return
-    path = work / f"quarantine-duplicates-{number:06d}.parquet"
-    found = pl.concat(duplicates)
-    _quarantine_rows(found, pl.col("reason"), pl.col("detail"), 1, 0, order).write_parquet(path)
-    parts.append(path)
-    duplicates.clear()
+    def _quarantine(self, rows: pl.DataFrame, kind: str) -> None:
+        self.written += 1
+        path = self.work / f"quarantine-{kind}-{self.written:06d}.parquet"
+        rows.write_parquet(path)
+        self.quarantine_parts.append(path)
 
 
 def _with_source(frame: pl.DataFrame, sources: dict[int, tuple[str, str]]) -> pl.DataFrame:
