@@ -15,9 +15,10 @@ import pytest
 from simpair.ingest.splitfile import polars_schema, write_split_file
 from simpair.schema import PAIR_SCHEMA
 
-SCHEMA = pa.schema(
-    [*PAIR_SCHEMA, pa.field("weight", pa.float64()), pa.field("seen", pa.date32()), pa.field("ok", pa.bool_())]
-).with_metadata({"simpair.dataset": "toy", "simpair.dataset_version": "v1"})
+EXTRAS = [pa.field("weight", pa.float64()), pa.field("seen", pa.date32()), pa.field("ok", pa.bool_())]
+SCHEMA = pa.schema([*PAIR_SCHEMA, *EXTRAS]).with_metadata(
+    {"simpair.dataset": "toy", "simpair.dataset_version": "v1"}
+)
 
 
 def _frame(first: int, rows: int) -> pl.DataFrame:
