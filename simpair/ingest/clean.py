@@ -30,6 +30,10 @@ _MOJIBAKE_RE = re.compile("|".join(re.escape(k) for k in sorted(MOJIBAKE, key=le
 _WHITESPACE_RE = re.compile(r"\s+")
 # Control characters (Unicode Cc) other than whitespace, plus stray BOMs / zero-width no-break spaces.
 _CONTROL_RE = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ufeff]")
+# Every character past ASCII that `clean_text` removes or treats as whitespace (Python's `\s` and
+# `str.strip()`: U+0085, U+00A0, U+1680, U+2000-U+200A, U+2028, U+2029, U+202F, U+205F, U+3000), as
+# a regex class for polars; a test checks it against Python over every code point.
+ODD_CHARACTERS = "[\u0080-\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff]"
 
 
 @dataclass
