@@ -10,7 +10,6 @@ file but counters.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -18,9 +17,8 @@ import numpy as np
 import polars as pl
 
 from simpair.contracts import Contract
-from simpair.ingest import checks, rawlines
+from simpair.ingest import checks
 from simpair.ingest.background import BackgroundWrites
-from simpair.ingest.chunks import Chunk
 from simpair.ingest.rows import Candidates, Rejected
 
 BATCH_ROWS = 250_000
@@ -34,8 +32,6 @@ CANDIDATE_SCHEMA = {
     "label": pl.Int8,
     "score": pl.Float64,
     "score_raw": pl.Float64,
-    "raw_at": pl.Int64,  # where the vectorised path's rows have their raw line (`rawlines`): raw is null
-    "raw_len": pl.Int32,
 }
 # Quarantine rows carry their place: records rejected while parsing (phase 0, file order), then the
 # row checks and duplicates of each split in contract order (phase 1), then bad extra values (phase 2,
@@ -60,7 +56,7 @@ def candidate_schema(contract: Contract) -> dict[str, pl.DataType]:
 
 
 def candidates_frame(cand: Candidates, contract: Contract) -> pl.DataFrame:
-    columns = {name: getattr(cand, name, None) for name in CANDIDATE_SCHEMA}  # raw_at: none, raw holds it
+    columns = {name: getattr(cand, name) for name in CANDIDATE_SCHEMA}
     return pl.DataFrame({**columns, **cand.extra}, schema=candidate_schema(contract))
 
 
@@ -79,7 +75,6 @@ class PartSink:
     batch_rows: int = BATCH_ROWS
     stem: str = ""  # prefix of this sink's part names (the chunk number when chunks are parsed apart)
     writes: BackgroundWrites | None = None  # writes parts on a second thread (else here, at once)
-    chunk: Chunk | None = None  # the bytes the rows' raw_at point into, written beside their part
     parts: list[Path] = field(default_factory=list)
     quarantine_parts: list[Path] = field(default_factory=list)
     records_by_split: Counter[str] = field(default_factory=Counter)
@@ -123,9 +118,6 @@ class PartSink:
             path = self.folder / f"part-{number}.parquet"
             # source_file and source_sha256 are the file's: added back when the part is read (`finish`)
             part = frame.with_columns(pl.lit(self.file_index, dtype=pl.Int32).alias("file_index"))
-            if self.chunk is not None:
-                self._submit(rawlines.write, rawlines.sidecar(path), self.chunk)
-                part = rawlines.without_lines(part)
             self._write(part, path, compression="uncompressed", statistics=False)  # scratch: fast beats small
             self.parts.append(path)
         if quarantine:
@@ -134,13 +126,10 @@ class PartSink:
             self.quarantine_parts.append(path)
 
     def _write(self, frame: pl.DataFrame, path: Path, **options: object) -> None:
-        self._submit(frame.write_parquet, path, **options)
-
-    def _submit(self, write: Callable[..., object], *args: object, **options: object) -> None:
         if self.writes is None:
-            write(*args, **options)
+            frame.write_parquet(path, **options)  # type: ignore[arg-type]
         else:
-            self.writes.submit(write, *args, **options)
+            self.writes.submit(frame.write_parquet, path, **options)
 
     def _parse_reject(self, r: Rejected) -> tuple[object, ...]:
         return self._row(r.line, r.raw, r.reason, r.detail, r.split, phase=0)

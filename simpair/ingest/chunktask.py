@@ -86,11 +86,9 @@ def finish_chunk(
     out.field_counts.update(dict(zip(values.tolist(), times.tolist(), strict=True)))
     cand = build_candidates(records, contract, ctx.positions, ctx.split, ctx.tag)
     out.stats.update(cand.clean_stats.counts)
-    schema = candidate_schema(contract)
-    rows = fast.rows.select(list(schema)).cast(schema)  # type: ignore[arg-type]
+    rows = fast.rows.cast(candidate_schema(contract))  # type: ignore[arg-type]
     # one part per chunk (no batch limit), so parts in chunk order hold rows in line order
-    sink = PartSink(contract, ctx.folder, ctx.file_index, ctx.relative, 1 << 62, f"{number:06d}-", writes,
-                    chunk=fast.chunk if fast.rows.height else None)  # fmt: skip
+    sink = PartSink(contract, ctx.folder, ctx.file_index, ctx.relative, 1 << 62, f"{number:06d}-", writes)
     sink.add(rows, [])
     sink.add(candidates_frame(cand, contract), cand.rejected)
     sink.flush()

@@ -59,7 +59,6 @@ class FastChunk:
     flagged_index: np.ndarray  # positions of the flagged lines in the chunk, for field_counts
     crlf: int
     whitespace_fixes: int  # cleaning of the rows mapped here (flagged rows are counted by clean_text)
-    chunk: Chunk  # the bytes `rows`' raw_at and raw_len point into
 
 
 @dataclass
@@ -228,13 +227,9 @@ def parse_chunk(
     flag[good[~keep]] = True
     raw = padded.strings(starts[kept], line_stop[kept])
     rows = rows.filter(pl.Series(keep)).insert_column(1, raw.alias("raw"))
-    rows = rows.with_columns(  # where each raw line sits in the chunk (`rawlines`)
-        pl.Series("raw_at", starts[kept], dtype=pl.Int64),
-        pl.Series("raw_len", line_stop[kept] - starts[kept], dtype=pl.Int32),
-    )
     flagged_index = np.flatnonzero(flag)
     flagged = [(first + int(i), data[starts[i] : ends[i]].tobytes()) for i in flagged_index]
-    return FastChunk(rows, flagged, fields, flagged_index, int(crlf.sum()), fixes, chunk)
+    return FastChunk(rows, flagged, fields, flagged_index, int(crlf.sum()), fixes)
 
 
 def _plain_unicode(

@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from simpair.contracts import Contract
-from simpair.ingest import dedupe, extras, leakage, rawlines
+from simpair.ingest import dedupe, extras, leakage
 from simpair.ingest.batches import QUARANTINE_ORDER, QUARANTINE_PART_SCHEMA, split_index
 from simpair.ingest.parse import FileResult
 from simpair.ingest.splitfile import polars_schema, write_split_file
@@ -165,12 +165,11 @@ class _CleanRows:
             if part_split is not None and part_split != split:
                 continue
             frame = _with_source(pl.read_parquet(part), self.sources)
-            if part_split is None:
-                frame = frame.filter(pl.col("split") == split)
-            table = self._clean(frame, part)
             if part_split is not None or split == last:
                 part.unlink()
-                rawlines.sidecar(part).unlink(missing_ok=True)
+            if part_split is None:
+                frame = frame.filter(pl.col("split") == split)
+            table = self._clean(frame)
             self.clean[split] += table.height
             kept = self.hashes[split]
             if kept is not None and self.clean[split] <= leakage.CACHE_ROWS:
@@ -180,19 +179,15 @@ class _CleanRows:
             if table.height:
                 yield table.cast(self.columns)  # type: ignore[arg-type]
 
-    def _clean(self, frame: pl.DataFrame, part: Path) -> pl.DataFrame:
-        """A part's rows less duplicates and bad extras, with mean scores where the rule gives them.
-
-        The rows taken out get their raw lines back from the part's chunk bytes (`rawlines`).
-        """
+    def _clean(self, frame: pl.DataFrame) -> pl.DataFrame:
+        """A part's rows less duplicates and bad extras, with mean scores where the rule gives them."""
         contract = self.contract
         index = int(frame["file_index"][0]) if frame.height else -1
         mine = self.dups.get(index)
         if mine is not None:  # a mask, not joins: only the few hits are copied
             is_dup = _among(frame["line"].to_numpy(), self.dup_lines[index])
             if is_dup.any():
-                copies = rawlines.filled(frame.filter(is_dup), part)
-                self.held.append(_owned(copies.join(mine, on="line", how="inner")))
+                self.held.append(_owned(frame.filter(is_dup).join(mine, on="line", how="inner")))
                 if sum(d.height for d in self.held) >= _HELD_DUPLICATES:
                     self.quarantine_held()
                 frame = frame.filter(~is_dup)
@@ -210,7 +205,7 @@ class _CleanRows:
             typed.append(values)
             new = failed & ~bad
             if new.any():  # rare: the detail quotes the value as Python's repr() does
-                hits = rawlines.filled(frame.filter(new), part)
+                hits = frame.filter(new)
                 said = [f"{spec.name} {v!r} is not {kind}" for v in hits[spec.name].to_list()]
                 hits = hits.with_columns(pl.Series("_detail", said, dtype=pl.Utf8))
                 rejects.append(
