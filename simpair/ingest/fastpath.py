@@ -24,8 +24,6 @@ from simpair.contracts import Contract
 from simpair.ingest.chunks import Chunk, ends_line
 from simpair.ingest.clean import MOJIBAKE, ODD_CHARACTERS
 
-# A plain decimal number; anything else (inf, 1_000, hex...) is left to Python's float().
-_NUMBER = r"^[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?$"
 _SPACE, _TAB, _CR, _LF = 32, 9, 13, 10
 _INLINE = 12  # an Arrow string view holds strings up to 12 bytes itself, longer ones point to a buffer
 _WORD = np.dtype("<u4")
@@ -310,7 +308,9 @@ def _map(
         return pl.col(f"_f{i}")
 
     label_text = col(positions["label"][0]).str.strip_chars(" ")
-    number = pl.when(label_text.str.contains(_NUMBER)).then(label_text.cast(pl.Float64, strict=False))
+    # polars' cast reads plain decimal numbers (to Python's float() exactly) and inf/nan spellings, which
+    # the finiteness checks below leave to Python; anything else (1_000, hex...) is null: Python decides.
+    number = label_text.cast(pl.Float64, strict=False)
     if split is None:
         assert contract.split_column is not None
         mapping = contract.split_column.values

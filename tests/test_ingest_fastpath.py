@@ -1,6 +1,7 @@
-"""Lines whose texts hold non-ASCII UTF-8 take the vectorised path only where that gives exactly what the
-per-record path gives: the same candidate rows (texts, ids, labels, raw lines) and the same cleaning
-counts. The oracle is the per-record code itself (`decode_pieces` + `build_candidates`) over every line.
+"""The vectorised path decides a line only where that gives exactly what the per-record path gives: texts
+with non-ASCII UTF-8 only when cleaning could change just their spaces, labels only when they are plain
+finite numbers. The same candidate rows (texts, ids, labels, raw lines) and the same cleaning counts;
+the oracle is the per-record code itself (`decode_pieces` + `build_candidates`) over every line.
 """
 
 from __future__ import annotations
@@ -128,3 +129,17 @@ _text = st.lists(st.one_of(_awkward, _any), max_size=10).map("".join)
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_any_texts_give_the_per_record_rows_and_counts(pairs: list[tuple[str, str]]) -> None:
     _same([f"{i}\t{i % 2}\t{a}\t{b}".encode() for i, (a, b) in enumerate(pairs)])
+
+
+_label = st.one_of(
+    st.sampled_from(
+        ["0", "1", "1.0", "+1", "-0", ".5", "5.", "1e0", "inf", "nan", "1_0", "0x1", "", "١", "1e400"]
+    ),
+    st.text(alphabet="0123456789.eE+-xinfa_ ", max_size=6),
+)
+
+
+@given(labels=st.lists(_label, min_size=1, max_size=20))
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_any_labels_give_the_per_record_rows_and_counts(labels: list[str]) -> None:
+    _same([f"{i}\t{label}\tsome text {i}\tother text".encode() for i, label in enumerate(labels)])
