@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 
+import numpy as np
 import polars as pl
 import yaml
 from hypothesis import HealthCheck, given, settings
@@ -19,6 +20,7 @@ from simpair.ingest import fastpath
 from simpair.ingest.batches import candidates_frame
 from simpair.ingest.chunktask import _plain_record
 from simpair.ingest.clean import ODD_CHARACTERS
+from simpair.ingest.fastpath import _valid_utf8
 from simpair.ingest.reader import decode_pieces
 from simpair.ingest.rows import build_candidates, resolve_columns
 
@@ -143,3 +145,29 @@ _label = st.one_of(
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_any_labels_give_the_per_record_rows_and_counts(labels: list[str]) -> None:
     _same([f"{i}\t{label}\tsome text {i}\tother text".encode() for i, label in enumerate(labels)])
+
+
+@given(pieces=st.lists(st.binary(max_size=12), min_size=1, max_size=30))
+@settings(max_examples=300, deadline=None)
+def test_utf8_validity_is_pythons(pieces: list[bytes]) -> None:
+    seeds = [
+        b"\xc3\xa9",
+        b"\xe2\x80\x99",
+        b"\xed\xa0\x80",
+        b"\xc0\xaf",
+        b"\xf0\x9f\x99\x82",
+        b"\xf4\x90\x80\x80",
+    ]
+    pieces = [p + seeds[i % len(seeds)][: i % 4] for i, p in enumerate(pieces)]  # whole and cut sequences
+    buffer = np.frombuffer(b"".join(pieces) + b"\0" * 16, dtype=np.uint8)
+    stop = np.cumsum([len(p) for p in pieces])
+    start = stop - [len(p) for p in pieces]
+
+    def valid(piece: bytes) -> bool:
+        try:
+            piece.decode("utf-8")
+        except UnicodeDecodeError:
+            return False
+        return True
+
+    assert _valid_utf8(buffer, start, stop).tolist() == [valid(p) for p in pieces]
