@@ -7,6 +7,7 @@ the oracle is the per-record code itself (`decode_pieces` + `build_candidates`) 
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections import Counter
 
 import numpy as np
@@ -19,7 +20,7 @@ from simpair.contracts import Contract
 from simpair.ingest import fastpath
 from simpair.ingest.batches import candidates_frame
 from simpair.ingest.chunktask import _plain_record
-from simpair.ingest.clean import ODD_CHARACTERS
+from simpair.ingest.clean import _CONTROL_RE, _WHITESPACE_RE, ODD_CHARACTERS
 from simpair.ingest.fastpath import _valid_utf8
 from simpair.ingest.reader import decode_pieces
 from simpair.ingest.rows import build_candidates, resolve_columns
@@ -108,15 +109,25 @@ def test_non_ascii_outside_the_texts_goes_to_the_per_record_path() -> None:
     assert _same(lines) == 2
 
 
-def test_the_character_class_is_pythons_whitespace_and_controls_past_ascii() -> None:
+def test_the_character_class_is_what_clean_text_removes_or_treats_as_space_past_ascii() -> None:
     pattern = re.compile(ODD_CHARACTERS)
-    control = re.compile(r"[\x7f-\x9f\ufeff]")
-    for code in range(0x80, 0x110000):
-        char = chr(code)
-        expected = char.isspace() or bool(re.match(r"\s", char)) or bool(control.match(char))
-        assert bool(pattern.match(char)) == expected, hex(code)
-    values = pl.Series([chr(c) for c in range(0x80, 0x3100)])
-    assert values.str.contains(ODD_CHARACTERS).to_list() == [bool(pattern.match(v)) for v in values]
+    chars = [chr(code) for code in range(0x80, 0x110000) if not 0xD800 <= code < 0xE000]
+    for char in chars:
+        changed = bool(_CONTROL_RE.match(char) or _WHITESPACE_RE.match(char)) or char.strip() != char
+        assert bool(pattern.match(char)) == changed, hex(ord(char))
+    values = pl.Series(chars)  # polars reads the class as Python does
+    assert values.str.contains(ODD_CHARACTERS).to_list() == [bool(pattern.match(c)) for c in chars]
+
+
+def test_polars_keeps_no_single_character_python_would_normalise() -> None:
+    """The direction `_plain_unicode` relies on: where polars leaves a character as it is, so does Python."""
+    chars = [chr(code) for code in range(0x80, 0x110000) if not 0xD800 <= code < 0xE000]
+    same = (pl.Series(chars).str.normalize("NFC") == pl.Series(chars)).to_list()
+    assert not [
+        hex(ord(c))
+        for c, kept in zip(chars, same, strict=True)
+        if kept and unicodedata.normalize("NFC", c) != c
+    ]
 
 
 _awkward = st.sampled_from(

@@ -101,7 +101,8 @@ class _Bytes:
     def strings(self, start: np.ndarray, stop: np.ndarray) -> pl.Series:
         """`chunk[start:stop]` for each pair, as a polars string column viewing the chunk's buffer.
 
-        Only ever called on printable-ASCII bytes (polars trusts string views to be valid UTF-8).
+        Only ever called on bytes known to be valid UTF-8 (printable ASCII, or texts `_valid_utf8`
+        passed): polars trusts string views to be valid UTF-8.
         A view is 16 bytes: the length, then up to 12 bytes inline (zero-padded), or for longer
         strings a 4-byte prefix, the buffer (0: the chunk) and the offset.
         """
@@ -257,27 +258,25 @@ def _plain_unicode(
 def _valid_utf8(buffer: np.ndarray, start: np.ndarray, stop: np.ndarray) -> np.ndarray:
     """Whether each `buffer[start:stop]` is valid UTF-8, as Python's strict decoder says.
 
-    All of them are decoded at once, joined by a newline (ASCII: no sequence spans two of them); only
-    when that fails is each decoded alone.
+    All of them are decoded at once, joined by newlines (ASCII: no sequence spans two of them). A
+    decoding error names the first bad byte: its text is marked and decoding goes on after it.
     """
     length = stop - start
-    ends = np.cumsum(length + 1)
+    ends = np.cumsum(length + 1)  # where each text's newline ends
     where = np.repeat(start - (ends - length - 1), length + 1) + np.arange(ends[-1] if len(ends) else 0)
     joined = buffer[where]
     joined[ends - 1] = _LF
-    try:
-        joined.tobytes().decode("utf-8")
-        return np.ones(len(start), dtype=bool)
-    except UnicodeDecodeError:
-        return np.array([_decodes(buffer[a:b]) for a, b in zip(start.tolist(), stop.tolist(), strict=True)])
-
-
-def _decodes(data: np.ndarray) -> bool:
-    try:
-        data.tobytes().decode("utf-8")
-    except UnicodeDecodeError:
-        return False
-    return True
+    data = memoryview(joined.tobytes())
+    valid = np.ones(len(start), dtype=bool)
+    at = 0
+    while True:
+        try:
+            str(data[at:], "utf-8")
+            return valid
+        except UnicodeDecodeError as error:
+            bad = int(np.searchsorted(ends, at + error.start, side="right"))
+            valid[bad] = False
+            at = int(ends[bad])
 
 
 def _used(positions: dict[str, list[int]], joined: bool = False) -> list[int]:

@@ -143,9 +143,9 @@ class _CleanRows:
     work: Path
     version: str
     sources: dict[int, tuple[str, str]]
-    clean: Counter[str] = field(default_factory=Counter)
-    hashes: dict[str, list[pl.Series] | None] = field(default_factory=dict)
-    held: list[pl.DataFrame] = field(default_factory=list)  # duplicates not yet in a quarantine part
+    clean: Counter[str] = field(init=False, default_factory=Counter)  # rows written, per split
+    hashes: dict[str, list[pl.Series] | None] = field(init=False)  # leakage hashes, per split
+    held: list[pl.DataFrame] = field(init=False, default_factory=list)  # duplicates not yet quarantined
 
     def __post_init__(self) -> None:
         self.order = split_index(self.contract)
@@ -153,6 +153,8 @@ class _CleanRows:
         self.columns = polars_schema(self.schema)
         self.hashes = {spec.split: [] for spec in self.contract.files}
         self.written = 0  # quarantine parts written here, for their names
+        # reads each part still has coming: one by its split, or one by every split (split_column)
+        self.reads_left = [1 if split is not None else len(self.contract.files) for split in self.part_splits]
 
     def of_split(self, split: str) -> Iterator[pl.DataFrame]:
         """The split's clean rows, part by part in line order (a split_column part is read per split).
@@ -160,12 +162,12 @@ class _CleanRows:
         A part is deleted once read for the last time, so the work folder shrinks as the files grow
         and no large folder is left to remove at the end.
         """
-        last = self.contract.files[-1].split
-        for part, part_split in zip(self.parts, self.part_splits, strict=True):
+        for number, (part, part_split) in enumerate(zip(self.parts, self.part_splits, strict=True)):
             if part_split is not None and part_split != split:
                 continue
             frame = _with_source(pl.read_parquet(part), self.sources)
-            if part_split is not None or split == last:
+            self.reads_left[number] -= 1
+            if not self.reads_left[number]:
                 part.unlink()
             if part_split is None:
                 frame = frame.filter(pl.col("split") == split)

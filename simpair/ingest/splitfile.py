@@ -9,7 +9,11 @@ text is unique, and less of both where texts repeat (it picks dictionary pages f
 The frames come from a Python generator (a polars IO source), so the caller's per-part loop stays
 as it is and at most a few row groups are held. The file's Arrow schema is written exactly as given
 (`string`, not polars' `large_string`; not-null where the schema says so), so readers see the same
-types, nullability and metadata as from pyarrow's writer; `tests/test_ingest_real.py` checks it.
+types, nullability and metadata as from pyarrow's writer; `tests/test_ingest_splitfile.py` checks it.
+
+polars pulls frames from the generator on its own threads (one at a time) and raises a write error,
+such as a null in a not-null column, only once the generator is done: the error still fails the
+ingest, after the rest of the split was read.
 """
 
 from __future__ import annotations
@@ -39,7 +43,10 @@ def write_split_file(path: Path, frames: Callable[[], Iterator[pl.DataFrame]], s
     """
     columns = polars_schema(schema)
 
-    def source(*_: object) -> Iterator[pl.DataFrame]:  # projections, predicates, limits: none are pushed
+    def source(
+        with_columns: list[str] | None, predicate: pl.Expr | None, n_rows: int | None, _batch: int | None
+    ) -> Iterator[pl.DataFrame]:
+        assert with_columns is None and predicate is None and n_rows is None, "a sink reads every row"
         return frames()
 
     # polars converts its strings to large_string only; the stored ARROW:schema then names `schema`'s
