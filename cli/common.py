@@ -8,6 +8,7 @@ option, and print evaluation tables the same way everywhere.
 
 from __future__ import annotations
 
+import gc
 import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -80,6 +81,17 @@ EvaluateAfterOption = Annotated[
 ]
 
 EXIT_NO_MODEL = 4  # score, mine, encode: the model reference resolves to nothing in the registry
+
+
+def freeze_imports() -> None:
+    """Leave the objects the imports made so far out of every later garbage collection (`gc.freeze`).
+
+    A command imports polars, numpy, pyarrow and pydantic, hundreds of thousands of objects that live
+    until the process ends; collections then walk only what the command itself makes. The
+    interpreter's last collection at exit went from 0.16 s to 0.05 s after a 2M-row
+    `simpair ingest --no-prefect` (2026-11-27).
+    """
+    gc.freeze()
 
 
 def parse_sets(values: list[str] | None) -> dict[str, Any]:

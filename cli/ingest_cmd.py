@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.console import Console
 
-from simpair.cli.common import HomeOption, NoPrefectOption, SourcesOption
+from simpair.cli.common import HomeOption, NoPrefectOption, SourcesOption, freeze_imports
 from simpair.cli.failures import debug_enabled, quiet_prefect_console
 
 if TYPE_CHECKING:
@@ -48,6 +48,7 @@ def _run(sources: str | None, home: Path | None, contracts: Path | None, no_pref
         if no_prefect:
             from simpair.ingest import run_ingest
 
+            freeze_imports()
             return run_ingest(sources, home, contracts)
         from simpair.flows.launch import ingest as run_flow  # noqa: PLC0415 - Prefect only when wanted
 
