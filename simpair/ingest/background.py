@@ -1,10 +1,9 @@
 """Writes that run on a second thread while the caller goes on parsing or filtering the next batch.
 
-Parquet encoding in pyarrow and polars releases the GIL, so on two cores a part or a row group can
-be written while Python cuts and maps the next chunk. At most `limit` writes wait (each holds its
-frame), so memory stays bounded; one thread runs them in submission order, so the row groups of a
-file keep the order they were submitted in. The first error is raised by the next `submit` or by
-`drain`.
+Parquet encoding in polars releases the GIL, so on two cores a chunk's candidate and quarantine
+parts can be written while Python cuts and maps the next chunk. At most `limit` writes wait (each
+holds its frame), so memory stays bounded; one thread runs them in submission order. The first error
+is raised by the next `submit` or by `drain`.
 """
 
 from __future__ import annotations
