@@ -1,8 +1,10 @@
 """CLI commands for data contracts: `contract infer` drafts one from a raw file, `contract check` loads one.
 
-`infer` prints plain YAML on stdout (no rich markup, no colour) so `simpair contract infer x.csv >
-data_contracts/x.yaml` gives a file to edit; it never writes a contract itself, because a draft that
-ingest picked up unreviewed would ingest with guessed columns.
+`infer` writes plain YAML (no rich markup, no colour): with `-o PATH` to that file, atomically and only
+once the draft is complete, so a failed inference leaves no file behind (a shell redirect `> x.yaml`
+creates the file before simpair starts, and leaves it empty on failure); without `-o`, on stdout. It
+never writes into data_contracts/ by itself, because a draft that ingest picked up unreviewed would
+ingest with guessed columns.
 """
 
 from __future__ import annotations
@@ -33,14 +35,38 @@ def infer(
     sample_rows: Annotated[
         int, typer.Option("--sample-rows", min=2, help="Infer from this many first records.")
     ] = 5000,
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "--out",
+            "-o",
+            metavar="PATH",
+            help="Write the draft to PATH (only when inference succeeds; never an empty file). "
+            "Default: stdout.",
+        ),
+    ] = None,
 ) -> None:
-    """Print a proposed data contract (YAML) for FILE, with `# review:` notes; nothing is written.
+    """Propose a data contract (YAML) for FILE, with `# review:` notes to check.
 
-    Redirect it into data_contracts/NAME.yaml, fix what the notes point at, then `simpair contract check` it.
+    Save it with `-o data_contracts/NAME.yaml` (a `>` redirect leaves an empty file when inference fails).
+
+    Then fix what the review notes point at and run `simpair contract check` on it.
     """
+    from simpair.atomic import atomic_write_text
     from simpair.ingest.infer import infer_contract
 
-    print(infer_contract(file, dataset=dataset, sample_rows=sample_rows).to_yaml(), end="")
+    if out is not None and out.is_dir():
+        raise typer.BadParameter(
+            f"{out} is a folder; give a file path such as {out / 'NAME.yaml'}", param_hint="-o"
+        )
+    if out is not None and not out.parent.is_dir():
+        raise typer.BadParameter(f"folder {out.parent} does not exist", param_hint="-o")
+    text = infer_contract(file, dataset=dataset, sample_rows=sample_rows).to_yaml()
+    if out is None:
+        print(text, end="")
+        return
+    atomic_write_text(out, text)
+    typer.echo(f"wrote {out}: read its review notes, then run simpair contract check {out}", err=True)
 
 
 @contract_app.command("check")

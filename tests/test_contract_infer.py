@@ -275,3 +275,64 @@ def test_cli_infer_fails_with_the_file_named(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["contract", "infer", str(missing)])
     assert result.exit_code == 1
     assert isinstance(result.exception, InferError) and str(missing) in str(result.exception)
+
+
+# ---- small flaws: a stray label value, a failed write --------------------------------------------
+
+_SCORES = [0.5, 1.5, 2.5, 3.5, 4.5, 1.0, 2.0, "n/a", 3.0, 4.0, 0.0, 5.0, 2.2, 3.3, 4.4]
+
+
+def _graded_with_one_na() -> str:
+    """An STS-style TSV whose score column has one `n/a` among 15 rows (today: no label found)."""
+    rows = ["sentence1\tsentence2\tscore"]
+    for i, score in enumerate(_SCORES):
+        rows.append(f"A man is playing guitar number {i}.\tSomeone plays an instrument {i}.\t{score}")
+    return "\n".join(rows) + "\n"
+
+
+def test_a_stray_non_number_keeps_the_label_column_and_is_named_for_review(tmp_path: Path) -> None:
+    path = tmp_path / "sts.tsv"
+    path.write_text(_graded_with_one_na())
+    result = infer_contract(path)
+    contract = _valid(result)
+    assert contract.columns.label == "score"
+    assert (contract.label.kind, contract.label.range) == ("graded", (0.0, 5.0))
+    assert "# review: the label 'score' is not a number in 1 of 15" in result.to_yaml()
+    assert (
+        "the label 'score' is not a number in 1 of 15 sampled rows (line 9: 'n/a'): ingest quarantines "
+        "those rows as bad_score"
+    ) in result.notes
+
+
+def test_a_column_mostly_not_numbers_is_still_no_label(tmp_path: Path) -> None:
+    rows = ["a\tb\tc"] + [f"text {i}\tother {i}\t{i if i < 5 else 'x' + str(i)}" for i in range(15)]
+    path = tmp_path / "none.tsv"
+    path.write_text("\n".join(rows) + "\n")
+    with pytest.raises(InferError, match="no numeric column to use as the label"):
+        infer_contract(path)
+
+
+def test_cli_infer_out_writes_the_draft_only_on_success(tmp_path: Path) -> None:
+    runner = CliRunner()
+    source = tmp_path / "sts.tsv"
+    source.write_text(_graded_with_one_na())
+    out = tmp_path / "sts.yaml"
+    result = runner.invoke(app, ["contract", "infer", str(source), "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    assert result.stdout == "" and str(out) in result.stderr
+    assert Contract.model_validate(yaml.safe_load(out.read_text())).columns.label == "score"
+
+    # a failed inference leaves no file (a `>` redirect would leave an empty one) and keeps an old one
+    missing_out = tmp_path / "missing.yaml"
+    failed = runner.invoke(
+        app, ["contract", "infer", str(tmp_path / "missing.csv"), "--out", str(missing_out)]
+    )
+    assert failed.exit_code == 1 and isinstance(failed.exception, InferError)
+    assert not missing_out.exists()
+    before = out.read_text()
+    failed = runner.invoke(app, ["contract", "infer", str(tmp_path / "missing.csv"), "-o", str(out)])
+    assert failed.exit_code == 1 and out.read_text() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["sts.tsv", "sts.yaml"]  # no temporary left
+
+    nowhere = runner.invoke(app, ["contract", "infer", str(source), "-o", str(tmp_path / "no" / "x.yaml")])
+    assert nowhere.exit_code == 2 and not (tmp_path / "no").exists()

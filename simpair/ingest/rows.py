@@ -86,6 +86,11 @@ def as_text(value: Any) -> str:
     return str(value)
 
 
+def shorten(text: str, limit: int = 40) -> str:
+    """`text` cut to `limit` characters, ending in `…` where cut: quarantine details quote values so."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def _parse_label(value: Any, contract: Contract) -> tuple[int | None, float | None, float | None, str | None]:
     """(label, score, score_raw, error). Range and domain are checked later, against the contract."""
     if value is None:

@@ -27,8 +27,11 @@ from simpair.ingest.infer.roles import (
     split_of,
     text_columns,
 )
-from simpair.ingest.rows import as_text
+from simpair.ingest.rows import as_text, shorten
 from simpair.ingest.sources import plain_stem
+
+# Values of the label that are not numbers, shown with their lines in the review note.
+_EXAMPLES = 3
 
 
 def _slug(text: str) -> str:
@@ -188,6 +191,25 @@ def _note_rows(columns: list[Column], mapping: dict[str, Any], notes: list[str])
                 "set checks.symmetric_pairs: false if the order of the texts matters"
             )
     label = by_ref[mapping["label"]]
-    missing = len(label.values) - len(label.numbers)
-    if missing:
-        notes.append(f"{missing} sampled rows have an empty or non-numeric label: they will be quarantined")
+    not_numbers = label.not_numbers()
+    empty = len(label.values) - len(label.present)
+    if not_numbers:
+        shown = "; ".join(
+            f"{'line ' + str(line) if line is not None else 'a row'}: {shorten(value)!r}"
+            for line, value in not_numbers[:_EXAMPLES]
+        )
+        more = f"; and {len(not_numbers) - _EXAMPLES} more" if len(not_numbers) > _EXAMPLES else ""
+        notes.append(
+            f"the label {label.label} is not a number in {len(not_numbers)} of {len(label.present)} "
+            f"sampled rows ({shown}{more}): ingest quarantines those rows as {_label_reason(label)}"
+        )
+    if empty:
+        notes.append(
+            f"{empty} sampled rows have an empty label {label.label}: ingest quarantines them as "
+            f"{_label_reason(label)}"
+        )
+
+
+def _label_reason(label: Column) -> str:
+    binary = label.integers and len(set(label.numbers)) <= 2
+    return "bad_label" if binary else "bad_score"

@@ -14,6 +14,9 @@ from typing import Any
 from simpair.contracts import ColumnRef
 from simpair.ingest.rows import as_text
 
+# A column is numeric when this share of its non-empty sampled values are numbers: a label column with
+# a stray `n/a` stays the label (ingest quarantines that row), while a text column is far below it.
+NUMERIC_SHARE = 0.9
 _NUMBER = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$")
 
 
@@ -40,6 +43,7 @@ class Column:
     ref: ColumnRef
     position: int
     values: list[Any]
+    lines: list[int] | None = None  # the line (or Parquet row) of each value, 1-based, when known
     present: list[Any] = field(init=False)
     numbers: list[float] = field(init=False)
     strings: list[str] = field(init=False)
@@ -60,7 +64,17 @@ class Column:
 
     @property
     def numeric(self) -> bool:
-        return bool(self.present) and len(self.numbers) >= 0.95 * len(self.present)
+        """Mostly numbers: a label candidate. A few other values (`n/a`, `?`) are what ingest quarantines."""
+        return bool(self.present) and len(self.numbers) >= NUMERIC_SHARE * len(self.present)
+
+    def not_numbers(self) -> list[tuple[int | None, str]]:
+        """(line or None, value) of the present values that do not parse as a number, in sample order."""
+        lines = self.lines if self.lines is not None else [None] * len(self.values)
+        return [
+            (line, as_text(v).strip())
+            for line, v in zip(lines, self.values, strict=True)
+            if not _is_empty(v) and as_number(v) is None
+        ]
 
     @property
     def integers(self) -> bool:
@@ -100,20 +114,22 @@ class Column:
         return shown if len(shown) <= 30 else shown[:27] + "..."
 
 
-def table_of_records(records: list[list[str]], names: list[str] | None, width: int) -> list[Column]:
+def table_of_records(
+    records: list[list[str]], names: list[str] | None, width: int, lines: list[int] | None = None
+) -> list[Column]:
     """Columns of delimited records: named by the header where a name is present and unique."""
     columns = []
     for i in range(width):
         ref: ColumnRef = i
         if names is not None and i < len(names) and names[i] and names.count(names[i]) == 1:
             ref = names[i]
-        columns.append(Column(ref, i, [r[i] if len(r) > i else None for r in records]))
+        columns.append(Column(ref, i, [r[i] if len(r) > i else None for r in records], lines))
     return columns
 
 
-def table_of_objects(rows: Sequence[dict[str, Any]]) -> list[Column]:
+def table_of_objects(rows: Sequence[dict[str, Any]], lines: list[int] | None = None) -> list[Column]:
     """Columns of JSON or Parquet rows, one per key in order of first appearance."""
     keys: dict[str, None] = {}
     for row in rows:
         keys.update(dict.fromkeys(row))
-    return [Column(key, i, [row.get(key) for row in rows]) for i, key in enumerate(keys)]
+    return [Column(key, i, [row.get(key) for row in rows], lines) for i, key in enumerate(keys)]

@@ -30,6 +30,7 @@ class Parse:
     spans: int  # records spanning more than one physical line
     errors: int  # csv errors (runaway quotes, oversized fields)
     blank: int
+    lines: list[int] = field(default_factory=list)  # the 1-based line each record starts on
     field_counts: list[int] = field(default_factory=list)  # allowed counts, set once the header is known
     header: list[str] | None = None
 
@@ -48,20 +49,23 @@ class Parse:
 
 def _parse_plain(lines: list[str], delimiter: str, limit: int) -> Parse:
     records: list[list[str]] = []
+    starts: list[int] = []
     blank = 0
-    for line in lines:
+    for number, line in enumerate(lines, start=1):
         if len(records) >= limit:
             break
         if not line.strip():
             blank += 1
             continue
         records.append(line.split(delimiter))
-    return Parse(delimiter, "none", records, 0, 0, blank)
+        starts.append(number)
+    return Parse(delimiter, "none", records, 0, 0, blank, starts)
 
 
 def _parse_csv(lines: list[str], delimiter: str, limit: int) -> Parse:
     reader = csv.reader((line + "\n" for line in lines), delimiter=delimiter, quotechar='"', strict=False)
     records: list[list[str]] = []
+    starts: list[int] = []
     spans = errors = blank = 0
     previous = 0
     while len(records) < limit:
@@ -75,12 +79,13 @@ def _parse_csv(lines: list[str], delimiter: str, limit: int) -> Parse:
             continue
         if reader.line_num - previous > 1:
             spans += 1
-        previous = reader.line_num
+        start, previous = previous + 1, reader.line_num
         if not fields or (len(fields) == 1 and not fields[0].strip()):
             blank += 1
             continue
         records.append(fields)
-    return Parse(delimiter, "csv", records, spans, errors, blank)
+        starts.append(start)
+    return Parse(delimiter, "csv", records, spans, errors, blank, starts)
 
 
 def choose_layout(

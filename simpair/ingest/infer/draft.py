@@ -74,7 +74,8 @@ def infer_contract(
 
     layout: Parse | None = None
     if kind == "parquet":
-        columns = table_of_objects(parquet_rows(data, sample_rows, shown))
+        rows = parquet_rows(data, sample_rows, shown)
+        columns = table_of_objects(rows, list(range(1, len(rows) + 1)))  # ingest's line: the row number
         sampled = len(columns[0].values) if columns else 0
     else:
         text, encoding, bom = decode(data, shown, notes)
@@ -95,8 +96,8 @@ def infer_contract(
         if kind == "jsonl":
             if encoding != "utf-8":
                 raise InferError(f"{shown}: JSON Lines must be UTF-8 text, and this file is not")
-            rows = jsonl_rows("\n".join(lines), sample_rows, shown)
-            columns = table_of_objects(rows)
+            rows, numbers = jsonl_rows(lines, sample_rows, shown)
+            columns = table_of_objects(rows, numbers)
             sampled = len(rows)
         else:
             layout, columns, sampled = delimited_table(lines, sample_rows, shown, notes, inline)

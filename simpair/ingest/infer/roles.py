@@ -127,7 +127,7 @@ def label_column(numeric: list[Column]) -> Column | None:
 
     def rank(column: Column) -> tuple[bool, bool, bool, int]:
         named = isinstance(column.ref, str) and bool(LABEL_NAME.search(column.ref))
-        shaped = not column.integers or len(column.distinct) <= 2
+        shaped = not column.integers or len(set(column.numbers)) <= 2
         return named, shaped, not column.id_like, -column.position
 
     return max(numeric, key=rank) if numeric else None

@@ -18,11 +18,12 @@ from simpair.ingest.infer.dialect import Parse, choose_layout, looks_like_header
 from simpair.ingest.infer.errors import InferError
 
 
-def jsonl_rows(text: str, limit: int, shown: str) -> list[dict[str, Any]]:
-    """The first `limit` JSON objects; refused when most lines are not objects."""
+def jsonl_rows(lines: list[str], limit: int, shown: str) -> tuple[list[dict[str, Any]], list[int]]:
+    """The first `limit` JSON objects and their 1-based lines; refused when most lines are not objects."""
     rows: list[dict[str, Any]] = []
+    numbers: list[int] = []
     broken = 0
-    for line in text.splitlines():
+    for number, line in enumerate(lines, start=1):
         if len(rows) >= limit:
             break
         if not line.strip():
@@ -34,13 +35,14 @@ def jsonl_rows(text: str, limit: int, shown: str) -> list[dict[str, Any]]:
             continue
         if isinstance(value, dict):
             rows.append(value)
+            numbers.append(number)
         else:
             broken += 1
     if broken > len(rows):
         raise InferError(f"{shown}: {broken} of the first {broken + len(rows)} lines are not JSON objects")
     if not rows:
         raise InferError(f"{shown}: no JSON object lines found")
-    return rows
+    return rows, numbers
 
 
 def parquet_rows(data: bytes, limit: int, shown: str) -> list[dict[str, Any]]:
@@ -65,6 +67,7 @@ def delimited_table(
     header = looks_like_header(records)
     names = [f.strip() for f in records[0]] if header else None
     body = records[1:] if header else records[:sample_rows]
+    starts = layout.lines[1 : len(body) + 1] if header else layout.lines[: len(body)]
     if not body:
         raise InferError(f"{shown}: no data records after the header")
     counts = Counter(len(r) for r in body)
@@ -84,7 +87,7 @@ def delimited_table(
             notes.append("some header names are empty or repeated: those columns are given by position")
     else:
         notes.append("no header row detected: columns are given by 0-based position")
-    return layout, table_of_records(body, names, min(layout.field_counts)), len(body)
+    return layout, table_of_records(body, names, min(layout.field_counts), starts), len(body)
 
 
 def delimited_format(layout: Parse, encoding: str, bom: bool, inline: dict[str, str]) -> dict[str, Any]:
