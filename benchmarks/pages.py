@@ -6,11 +6,12 @@ Both pages are hand-written prose with generated blocks between marker comments:
     ...
     <!-- END generated: NAME -->
 
-`write()` rebuilds every block from benchmarks/results/{ingest,quality,scale,score}.json and leaves the
-prose outside the markers alone. `benchmarks/quality.py table` calls it, and so do ingest.py and
-score.py after they record a run. The user page's quality table shows only the shipped default and
-documented configs (`DEFAULT_ROWS`: which recorded row measures each); the experiment record lists
-every row.
+`write()` rebuilds every block from benchmarks/results/{ingest,quality,scale,score,gpu,score_cascade}.json
+and leaves the prose outside the markers alone. `benchmarks/quality.py table` calls it, and so do
+ingest.py and score.py after they record a run. The user page's quality table shows only the shipped
+default and documented configs (`DEFAULT_ROWS`: which recorded row measures each); the experiment
+record lists every row. The user page states what the shipped code does: each table carries its command, date and
+machine, and never a commit or a comparison with older code (tests/test_guides.py checks the page).
 """
 
 from __future__ import annotations
@@ -211,27 +212,39 @@ def _scale_cell(m: dict[str, Any] | None) -> str:
     return f"{_size(m['wall_s'], m['peak_rss_mb'])} (CPU {m['cpu_s']:,.1f} s)"
 
 
+def _step_dates(r: dict[str, Any]) -> dict[str, str]:
+    """The day each step was last measured: the first run's, or the latest `--merge` run that redid it."""
+    dates = {name: r["measured_at"][:10] for name in SCALE_STEPS}
+    for again in r.get("remeasured", []):
+        for name in again["steps"]:
+            dates[name] = max(dates.get(name, ""), again["at"][:10])
+    return dates
+
+
 def scale_block(r: dict[str, Any]) -> list[str]:
-    """The growth table of benchmarks/scale.py: each step at each size, its per-row cost, 100M rows."""
+    """The growth table of benchmarks/scale.py: each step at each size, its per-row cost, 100M rows.
+
+    The user page shows the shipped code only: rows a `--baseline-code` run recorded for older code
+    stay in the JSON (and in docs/experiments.md's dated notes), never on this page.
+    """
     if not r.get("sizes"):
         return ["(no scale run recorded)"]
     m, sizes = r["machine"], r["sizes"]
     labels = list(sizes)
+    dates = _step_dates(r)
+    first, last = min(dates.values()), max(dates.values())
+    span = first if first == last else f"{first} to {last}"
     lines = [
-        f"Command: `{r['command']}`. Measured {r['measured_at'][:10]} on {m['cores']} cores "
-        f"({m['cpu'] or NO_CPU}, {m['ram_gb']:.0f} GB RAM), no GPU; python {m['python']}, "
-        f"polars {m['versions'].get('polars')}, torch {m['versions'].get('torch')}, commit {m['commit']}"
-        + (
-            f", load average {m['load_at_start']:.1f} at the start"
-            if m.get("load_at_start") is not None
-            else ""
-        )
-        + ". Cells: wall time, peak RSS (CPU time, user + sys).",
+        f"Command: `{r['command']}` (a step measured again: the same command with `--steps STEP --merge`). "
+        f"Measured {span}, each row's date in its own column, on "
+        f"{m['cores']} cores ({m['cpu'] or NO_CPU}, {m['ram_gb']:.0f} GB RAM), no GPU; python {m['python']}, "
+        f"polars {m['versions'].get('polars')}, torch {m['versions'].get('torch')}. "
+        "Cells: wall time, peak RSS (CPU time, user + sys).",
         "",
-        "| step | "
+        "| step | measured | "
         + " | ".join(f"{label} rows ({sizes[label]['raw_bytes'] / 1e6:,.0f} MB)" for label in labels)
         + " | per row (fit) | 100M rows (fit) |",
-        "|---|" + "---:|" * (len(labels) + 2),
+        "|---|---|" + "---:|" * (len(labels) + 2),
     ]
     for name, what in SCALE_STEPS.items():
         if not any(name in s["steps"] for s in sizes.values()):
@@ -244,11 +257,8 @@ def scale_block(r: dict[str, Any]) -> list[str]:
             per_row += f", {mb['per_row']:,.0f} B" if mb["per_row"] > 0 else ", flat"
             at = _size(max(t["at_100M"], t["intercept"]), max(mb["at_100M"], mb["intercept"]))
         cells = " | ".join(_scale_cell(s["steps"].get(name)) for s in sizes.values())
-        lines.append(f"| {what.format(steps=r.get('train_steps', 50))} | {cells} | {per_row} | {at} |")
-        if any(name in s.get("baseline", {}) for s in sizes.values()):
-            cells = " | ".join(_scale_cell(s.get("baseline", {}).get(name)) for s in sizes.values())
-            commit = f" (commit {r['baseline_commit']})" if r.get("baseline_commit") else ""
-            lines.append(f"| the same, code before streaming{commit} | {cells} | | |")
+        step = what.format(steps=r.get("train_steps", 50))
+        lines.append(f"| {step} | {dates[name]} | {cells} | {per_row} | {at} |")
     lines += ["", *_scale_notes(r)]
     return lines
 
@@ -288,6 +298,103 @@ def _scale_notes(r: dict[str, Any]) -> list[str]:
         verdict = "at every size" if ok else "NOT at every size"
         notes.append(f"- Clean + quarantined = raw lines {verdict}: {'; '.join(checks)}.")
     return notes
+
+
+GPU_COMMAND = (
+    "python benchmarks/gpu.py --pairs ../shared/data/msrp/msr_paraphrase_test.txt --steps 40 "
+    "--parts score,train,profile"
+)
+
+
+def gpu_block(r: dict[str, Any]) -> list[str]:
+    """benchmarks/gpu.py: bulk scoring on CPU and GPU at the largest batch of pairs, then training steps."""
+    if not r.get("rows"):
+        return ["(no GPU run recorded)"]
+    score = [x for x in r["rows"] if x["part"] == "score"]
+    largest = max((x["pairs"] for x in score if x["device"] != "cpu"), default=0)
+    lines = [
+        f"Command: `{r.get('command', GPU_COMMAND)}`. Measured {r['date'][:10]} on one {r['gpu']} "
+        f"({r['cpu_threads']} CPU cores, python {r['python']}, torch {r['torch']}). Model: {r['model']}, "
+        f"max length {r['max_length']}; pairs are random pairs of MSRP test sentences.",
+        "",
+        "| scoring (`Predictor.predict_raw`, the bulk-scoring path) | batch | pairs | pairs/s | peak GPU MB "
+        "| largest score change against CPU fp32 |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for x in score:
+        if x["device"] != "cpu" and x["pairs"] != largest:
+            continue
+        where = f"CPU ({x.get('threads', '?')} threads)" if x["device"] == "cpu" else "GPU"
+        mb = f"{x['peak_gpu_mb']:,.0f}" if x.get("peak_gpu_mb") else ""
+        diff = f"{x['max_abs_diff_vs_cpu_fp32']:.1e}" if "max_abs_diff_vs_cpu_fp32" in x else ""
+        lines.append(
+            f"| {x['kind']}-encoder, {where} {x['precision']} | {x['batch']} | {x['pairs']:,} "
+            f"| {x['pairs_per_s']:,.0f} | {mb} | {diff} |"
+        )
+    train = [x for x in r["rows"] if x["part"] == "train"]
+    if train:
+        lines += [
+            "",
+            "| training step (`TrainModule`, AdamW), second pass over the same batches | batch "
+            "| pairs/s | first pass pairs/s | peak GPU MB |",
+            "|---|---:|---:|---:|---:|",
+        ]
+        for x in train:
+            lines.append(
+                f"| {x['kind']}-encoder, {x['precision']} | {x['batch']} | {x['pairs_per_s']:,.0f} "
+                f"| {x['first_pass_pairs_per_s']:,.0f} | {x['peak_gpu_mb']:,.0f} |"
+            )
+    return lines
+
+
+def cascade_block(r: dict[str, Any]) -> list[str]:
+    """benchmarks/score_cascade.py: the cascade against its cross-encoder and `CrossEncoder.predict`."""
+    if not r.get("throughput"):
+        return ["(no cascade run recorded)"]
+    t, q, c, m = r["throughput"], r["msrp_test"], r["cascade"], r["machine"]
+    load = m.get("load_avg") or [None]
+    # the paths were the measuring machine's, not the reader's
+    names = {"cascade": "CASCADE_DIR", "home": "HOME", "out": "OUT.json"}
+    command = re.sub(r"--(cascade|home|out) \S+", lambda x: f"--{x[1]} {names[x[1]]}", r["command"])
+    verdict = r["precision_verdict"].removeprefix("auto: ")
+    lines = [
+        f"Command: `{command}`. Measured {r['measured_at'][:10]} on {m['cpus']} CPU cores "
+        f"({NO_CPU}, python {m['python']}), {r['threads']} threads, no GPU"
+        + (f", load average {load[0]:.1f} at the start" if load[0] is not None else "")
+        + f". Cascade: members {', '.join(f'`{x}`' for x in c['members'])}, band ({c['band_low']:.3f}, "
+        f"{c['band_high']:.3f}), fitted on {c['dev_pairs']} dev pairs"
+        + (f" and {c['pool_pairs']:,} pool pairs" if c.get("pool_pairs") else "")
+        + f"; `auto` precision verdict: {verdict}. The batch holds "
+        f"{t['batch']['distinct_sentences']:,} distinct sentences.",
+        "",
+        "| contender | MSRP test F1 | accuracy | pairs | pairs/s (wall) | pairs per CPU second "
+        "| share of rows to the cross-encoder |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    names = {
+        "cascade_auto": ("cascade, `--precision auto` (the default)", q.get("cascade_auto", {})),
+        "cascade": ("cascade, fp32", q.get("cascade", {})),
+        "cross": ("its cross-encoder alone", q.get("cross", {})),
+        "sentence_transformers": ("`CrossEncoder.predict`", q.get("sentence_transformers", {})),
+    }
+    for key, (label, test) in names.items():
+        if key not in t:
+            continue
+        x = t[key]
+        share = f"{x['share_to_cross']:.1%}" if "share_to_cross" in x else "-"
+        lines.append(
+            f"| {label} | {test.get('f1', 0):.4f} | {test.get('accuracy', 0):.4f} | {x['rows']:,} "
+            f"| {x['pairs_per_s']:,.0f} | {x['pairs_per_cpu_s']:,.0f} | {share} |"
+        )
+    auto = q.get("cascade_auto", {})
+    if auto:
+        lines += [
+            "",
+            f"On MSRP test ({q['pairs']:,} pairs) the default cascade sends {auto['share_to_cross']:.1%} to "
+            f"the cross-encoder and its decisions differ from the cross-encoder's on "
+            f"{auto['disagreement_with_cross']:.2%} of pairs (fp32: {q['disagreement_with_cross']:.2%}).",
+        ]
+    return lines
 
 
 # ---------------------------------------------------------- experiment record (docs/experiments.md)
@@ -422,6 +529,8 @@ def blocks() -> dict[Path, dict[str, list[str]]]:
             "quality": quality_block(quality),
             "scoring": scoring_block(score_result),
             "memory": memory_block(score_result),
+            "gpu": gpu_block(_load("gpu")),
+            "cascade": cascade_block(_load("score_cascade")),
         },
         EXPERIMENTS_PAGE: {
             "training-rows": runs_block(quality),
