@@ -10,8 +10,9 @@ Both pages are hand-written prose with generated blocks between marker comments:
 and leaves the prose outside the markers alone. `benchmarks/quality.py table` calls it, and so do
 ingest.py and score.py after they record a run. The user page's quality table shows only the shipped
 default and documented configs (`DEFAULT_ROWS`: which recorded row measures each); the experiment
-record lists every row. The user page states what the shipped code does: each table carries its command, date and
-machine, and never a commit or a comparison with older code (tests/test_guides.py checks the page).
+record lists every row. The user page states what the shipped code does: each table carries its
+command, date and machine, and never a commit or a comparison with older code (tests/test_guides.py
+checks the page).
 """
 
 from __future__ import annotations
