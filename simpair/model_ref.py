@@ -2,10 +2,12 @@
 
 Every command that takes a model (`simpair score --model`, `simpair evaluate/predict/stack --model`)
 goes through `resolve_model_ref`: a folder holding `simpair.json` is used as it is (its version is a
-hash of its files), anything else is `name@alias` / `name/version` in the MLflow registry, pinned to
-one version and downloaded once. Scoring runs then load the pinned directory, never the alias, so
-moving `champion` mid-run (a promotion by the nightly retrain) cannot mix two versions in one run.
-The registry (MLflow) is imported only when a spec needs it.
+hash of its files); a folder saved by sentence-transformers or transformers, or a hub id already in the
+local Hugging Face cache, is adopted once as a simpair model folder under `<home>/imported/`
+(`simpair.models.foreign`) and then used as one; anything else is `name@alias` / `name/version` in
+the MLflow registry, pinned to one version and downloaded once. Scoring runs then load the pinned
+directory, never the alias, so moving `champion` mid-run (a promotion by the nightly retrain) cannot
+mix two versions in one run. The registry (MLflow) is imported only when a spec needs it.
 """
 
 from __future__ import annotations
@@ -81,14 +83,36 @@ def local_model_ref(model_dir: Path) -> ModelRef:
     return ModelRef(model_dir.name, _local_version(model_dir), "", str(model_dir), task, kind)
 
 
+def adopt_foreign(spec: str, home: Path, task: str | None = None) -> Path:
+    """The simpair model folder of a sentence-transformers/transformers folder or cached hub id.
+
+    Made once under `<home>/imported/` (weights linked, not copied) and found again on later runs;
+    `task` (paraphrase | sts) defaults to what the model is: a classifier decides paraphrase, an
+    embedding model's cosine is graded similarity. Raises `NoModel` with one line saying why not.
+    """
+    from simpair.models.foreign import ForeignModelError, adopt
+
+    try:
+        return adopt(spec, home, task=task)
+    except ForeignModelError as exc:
+        raise NoModel(str(exc)) from None
+
+
 def resolve_model_ref(
-    spec: str | None, home: Path, *, when_none: Literal["champion", "latest"] = "champion"
+    spec: str | None,
+    home: Path,
+    *,
+    when_none: Literal["champion", "latest"] = "champion",
+    task: str | None = None,
 ) -> ModelRef:
-    """A saved model folder, or `name@alias` / `name/version` through the MLflow registry, pinned.
+    """A saved model folder, a foreign model folder or cached hub id, or `name@alias` / `name/version`
+    through the MLflow registry, pinned.
 
     No spec means the paraphrase champion (`DEFAULT_MODEL`), or with `when_none="latest"` the most
-    recently saved model under `<home>/models` (what the training commands default to). Raises a
-    `LookupError` (`NoModel`, or the registry's `ModelNotFound`) when nothing matches.
+    recently saved model under `<home>/models` (what the training commands default to). `task` is the
+    task a foreign model is adopted for (default: what it is, see `adopt_foreign`); a simpair folder
+    or registered version already says its own. Raises a `LookupError` (`NoModel`, or the registry's
+    `ModelNotFound`) when nothing matches.
     """
     if spec is None and when_none == "latest":
         return local_model_ref(latest_model_dir(home))
@@ -96,8 +120,10 @@ def resolve_model_ref(
     candidate = Path(spec).expanduser()
     if is_model_dir(candidate):
         return local_model_ref(candidate)
-    if candidate.is_dir():
-        raise NoModel(f"{spec}: a folder, but not a saved model (no {METADATA_FILE})")
+    from simpair.models.foreign import looks_like_hub_id  # light: no torch, no transformers
+
+    if candidate.is_dir() or looks_like_hub_id(spec):
+        return local_model_ref(adopt_foreign(spec, home, task))
     from simpair.registry import resolve_model  # the registry (MLflow) only when asked for
 
     resolved = resolve_model(spec, home)

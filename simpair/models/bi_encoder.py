@@ -5,11 +5,16 @@ BERT-Networks") showed mean pooling over the attention mask beats the [CLS] vect
 embeddings. Embeddings are computed once per sentence, so mining and search over many sentences stay
 cheap; the pair score is the cosine of the two embeddings. Training-only heads (the softmax objective's
 classifier) live in the objective, not here, and are dropped at inference as in SBERT.
+
+Models simpair trains always mean-pool. A sentence-transformers model brought as it is may pool on
+[CLS] instead (BGE and other retrieval encoders do), so `pooling` is kept per model (`simpair.json`)
+and [CLS] pooling reads the first token's vector, as sentence-transformers' `Pooling` does.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 import torch
 from torch import nn
@@ -17,6 +22,9 @@ from transformers import AutoModel, PreTrainedModel
 
 from simpair.models.embedding_postprocess import EmbeddingPostprocess
 from simpair.models.pooler import freeze_unused_pooler
+
+Pooling = Literal["mean", "cls"]
+POOLINGS: tuple[str, ...] = ("mean", "cls")
 
 
 def mean_pool(token_embeddings: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
@@ -28,13 +36,18 @@ def mean_pool(token_embeddings: torch.Tensor, attention_mask: torch.Tensor) -> t
 
 
 class BiEncoder(nn.Module):
-    """Shared-weight sentence encoder; `forward` returns mean-pooled embeddings of shape (B, H)."""
+    """Shared-weight sentence encoder; `forward` returns pooled embeddings of shape (B, H) (mean or [CLS])."""
 
     kind = "bi"
 
-    def __init__(self, model: PreTrainedModel, post: EmbeddingPostprocess | None = None) -> None:
+    def __init__(
+        self, model: PreTrainedModel, post: EmbeddingPostprocess | None = None, pooling: Pooling = "mean"
+    ) -> None:
         super().__init__()
+        if pooling not in POOLINGS:
+            raise ValueError(f"pooling must be one of {POOLINGS}, got {pooling!r}")
         self.model = model
+        self.pooling = pooling
         # Mean pooling never reads the body's pooler: frozen, so DDP and the optimiser skip it.
         freeze_unused_pooler(model)
         # Fitted after training (simpair.models.embedding_postprocess); None while training and for
@@ -42,10 +55,10 @@ class BiEncoder(nn.Module):
         self.post = post
 
     @classmethod
-    def from_pretrained(cls, name_or_path: str | Path) -> BiEncoder:
+    def from_pretrained(cls, name_or_path: str | Path, pooling: Pooling = "mean") -> BiEncoder:
         """Any local directory or hub id (never remote code), with its saved embedding post-processing."""
         model = AutoModel.from_pretrained(str(name_or_path), trust_remote_code=False)
-        return cls(model, EmbeddingPostprocess.load(name_or_path))
+        return cls(model, EmbeddingPostprocess.load(name_or_path), pooling)
 
     @property
     def encoder(self) -> nn.Module:
@@ -70,7 +83,7 @@ class BiEncoder(nn.Module):
         if token_type_ids is not None:
             kwargs["token_type_ids"] = token_type_ids
         hidden = self.model(**kwargs).last_hidden_state
-        pooled = mean_pool(hidden, attention_mask).float()
+        pooled = (hidden[:, 0] if self.pooling == "cls" else mean_pool(hidden, attention_mask)).float()
         return pooled if self.post is None else self.post(pooled)
 
     def save(self, directory: Path) -> None:

@@ -3,7 +3,9 @@
 Joint attention across the two texts is what makes cross-encoders the most accurate pair scorers
 (Nogueira & Cho, 2019, "Passage Re-ranking with BERT"; the MSRP prior work in docs/). One logit per pair:
 sigmoid(logit) is the paraphrase probability (binary task) or the 0-1 similarity (graded task), as in
-sentence-transformers' `CrossEncoder` with `num_labels=1`.
+sentence-transformers' `CrossEncoder` with `num_labels=1`. A two-label classifier (a Hugging Face
+checkpoint brought as it is) is read as one logit too: softmax of class 1 is sigmoid(l1 - l0), so
+`forward` returns l1 - l0 and everything downstream (sigmoid, thresholds, ONNX export) stays one-logit.
 
 Two heads (`cross_head` in the config and in `simpair.json`):
 
@@ -41,8 +43,41 @@ INIT_SCALE, INIT_BIAS = 10.0, -8.5
 log = logging.getLogger(__name__)
 
 
+def checkpoint_labels(name_or_path: str | Path) -> int:
+    """How many logits a saved sequence classifier's head has (1 for anything that is not one).
+
+    A body without a classifier (a sentence encoder used as a backbone) gets a fresh one-logit head;
+    a classifier keeps its head: 1 logit, or 2 (read as one, `one_logit`). More labels (NLI's three)
+    are not a pair score, and are refused here, before any weight is read.
+    """
+    import json
+
+    config_file = Path(name_or_path) / "config.json"
+    if not config_file.is_file():
+        return 1
+    config = json.loads(config_file.read_text(encoding="utf-8"))
+    if not any(str(a).endswith("ForSequenceClassification") for a in config.get("architectures") or []):
+        return 1
+    labels = len(config.get("id2label") or {}) or int(config.get("num_labels", 2))
+    if labels > 2:
+        names = ", ".join(map(str, (config.get("id2label") or {}).values()))
+        raise ValueError(
+            f"{name_or_path}: a classifier with {labels} labels ({names}); "
+            "simpair scores a pair with one probability, from a head of 1 logit (sigmoid) or 2 (softmax)"
+        )
+    return labels
+
+
+def one_logit(logits: torch.Tensor) -> torch.Tensor:
+    """(B, 1) -> (B,); a two-label head (B, 2) -> l1 - l0, whose sigmoid is softmax's class 1."""
+    if logits.shape[-1] == 2:
+        return logits[..., 1] - logits[..., 0]
+    return logits.squeeze(-1)
+
+
 def _classifier_from_pretrained(name_or_path: str | Path) -> PreTrainedModel:
-    """A sequence classifier with one logit; a head the checkpoint lacks is logged as one plain line.
+    """A sequence classifier with one logit (or a saved two-label head); a head the checkpoint lacks is
+    logged as one plain line.
 
     transformers would print its multi-line, colour-coded load report for the fresh head, which every
     cross-encoder built from a sentence encoder has; under a worker or cron that reads as an error.
@@ -52,7 +87,10 @@ def _classifier_from_pretrained(name_or_path: str | Path) -> PreTrainedModel:
     hf_logging.set_verbosity_error()
     try:
         model, info = AutoModelForSequenceClassification.from_pretrained(
-            str(name_or_path), num_labels=1, trust_remote_code=False, output_loading_info=True
+            str(name_or_path),
+            num_labels=checkpoint_labels(name_or_path),
+            trust_remote_code=False,
+            output_loading_info=True,
         )
     finally:
         hf_logging.set_verbosity(verbosity)
@@ -161,7 +199,7 @@ class CrossEncoder(nn.Module):
         if token_type_ids is not None:
             kwargs["token_type_ids"] = token_type_ids
         if self.pair_head is None:
-            return self.model(**kwargs).logits.squeeze(-1).float()
+            return one_logit(self.model(**kwargs).logits).float()
         if token_type_ids is None:
             raise ValueError(
                 "cross_head segment_cosine needs token_type_ids to find the two texts "

@@ -20,7 +20,7 @@ from transformers import PreTrainedTokenizerBase
 from transformers.utils import logging as hf_logging
 
 from simpair.atomic import atomic_path
-from simpair.models.bi_encoder import BiEncoder
+from simpair.models.bi_encoder import BiEncoder, Pooling
 from simpair.models.cross_encoder import CrossEncoder, CrossHead
 from simpair.models.metadata import ModelMetadata
 from simpair.models.st_export import write_sentence_transformers_files
@@ -41,13 +41,16 @@ def quiet_transformers() -> Iterator[None]:
             hf_logging.enable_progress_bar()
 
 
-def build_model(kind: str, name_or_path: str | Path, cross_head: CrossHead = "cls") -> EncoderModel:
-    """A cross- or bi-encoder from a local directory or hub id (`cross_head`: cross-encoders' head)."""
+def build_model(
+    kind: str, name_or_path: str | Path, cross_head: CrossHead = "cls", pooling: Pooling = "mean"
+) -> EncoderModel:
+    """A cross- or bi-encoder from a local directory or hub id (`cross_head`: cross-encoders' head,
+    `pooling`: bi-encoders' pooling)."""
     with quiet_transformers():
         if kind == "cross":
             return CrossEncoder.from_pretrained(name_or_path, head=cross_head)
         if kind == "bi":
-            return BiEncoder.from_pretrained(name_or_path)
+            return BiEncoder.from_pretrained(name_or_path, pooling=pooling)
     raise ValueError(f"kind must be 'cross' or 'bi', got {kind!r}")
 
 
@@ -68,7 +71,9 @@ def save_model(
             model.save(tmp)
         tokenizer.save_pretrained(str(tmp))
         if isinstance(model, BiEncoder):  # also a sentence-transformers model (simpair.models.st_export)
-            write_sentence_transformers_files(tmp, model.hidden_size, metadata.max_length, model.post)
+            write_sentence_transformers_files(
+                tmp, model.hidden_size, metadata.max_length, model.post, pooling=model.pooling
+            )
         if metadata.tokenizer_fingerprint is None:
             metadata.tokenizer_fingerprint = tokenizer_fingerprint(tokenizer)
         if metadata.created_at is None:
@@ -108,6 +113,6 @@ def load_model(directory: Path) -> tuple[EncoderModel, PreTrainedTokenizerBase, 
     """Model (eval mode, CPU), tokenizer and metadata of a saved directory."""
     directory = Path(directory)
     metadata = ModelMetadata.read(directory)
-    model = build_model(metadata.kind, directory, metadata.cross_head)
+    model = build_model(metadata.kind, directory, metadata.cross_head, metadata.pooling)
     model.eval()
     return model, load_tokenizer(directory), metadata

@@ -46,6 +46,14 @@ class ModelMetadata(BaseModel):
     symmetric: bool = False
     # Cross-encoders: "cls" (pooler + linear on [CLS]) or "segment_cosine" (simpair.models.cross_encoder)
     cross_head: Literal["cls", "segment_cosine"] = "cls"
+    # Bi-encoders: how token vectors become one embedding; simpair trains "mean", an imported
+    # sentence-transformers model may pool on "cls"
+    pooling: Literal["mean", "cls"] = "mean"
+    # False: `threshold` was never chosen (a model imported without a dev file), so paraphrase
+    # predictions carry a probability and no label
+    threshold_chosen: bool = True
+    # A model brought from outside (simpair.models.foreign): where from, its content hash, when
+    imported: dict[str, Any] | None = None
     calibration: Calibration | None = None
     dataset_versions: dict[str, str] = Field(default_factory=dict)
     train_datasets: list[str] = Field(default_factory=list)

@@ -80,7 +80,8 @@ class Predictor(ModelFacts):
         batch_size: int = 64,
         progress: bool = False,
     ) -> dict[str, np.ndarray]:
-        """Scores in [0, 1] for every pair; for paraphrase models also probability and label (int8)."""
+        """Scores in [0, 1] for every pair; for paraphrase models also probability and label (int8; no
+        label for a model whose threshold was never chosen, `ModelMetadata.threshold_chosen`)."""
         raw = self.predict_raw(text_a, text_b, batch_size=batch_size, progress=progress)
         return self.from_raw(raw)
 
@@ -96,7 +97,8 @@ class Predictor(ModelFacts):
         out = {"score": probability.astype(np.float32)}
         if self.task == "paraphrase":
             out["probability"] = probability.astype(np.float32)
-            out["label"] = (probability >= self.threshold).astype(np.int8)
+            if self.meta.threshold_chosen:  # an imported model with no dev file has no threshold: no label
+                out["label"] = (probability >= self.threshold).astype(np.int8)
         return out
 
     def predict_raw(

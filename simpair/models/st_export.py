@@ -33,11 +33,11 @@ def _write_json(path: Path, data: dict[str, Any] | list[Any]) -> None:
     path.write_text(json.dumps(data, indent=2) + "\n")
 
 
-def _pooling_config(hidden_size: int) -> dict[str, Any]:
+def _pooling_config(hidden_size: int, pooling: str = "mean") -> dict[str, Any]:
     return {
         "word_embedding_dimension": hidden_size,
-        "pooling_mode_cls_token": False,
-        "pooling_mode_mean_tokens": True,
+        "pooling_mode_cls_token": pooling == "cls",
+        "pooling_mode_mean_tokens": pooling == "mean",
         "pooling_mode_max_tokens": False,
         "pooling_mode_mean_sqrt_len_tokens": False,
     }
@@ -62,7 +62,11 @@ def _write_post_dense(post: EmbeddingPostprocess, directory: Path, hidden_size: 
 
 
 def write_sentence_transformers_files(
-    directory: Path, hidden_size: int, max_length: int, post: EmbeddingPostprocess | None = None
+    directory: Path,
+    hidden_size: int,
+    max_length: int,
+    post: EmbeddingPostprocess | None = None,
+    pooling: str = "mean",
 ) -> list[str]:
     """Write the module files into a bi-encoder directory; returns the module types, in order."""
     directory = Path(directory)
@@ -71,7 +75,7 @@ def write_sentence_transformers_files(
         ("1_Pooling", "sentence_transformers.models.Pooling"),
         ("2_Normalize", "sentence_transformers.models.Normalize"),
     ]
-    _write_json(directory / "1_Pooling" / "config.json", _pooling_config(hidden_size))
+    _write_json(directory / "1_Pooling" / "config.json", _pooling_config(hidden_size, pooling))
     (directory / "2_Normalize").mkdir(exist_ok=True)
     if post is not None:
         _write_post_dense(post, directory / "3_Dense", hidden_size)

@@ -34,6 +34,7 @@ from torch import nn
 
 from simpair.models import Predictor
 from simpair.models.batching import pad_batch
+from simpair.models.cross_encoder import one_logit
 from simpair.runtime.budget import MAX_BATCH_TOKENS, run_budget_batches
 
 INPUTS = ("input_ids", "attention_mask", "token_type_ids")
@@ -124,7 +125,7 @@ class ClsLastLayerBert(nn.Module):
         for i, layer in enumerate(layers):
             hidden = self._layer(layer, hidden, bias, cls_only=i == len(layers) - 1)
         logits = self.hf.classifier(self.hf.dropout(bert.pooler(hidden)))
-        return logits.squeeze(-1).float()
+        return one_logit(logits).float()  # a two-label head as the CrossEncoder reads it
 
 
 def cls_last_layer_model(model: nn.Module, kind: str) -> nn.Module | None:
