@@ -134,11 +134,13 @@ def quality_block(q: dict[str, Any]) -> list[str]:
     t = q.get("throughput", {})
     if t:
         ratios = ", ".join(f"{k} {v['speedup']:.2f}x" for k, v in sorted(t.items()))
+        loads = sorted(v["loadavg"] for v in t.values() if v.get("loadavg") is not None)
+        where = f"2 CPU cores at load average {loads[0]:.1f}-{loads[-1]:.1f}" if loads else "2 CPU cores"
         lines += [
             "",
             "Training throughput against sentence-transformers' own `fit` (same pairs, batch size and "
-            "thread, one process, `benchmarks/quality.py throughput`): simpair samples/s / theirs = "
-            f"{ratios}.",
+            f"thread, one process, `benchmarks/quality.py throughput --kind KIND`; {where}, date and CPU "
+            f"model not recorded): simpair samples/s / theirs = {ratios}.",
         ]
     return lines
 

@@ -179,3 +179,27 @@ def test_relative_links_resolve() -> None:
                 elif anchor and resolved.suffix == ".md" and anchor not in _anchors(resolved):
                     broken.append(f"{where}: no heading #{anchor}")
     assert not broken, "broken relative links:\n" + "\n".join(broken)
+
+
+def test_benchmark_tables_are_what_the_generator_writes() -> None:
+    """docs/benchmarks.md holds generated tables only: each block equals what benchmarks/pages.py makes
+    of benchmarks/results/*.json, so a hand edit inside a block, or a page left behind by a change to
+    the generator, fails here (`.venv/bin/python benchmarks/quality.py table` rewrites them)."""
+    import importlib.util
+    import sys
+
+    sys.path.insert(0, str(REPO / "benchmarks"))  # pages.py imports its sibling score_tables.py
+    try:
+        spec = importlib.util.spec_from_file_location("simpair_bench_pages", REPO / "benchmarks" / "pages.py")
+        assert spec and spec.loader
+        pages = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(pages)
+        stale = []
+        for page, parts in pages.blocks().items():
+            text = page.read_text(encoding="utf-8")
+            for name, body in parts.items():
+                if pages.replace_block(text, name, body) != text:
+                    stale.append(f"{page.relative_to(REPO)}: block {name!r}")
+    finally:
+        sys.path.remove(str(REPO / "benchmarks"))
+    assert not stale, "generated blocks differ from benchmarks/quality.py table:\n" + "\n".join(stale)
