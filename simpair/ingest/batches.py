@@ -104,12 +104,12 @@ class PartSink:
         quarantine = [self._parse_reject(r) for r in rejects]
         if failing:
             bad = sorted(failing)
-            failed = frame[bad]
-            for i, row in zip(bad, failed.select("line", "raw", "split").iter_rows(), strict=True):
+            failed = frame[bad].select("line", "raw", "split", "label", "score_raw")
+            for i, row in zip(bad, failed.iter_rows(named=True), strict=True):
                 problems = failing[i]
                 reason = min((p.split(":")[0] for p in problems), key=_reason_rank)
-                detail = "failed " + ", ".join(problems)
-                quarantine.append(self._row(row[0], row[1], reason, detail, row[2], phase=1))
+                detail = checks.describe(problems, row, self.contract)
+                quarantine.append(self._row(row["line"], row["raw"], reason, detail, row["split"], phase=1))
             keep = np.ones(frame.height, dtype=bool)
             keep[bad] = False
             frame = frame.filter(pl.Series(keep))

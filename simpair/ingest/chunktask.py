@@ -21,7 +21,7 @@ from simpair.ingest import fastpath, workers
 from simpair.ingest.background import BackgroundWrites
 from simpair.ingest.batches import PartSink, candidate_schema, candidates_frame
 from simpair.ingest.chunks import Chunk
-from simpair.ingest.reader import RawRecord, decode_pieces
+from simpair.ingest.reader import RawRecord, decode_pieces, undecodable_record
 from simpair.ingest.rows import build_candidates
 
 
@@ -99,7 +99,7 @@ def finish_chunk(
 
 def _plain_record(number: int, text: str, ok: bool, delimiter: str, encoding: str) -> RawRecord:
     if not ok:
-        return RawRecord(number, text, None, ("encoding", f"not valid {encoding}"))
+        return RawRecord(number, text, None, undecodable_record(text, encoding))
     return RawRecord(number, text, text.split(delimiter))
 
 

@@ -213,6 +213,7 @@ def _build_version(
             )
         )
     unassigned = quarantine.filter(pl.col("split").is_null())
+    warnings = _warnings(contract, outputs)
     facts: dict[str, object] = {
         "records": records,
         "empty_files": empty,
@@ -221,8 +222,35 @@ def _build_version(
         "unassigned_examples": _examples(unassigned),
         "extra_columns": outputs.extra_types,
         "fixes": {k: int(fixes[k]) for k in (*STAT_KEYS, "undecodable_lines") if fixes.get(k)},
+        "warnings": warnings,
     }
+    for warning in warnings:
+        log.warning("%s: %s", contract.dataset, warning)
     return outputs, reports, facts
+
+
+# Above this share of clean texts wrapped in quotes, the source's quoting is suspect. Texts that are
+# quotations (MSRP: 1.4% of its texts start and end with '"') stay below it; a CSV-quoted file read
+# with `quoting: none` keeps the quotes on nearly every text.
+QUOTED_TEXT_SHARE = 0.05
+
+
+def _warnings(contract: Contract, outputs: Outputs) -> list[str]:
+    """One line per thing in the clean rows that looks wrong without failing any check."""
+    texts = 2 * sum(outputs.clean.values())
+    quoted = sum(outputs.quoted.values())
+    if not texts or quoted <= QUOTED_TEXT_SHARE * texts:
+        return []
+    fmt = contract.format
+    where = ", ".join(f"{n} in {split}" for split, n in outputs.quoted.items() if n)
+    if fmt.kind == "delimited" and fmt.quoting == "none":
+        fix = f"the file looks CSV-quoted: set format.quoting: csv in {contract.source_path}"
+    else:
+        fix = "check how the source quotes its fields"
+    return [
+        f"{quoted} of {texts} clean texts ({quoted / texts:.0%}; {where}) start and end with "
+        f"{fmt.quotechar!r}, the quotes kept as text; {fix}"
+    ]
 
 
 def _reason_counts(quarantine: pl.DataFrame) -> dict[str, int]:
@@ -442,7 +470,7 @@ def _pair_id_rule(contract: Contract) -> str:
 
 
 # Source-level facts kept in the manifest (`source`) and shown on the report.
-_FACT_FIELDS = ("empty_files", "unassigned", "unassigned_reasons", "extra_columns", "fixes")
+_FACT_FIELDS = ("empty_files", "unassigned", "unassigned_reasons", "extra_columns", "fixes", "warnings")
 
 
 def _set_facts(report: DatasetReport, facts: dict[str, object]) -> None:

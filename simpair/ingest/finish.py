@@ -25,6 +25,7 @@ from simpair.contracts import Contract
 from simpair.ingest import dedupe, extras, leakage
 from simpair.ingest.batches import QUARANTINE_ORDER, QUARANTINE_PART_SCHEMA, split_index
 from simpair.ingest.parse import FileResult
+from simpair.ingest.rows import shorten
 from simpair.ingest.splitfile import polars_schema, write_split_file
 from simpair.schema import PAIR_SCHEMA, QUARANTINE_SCHEMA
 
@@ -41,6 +42,7 @@ class Outputs:
     quarantine: pl.DataFrame  # source_file, source_line, reason, detail, split (no raw text)
     extra_types: dict[str, str] = field(default_factory=dict)
     conflicts: dict[str, int] = field(default_factory=dict)  # split -> pairs whose copies' labels differ
+    quoted: dict[str, int] = field(default_factory=dict)  # split -> clean texts wrapped in the quote char
 
 
 def _by_file(frames: pl.DataFrame) -> dict[int, pl.DataFrame]:
@@ -120,7 +122,8 @@ def write_outputs(
     files = {f"{spec.split}.parquet": out / f"{spec.split}.parquet" for spec in contract.files}
     files["quarantine.parquet"] = out / "quarantine.parquet"
     clean_counts = {spec.split: rows.clean[spec.split] for spec in contract.files}
-    return Outputs(files, clean_counts, quarantine, types, found.conflicts)
+    quoted = {spec.split: rows.quoted[spec.split] for spec in contract.files}
+    return Outputs(files, clean_counts, quarantine, types, found.conflicts, quoted)
 
 
 @dataclass
@@ -144,6 +147,7 @@ class _CleanRows:
     version: str
     sources: dict[int, tuple[str, str]]
     clean: Counter[str] = field(init=False, default_factory=Counter)  # rows written, per split
+    quoted: Counter[str] = field(init=False, default_factory=Counter)  # texts wrapped in quotes, per split
     hashes: dict[str, list[pl.Series] | None] = field(init=False)  # leakage hashes, per split
     held: list[pl.DataFrame] = field(init=False, default_factory=list)  # duplicates not yet quarantined
 
@@ -173,6 +177,8 @@ class _CleanRows:
                 frame = frame.filter(pl.col("split") == split)
             table = self._clean(frame)
             self.clean[split] += table.height
+            if table.height:
+                self.quoted[split] += table.select(_quoted_texts(self.contract.format.quotechar)).item()
             kept = self.hashes[split]
             if kept is not None and self.clean[split] <= leakage.CACHE_ROWS:
                 kept.append(table.select(leakage.leakage_hash()).to_series())
@@ -208,7 +214,7 @@ class _CleanRows:
             new = failed & ~bad
             if new.any():  # rare: the detail quotes the value as Python's repr() does
                 hits = frame.filter(new)
-                said = [f"{spec.name} {v!r} is not {kind}" for v in hits[spec.name].to_list()]
+                said = [f"{spec.name} {_quoted(v)} is not {kind}" for v in hits[spec.name].to_list()]
                 hits = hits.with_columns(pl.Series("_detail", said, dtype=pl.Utf8))
                 rejects.append(
                     _quarantine_rows(hits, pl.lit("bad_extra"), pl.col("_detail"), 2, position, self.order)
@@ -233,6 +239,22 @@ class _CleanRows:
         path = self.work / f"quarantine-{kind}-{self.written:06d}.parquet"
         rows.write_parquet(path)
         self.quarantine_parts.append(path)
+
+
+def _quoted_texts(quote: str) -> pl.Expr:
+    """How many of the rows' texts start and end with `quote`: their field quoting was not undone.
+
+    One vectorised pass over texts already in memory (two byte compares per text); `dataset` warns
+    when the share is high, since a CSV-quoted file read with `quoting: none` keeps its quotes.
+    """
+    return pl.sum_horizontal(
+        (
+            pl.col(name).str.starts_with(quote)
+            & pl.col(name).str.ends_with(quote)
+            & (pl.col(name).str.len_bytes() > len(quote.encode()))
+        ).sum()
+        for name in ("text_a", "text_b")
+    )
 
 
 def _with_source(frame: pl.DataFrame, sources: dict[int, tuple[str, str]]) -> pl.DataFrame:
@@ -305,3 +327,8 @@ def _write_quarantine(
     ).to_arrow()
     pq.write_table(table.cast(QUARANTINE_SCHEMA).replace_schema_metadata(meta), path, compression="zstd")
     return frame.select("source_file", "source_line", "reason", "detail", "split")
+
+
+def _quoted(value: object) -> str:
+    """A value as a quarantine detail quotes it: repr() of the text, shortened to 40 characters."""
+    return repr(shorten(value)) if isinstance(value, str) else repr(value)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import codecs
 import csv
 import json
+import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -45,6 +46,21 @@ class ReadResult:
     records: list[RawRecord]
     header: list[str] | None
     stats: Counter[str] = field(default_factory=Counter)
+
+
+_ESCAPED_BYTE = re.compile(r"\\x[0-9a-f]{2}")
+
+
+def undecodable_record(text: str, encoding: str) -> tuple[str, str]:
+    """The (reason, detail) of a record whose bytes are not valid in `encoding`.
+
+    `text` is the record decoded with backslashreplace, so the first bad byte shows as `\\xNN`: the
+    detail names it and where it sits, e.g. `not valid utf-8: byte \\xff at character 5`.
+    """
+    found = _ESCAPED_BYTE.search(text)
+    if found is None:
+        return "encoding", f"not valid {encoding}"
+    return "encoding", f"not valid {encoding}: byte {found.group()} at character {found.start() + 1}"
 
 
 def _describe_delimiter(delimiter: str) -> str:
@@ -94,7 +110,7 @@ def _plain_records(lines: list[tuple[str, bool]], fmt: FileFormat, start: int) -
     for offset, (text, ok) in enumerate(lines):
         number = start + offset
         if not ok:
-            yield RawRecord(number, text, None, ("encoding", f"not valid {fmt.encoding}"))
+            yield RawRecord(number, text, None, undecodable_record(text, fmt.encoding))
         else:
             yield RawRecord(number, text, text.split(fmt.delimiter))
 
@@ -129,7 +145,7 @@ def _csv_records(lines: Iterable[tuple[str, bool]], fmt: FileFormat) -> Iterator
             end = reader.line_num
             raw = "\n".join(pending[: end - start + 1])
             if bad_lines and any(n in bad_lines for n in range(start, end + 1)):
-                yield RawRecord(start, raw, None, ("encoding", f"not valid {fmt.encoding}"))
+                yield RawRecord(start, raw, None, undecodable_record(raw, fmt.encoding))
             else:
                 yield RawRecord(start, raw, fields)
         del pending[: end - start + 1]
@@ -248,7 +264,7 @@ def _csv_hint(lines: Callable[[], Iterator[tuple[str, bool]]], fmt: FileFormat) 
 def jsonl_line(number: int, text: str, ok: bool, fmt: FileFormat) -> JsonLine:
     """One JSON Lines line: (line, raw, object or None, error or None); a blank line is an empty object."""
     if not ok:
-        return number, text, None, ("encoding", f"not valid {fmt.encoding}")
+        return number, text, None, undecodable_record(text, fmt.encoding)
     if not text.strip():
         return number, text, {}, None
     try:

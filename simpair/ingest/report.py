@@ -57,6 +57,8 @@ class DatasetReport(BaseModel):
     extra_columns: dict[str, str] = Field(default_factory=dict)  # kept column -> type
     fixes: dict[str, int] = Field(default_factory=dict)  # cleaning counts of the whole source
     conflicting_labels: str = "quarantine"  # the contract's rule for copies whose labels differ
+    # what looks wrong in the clean rows though no check failed (texts still in quotes), a line each
+    warnings: list[str] = Field(default_factory=list)
 
 
 class LeakageCount(BaseModel):
@@ -200,6 +202,7 @@ def _source_notes(report: IngestReport) -> list[str]:
         if d.extra_columns:
             kept = ", ".join(f"{k} ({v})" for k, v in d.extra_columns.items())
             notes.append(f"{d.dataset}: extra columns kept: {kept}")
+        notes.extend(f"{d.dataset}: warning: {w}" for w in d.warnings)
     return notes
 
 

@@ -93,37 +93,43 @@ def shorten(text: str, limit: int = 40) -> str:
 
 def _parse_label(value: Any, contract: Contract) -> tuple[int | None, float | None, float | None, str | None]:
     """(label, score, score_raw, error). Range and domain are checked later, against the contract."""
+    name = "label" if contract.label.kind == "binary" else "score"
     if value is None:
-        return None, None, None, "label is missing (null)"
+        return None, None, None, f"{name} is missing (null)"
     if isinstance(value, bool):
         value = int(value)
     text = as_text(value).strip()
+    shown = shorten(text)
     if contract.label.kind == "binary":
         try:
             number = float(text)
         except ValueError:
-            return None, None, None, f"label {text!r} is not a number"
+            return None, None, None, f"label {shown!r} is not a number"
         if not number.is_integer() or abs(number) > 127:
-            return None, None, None, f"label {text!r} is not a small integer"
+            return None, None, None, f"label {shown!r} is not a small integer"
         return int(number), None, number, None
     try:
         raw = float(text)
     except ValueError:
-        return None, None, None, f"score {text!r} is not a number"
+        return None, None, None, f"score {shown!r} is not a number"
     if not math.isfinite(raw):
-        return None, None, None, f"score {text!r} is not finite"
+        return None, None, None, f"score {shown!r} is not finite"
     assert contract.label.range is not None
     low, high = contract.label.range
     return None, (raw - low) / (high - low), raw, None
 
 
-def _split_pair(value: Any, separator: str) -> tuple[str, str] | str:
-    """The two texts of a one-field pair, or the reason it is not a pair."""
-    parts = as_text(value).strip().split(separator)
+def _split_pair(value: Any, column: ColumnRef, separator: str) -> tuple[str, str] | str:
+    """The two texts of a one-field pair, or the reason it is not a pair (the field, its value, the rule)."""
+    whole = as_text(value).strip()
+    parts = whole.split(separator)
     texts = [p.strip() for p in parts]
     if len(parts) != 2 or not all(texts):
         found = f"{len(parts)} part(s)" + ("" if all(texts) else ", some empty")
-        return f"expected exactly 2 non-empty texts separated by {separator!r}, found {found}"
+        return (
+            f"{column} {shorten(whole)!r}: expected exactly 2 non-empty texts separated by {separator!r}, "
+            f"found {found}"
+        )
     return parts[0], parts[1]
 
 
@@ -169,7 +175,7 @@ def build_candidates(
             if row_split is None:
                 assert contract.split_column is not None
                 detail = (
-                    f"{contract.split_column.column} {value!r} maps to no split "
+                    f"{contract.split_column.column} {shorten(value)!r} maps to no split "
                     f"(split_column.values: {', '.join(mapping)})"
                 )
                 out.rejected.append(Rejected(rec.line, rec.raw, "unmapped_split", detail, None))
@@ -179,7 +185,7 @@ def build_candidates(
             out.rejected.append(Rejected(rec.line, rec.raw, label_reason, error, row_split))
             continue
         if text_pair is not None:
-            pair = _split_pair(f[positions["texts"][0]], text_pair.separator)
+            pair = _split_pair(f[positions["texts"][0]], text_pair.column, text_pair.separator)
             if isinstance(pair, str):
                 out.rejected.append(Rejected(rec.line, rec.raw, "text_pair", pair, row_split))
                 continue

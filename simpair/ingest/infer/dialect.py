@@ -2,7 +2,9 @@
 
 Each candidate delimiter is tried with and without CSV quoting; the pair that splits the sample into
 the most consistent field count wins. Quoting is only proposed when quoted fields need it (they hold the
-delimiter or a line break, or wrap whole fields), because quotes that are text (MSRP) must stay in it.
+delimiter or a line break, wrap whole fields in many records, or double their inner quotes), because
+quotes that are text (MSRP) must stay in it; and `none` is never proposed for a sample whose fields are
+quoted, even when a broken quote makes csv read it worse.
 """
 
 from __future__ import annotations
@@ -120,12 +122,26 @@ def _fully_quoted(parse: Parse) -> int:
     return sum(1 for r in parse.records if any(_WRAPPED.fullmatch(f) for f in r))
 
 
+def _doubled(parse: Parse) -> int:
+    """Fields wrapped in quotes with a doubled quote inside (CSV escaping of a quote), never prose."""
+    return sum(1 for r in parse.records for f in r if '""' in f[1:-1] and _WRAPPED.fullmatch(f))
+
+
+# Fields are CSV-quoted when this share of records has a field wrapped in quotes. Quotations in text
+# stay well below it (MSRP: 2.7% of its lines hold a sentence that starts and ends with a quote).
+_QUOTED_RECORDS = 0.1
+
+
 def _choose_quoting(plain: Parse, quoted: Parse, report: tuple[list[str], dict[str, str]] | None) -> Parse:
-    """csv when quoted fields hold the delimiter or line breaks (or wrap fields) and csv reads as well."""
+    """csv when fields are quoted: quoted fields hold the delimiter or line breaks, wrap whole fields in
+    many records, or double their inner quotes. `none` is never proposed for such a sample, since it
+    would keep the quotes in every text; when csv reads it worse, a note names the records to fix."""
     embedded = sum(1 for r in quoted.records if any(plain.delimiter in f or "\n" in f for f in r))
     wrapped = _fully_quoted(plain)
+    doubled = _doubled(plain)
     csv_reads_as_well = quoted.consistency >= plain.consistency - 1e-9 and quoted.errors == 0
     needs_csv = quoted.spans > 0 or embedded > 0
+    fields_quoted = wrapped >= _QUOTED_RECORDS * max(len(plain.records), 1) or doubled > 0
     lines_with_quotes = sum(1 for r in plain.records if '"' in plain.delimiter.join(r))
     if csv_reads_as_well and needs_csv:
         if report:
@@ -136,13 +152,18 @@ def _choose_quoting(plain: Parse, quoted: Parse, report: tuple[list[str], dict[s
                 what.append(f"{embedded} hold the delimiter or a line break")
             report[1]["format.quoting"] = f"quoted fields: {', '.join(what)}"
         return quoted
-    if csv_reads_as_well and wrapped and wrapped >= 0.1 * max(len(plain.records), 1):
+    if csv_reads_as_well and fields_quoted:
         if report:
             report[1]["format.quoting"] = f"{wrapped} sampled records have fields wrapped in quotes"
             report[0].append(
                 "fields are wrapped in double quotes but none holds the delimiter or a line break: "
                 "quoting csv strips the quotes; with quoting none they would stay in the texts"
             )
+        return quoted
+    if fields_quoted:
+        if report:
+            report[1]["format.quoting"] = "review: fields are quoted, but some records do not read as csv"
+            report[0].append(_broken_quoting(plain, quoted, wrapped, doubled))
         return quoted
     if report and lines_with_quotes:
         odd = sum(1 for r in plain.records if plain.delimiter.join(r).count('"') % 2)
@@ -153,6 +174,26 @@ def _choose_quoting(plain: Parse, quoted: Parse, report: tuple[list[str], dict[s
             "quoting, so quoting none keeps them: switch to csv if quoted fields hold the delimiter"
         )
     return plain
+
+
+def _broken_quoting(plain: Parse, quoted: Parse, wrapped: int, doubled: int) -> str:
+    """The note for a quoted sample that csv quoting does not read cleanly: which records to look at."""
+    width = quoted.counts.most_common(1)[0][0] if quoted.records else 0
+    joined = (plain.delimiter.join(r) for r in plain.records)
+    odd = [line for line, text in zip(plain.lines, joined, strict=True) if text.count('"') % 2]
+    off = [line for line, r in zip(quoted.lines, quoted.records, strict=True) if len(r) != width]
+    suspects = sorted(set(odd) | set(off))
+    shown = ", ".join(str(n) for n in suspects[:5]) + (", ..." if len(suspects) > 5 else "")
+    evidence = f"{wrapped} of {len(plain.records)} sampled records have fields wrapped in double quotes"
+    if doubled:
+        evidence += f", {doubled} fields double their inner quotes"
+    where = f"; look at line{'s' if len(suspects) > 1 else ''} {shown}" if suspects else ""
+    return (
+        f"{evidence}, so quoting csv is proposed (none would keep the quotes in the texts), but csv quoting "
+        f"reads only {quoted.consistency:.0%} of them with the usual {width} fields against "
+        f"{plain.consistency:.0%} without it: a quote that is not closed or not doubled{where}; "
+        "ingest quarantines such records (or fails the file below format.min_valid_fraction)"
+    )
 
 
 def looks_like_header(records: list[list[str]]) -> bool:

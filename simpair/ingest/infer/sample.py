@@ -105,41 +105,49 @@ def decode(data: bytes, shown: str, notes: list[str]) -> tuple[str, str, bool]:
 
 
 def _mostly_utf8(data: bytes, error: UnicodeDecodeError, notes: list[str]) -> tuple[str, str]:
-    """(text, encoding) of a sample that is not valid UTF-8 as a whole.
+    """(text, encoding) of a sample that is not valid UTF-8 as a whole, decided by its multi-byte sequences.
 
-    A UTF-8 export with a few broken bytes is still UTF-8: most of its lines with non-ASCII bytes
-    decode. Reading it as latin-1 would turn every accent and curly quote into mojibake (and C1
-    control characters), so it stays utf-8 and the lines that do not decode are named; ingest
-    quarantines those with reason `encoding`. In a latin-1 or cp1252 file almost no line with
-    accents decodes as UTF-8, so latin-1 is proposed there, as the encoding that reads any byte.
+    A UTF-8 export with a few broken bytes is still UTF-8: its accents and curly quotes are valid
+    multi-byte sequences, which a latin-1 or cp1252 file almost never forms by chance (an accented
+    capital followed by a symbol byte). Reading such a file as latin-1 would turn every accent into
+    mojibake (and C1 control characters), so it stays utf-8 when valid multi-byte characters are at
+    least as many as the bytes that do not decode, and the lines holding those bytes are named; ingest
+    quarantines them with reason `encoding`. Otherwise latin-1 is proposed, as the encoding that
+    reads any byte. (charset-normalizer is no help here: it drops UTF-8 at the first invalid byte and
+    guesses among single-byte code pages, e.g. iso8859_10 for one `é` and one stray `\\xff`.)
     """
-    decoded = undecodable = 0
+    # surrogateescape turns each byte that does not decode into one lone surrogate U+DC80..U+DCFF,
+    # which valid UTF-8 never yields: every other non-ASCII character is a valid multi-byte sequence
+    text = data.decode("utf-8", errors="surrogateescape")
+    invalid = sum(1 for ch in text if "\udc80" <= ch <= "\udcff")
+    multibyte = sum(1 for ch in text if ch > "\x7f") - invalid
     bad_lines: list[int] = []
+    undecodable = 0
     for number, line in enumerate(data.split(b"\n"), start=1):
         if line.isascii():
             continue
         try:
             line.decode("utf-8")
-            decoded += 1
         except UnicodeDecodeError:
             undecodable += 1
             if len(bad_lines) < _BAD_LINES_SHOWN:
                 bad_lines.append(number)
-    if decoded > undecodable:
+    if multibyte and multibyte >= invalid:
         shown = ", ".join(str(n) for n in bad_lines) + (", ..." if undecodable > len(bad_lines) else "")
-        which = f"line {shown} is" if undecodable == 1 else f"{undecodable} sampled lines are"
+        which = f"line {shown} is" if undecodable == 1 else f"lines {shown} ({undecodable} sampled) are"
+        bytes_ = "a byte that does" if invalid == 1 else f"{invalid} bytes that do"
+        chars = "character" if multibyte == 1 else "characters"
         notes.append(
-            f"{which} not valid UTF-8 ({'lines ' + shown if undecodable > 1 else 'a bad byte'}), while "
-            f"{decoded} lines with "
-            "accents or other non-ASCII characters are: encoding utf-8 is proposed, and ingest quarantines "
-            "the lines that do not decode with reason encoding; fix them at the source if they matter"
+            f"{which} not valid UTF-8 ({bytes_} not decode), while the sample holds {multibyte} valid "
+            f"multi-byte UTF-8 {chars} (accents, curly quotes, ...): encoding utf-8 is proposed, "
+            "and ingest quarantines the lines that do not decode with reason encoding; fix them at the "
+            "source if they matter"
         )
         return data.decode("utf-8", errors="backslashreplace"), "utf-8"
     line = data.count(b"\n", 0, error.start) + 1
     notes.append(
-        f"the file is not valid UTF-8 (first bad byte on line {line}; {undecodable} of "
-        f"{decoded + undecodable} lines with non-ASCII bytes do not decode); encoding latin-1 is "
-        "proposed because it reads any byte: check the source's real encoding "
-        "(often cp1252 for Windows exports)"
+        f"the file is not valid UTF-8 (first bad byte on line {line}; {invalid} bytes do not decode "
+        f"against {multibyte} valid multi-byte characters); encoding latin-1 is proposed because it reads "
+        "any byte: check the source's real encoding (often cp1252 for Windows exports)"
     )
     return data.decode("latin-1"), "latin-1"

@@ -87,7 +87,11 @@ def delimited_table(
             notes.append("some header names are empty or repeated: those columns are given by position")
     else:
         notes.append("no header row detected: columns are given by 0-based position")
-    return layout, table_of_records(body, names, min(layout.field_counts), starts), len(body)
+    # records of a rare field count are quarantined whole (field_count): their fields, shifted, would
+    # only blur the columns and be counted as empty labels or texts
+    kept = [(r, line) for r, line in zip(body, starts, strict=True) if len(r) in layout.field_counts]
+    columns = table_of_records([r for r, _ in kept], names, min(layout.field_counts), [n for _, n in kept])
+    return layout, columns, len(body)
 
 
 def delimited_format(layout: Parse, encoding: str, bom: bool, inline: dict[str, str]) -> dict[str, Any]:
