@@ -1,21 +1,30 @@
-"""Options and helpers every `simpair` command module shares: home, jobs, --set, splits, models.
+"""Options and helpers every `simpair` command module shares: home, jobs, --set, splits, models, output.
 
-An option that two commands mean the same way (`--home`, `--model`, `--no-prefect`, `--json` ...) is
-declared here once, so it is spelled and explained the same everywhere. The helpers turn the domain's
-`ValueError`/`LookupError` into typer's usage errors, so a bad value prints one line naming the
-option, and print evaluation tables the same way everywhere.
+An option that two commands mean the same way (`--home`, `--model`, `--task`, `--no-prefect`,
+`--json`, `--strict` ...) is declared here once, so it is spelled and explained the same everywhere.
+The helpers turn the domain's `ValueError` into typer's usage errors, so a bad value prints one line
+naming the option, resolve a command's model by one rule (the task's champion unless `--model`),
+and print the same way everywhere: `console()` for what a person reads (never wrapped when piped),
+`write_json()` for what a program reads.
 """
 
 from __future__ import annotations
 
 import gc
 import json
+import os
+import sys
+from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
+from typer import rich_utils
+
+from simpair.cli.failures import fail
 
 if TYPE_CHECKING:
     from pydantic import ValidationError
@@ -42,7 +51,6 @@ PrecisionOption = Annotated[
         "the model's dev split, see `simpair models int8-check`; not with --backend torch).",
     ),
 ]
-EXIT_INT8_REFUSED = 5  # an explicit --precision int8 the parity guard refused (as `simpair score`)
 HomeOption = Annotated[
     Path | None,
     typer.Option(
@@ -56,8 +64,37 @@ SourcesOption = Annotated[
         "Default: $SIMPAIR_SOURCES, else ../shared/data."
     ),
 ]
-ModelOption = Annotated[str | None, typer.Option(help="Model directory or registry ref. Default: newest.")]
-BiEncoderOption = Annotated[str, typer.Option(help="Bi-encoder: name@alias, name/version or a model folder.")]
+
+
+class Task(StrEnum):
+    """The two tasks, each with its registered model and its champion (`simpair-<task>@champion`)."""
+
+    paraphrase = "paraphrase"
+    sts = "sts"
+
+
+def champion_of(task: str) -> str:
+    """The default model of a command: its task's champion in the registry."""
+    return f"simpair-{task}@champion"
+
+
+ModelOption = Annotated[
+    str | None,
+    typer.Option(
+        help="A model folder or a registry reference (name@alias, name/version). "
+        "Default: the --task's champion, simpair-paraphrase@champion (simpair-sts@champion with --task sts)."
+    ),
+]
+ModelTaskOption = Annotated[
+    Task, typer.Option("--task", help="Without --model: whose champion to use (simpair-<task>@champion).")
+]
+BiEncoderOption = Annotated[
+    str,
+    typer.Option(
+        help="Bi-encoder: a model folder or a registry reference (name@alias, name/version). "
+        "Default: the sentence-similarity (sts) task's champion."
+    ),
+]
 ProfileOption = Annotated[
     str, typer.Option("--profile", help="Nightly profile: default | smoke | path to YAML.")
 ]
@@ -67,7 +104,17 @@ NoPrefectOption = Annotated[
         "--no-prefect", help="Run in this process without Prefect: no flow run, no server, no artifact."
     ),
 ]
-JsonOutOption = Annotated[Path | None, typer.Option("--json", help="Also write the summary as JSON here.")]
+JsonOutOption = Annotated[
+    str | None,
+    typer.Option("--json", metavar="PATH|-", help="Write the result as JSON to PATH, or to stdout with -."),
+]
+StrictOption = Annotated[
+    bool,
+    typer.Option(
+        "--strict",
+        help="Exit 3 (not 0) when the run finished but quarantined or rejected rows or files.",
+    ),
+]
 SentenceColumnOption = Annotated[str, typer.Option(help="Column holding the sentences.")]
 IdColumnOption = Annotated[
     str | None, typer.Option(help="Column identifying each row (default: the row number).")
@@ -80,7 +127,58 @@ EvaluateAfterOption = Annotated[
     ),
 ]
 
-EXIT_NO_MODEL = 4  # score, mine, encode: the model reference resolves to nothing in the registry
+# Width of a console that is not a terminal (a pipe, a file, a log): wide enough that rich never
+# wraps a line or folds a table cell, so a path or a sentence is copied whole.
+PIPED_WIDTH = 10_000
+# `--help` into a pipe: wide enough for every default and option name, narrow enough to read.
+PIPED_HELP_WIDTH = 200
+
+
+def _is_terminal(stream: Any) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):  # replaced or closed stream
+        return False
+
+
+if rich_utils.MAX_WIDTH is None and "TERMINAL_WIDTH" not in os.environ and not _is_terminal(sys.stdout):
+    rich_utils.MAX_WIDTH = PIPED_HELP_WIDTH  # typer reads it each time it prints help
+
+
+def console(stderr: bool = False) -> Console:
+    """The console a command prints what a person reads on: the terminal's width on a terminal, and
+    never wrapped or folded when piped (`PIPED_WIDTH`), so `simpair models | grep` finds whole lines."""
+    probe = Console(stderr=stderr)
+    if probe.is_terminal:
+        return probe
+    return Console(stderr=stderr, width=PIPED_WIDTH)
+
+
+def report_console(json_target: str | None) -> Console:
+    """Where a command's human summary goes: stdout, or stderr when `--json -` owns stdout."""
+    return console(stderr=json_target == "-")
+
+
+def write_json(value: Any, target: str | None) -> None:
+    """`--json PATH` writes `value` to PATH, `--json -` to stdout (nothing else is printed there)."""
+    if target is None:
+        return
+    text = json.dumps(value, indent=2, default=str) + "\n"
+    if target == "-":
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    else:
+        Path(target).write_text(text, encoding="utf-8")
+
+
+def print_markdown(out: Console, text: str) -> None:
+    """Markdown rendered on a terminal, its source as it is when piped (headings and tables stay lines)."""
+    if out.is_terminal:
+        from rich.markdown import Markdown  # markdown-it: only for the commands that print markdown
+
+        out.print(Markdown(text))
+    else:
+        out.print(Text(text))
 
 
 def freeze_imports() -> None:
@@ -123,14 +221,56 @@ def parse_split_option(value: str) -> tuple[str, str]:
         raise typer.BadParameter(str(exc)) from exc
 
 
-def resolve_model_option(model: str | None, home: Path) -> Path:
-    """A directory, a registry reference (name@alias or name/version), or the newest trained model."""
-    from simpair.model_ref import NoModel, resolve_model_ref
+def registry_spec_name(spec: str) -> str | None:
+    """The registered model a spec names (`name@alias`, `name/<number>`, `models:/...`, or a bare
+    `simpair-<task>`), as the registry parses it; None for a folder, a hub id or anything else."""
+    if Path(spec).expanduser().exists():
+        return None
+    text = spec.removeprefix("models:/").strip().strip("/")
+    if "@" in text:
+        return text.split("@", 1)[0]
+    name, _, version = text.rpartition("/")
+    if name and version.isdigit():
+        return name
+    return text if text in {champion_of(t).split("@")[0] for t in Task} else None
 
+
+def require_registered(spec: str, home: Path) -> None:
+    """Fail at once, before MLflow or Prefect starts, when `spec` names a model the registry lacks
+    entirely (a fresh home); say how to get one. Anything else is left to the resolution itself."""
+    from simpair import settings
+    from simpair.registry_probe import registered_versions
+
+    name = registry_spec_name(spec)
+    if name is None:
+        return
+    uri = settings.tracking_uri(home, create=False)
+    if registered_versions(uri, name) == 0:
+        fail(no_model_message(spec, uri))
+
+
+def no_model_message(spec: str, uri: str) -> str:
+    """What to do when the registry holds no version of the model `spec` names."""
+    task = {champion_of(t).split("@")[0]: t.value for t in Task}.get(registry_spec_name(spec) or "")
+    return (
+        f"no model {spec} in the registry at {uri}: train one with `simpair nightly`, or bring one "
+        f"with `simpair models import DIR --task {task or 'paraphrase|sts'}`"
+    )
+
+
+def resolve_model_option(model: str | None, home: Path, task: str = Task.paraphrase) -> Path:
+    """A model folder or a registry reference, by default the task's champion, as a local folder.
+
+    A spec that names nothing ends the command with one `error:` line (exit 1).
+    """
+    from simpair.model_ref import resolve_model_ref
+
+    spec = model or champion_of(task)
+    require_registered(spec, home)
     try:
-        return Path(resolve_model_ref(model, home, when_none="latest").local_dir)
-    except NoModel as exc:
-        raise typer.BadParameter(str(exc), param_hint="--model") from None
+        return Path(resolve_model_ref(spec, home).local_dir)
+    except LookupError as exc:  # NoModel, or the registry's ModelNotFound
+        fail(str(exc), exc)
 
 
 def print_eval(console: Console, ev: Any) -> None:
@@ -231,9 +371,8 @@ def train_combined_from_config(
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint="--config") from exc
     except MemberFailed as exc:
-        Console(stderr=True).print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(1) from exc
-    print_combined(Console(), result.model_dir, home, splits or result.evaluate_on)
+        fail(str(exc), exc)
+    print_combined(console(), result.model_dir, home, splits or result.evaluate_on)
 
 
 def print_combined(console: Console, target: Path, home: Path, splits: list[tuple[str, str]]) -> None:

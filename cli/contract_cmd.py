@@ -83,7 +83,7 @@ def check(
         try:
             contract = load_contract(path)
         except ContractError as exc:
-            typer.echo(str(exc), err=True)
+            typer.echo(f"error: {' '.join(str(exc).split())}", err=True)
             failed = True
             continue
         splits = ", ".join(

@@ -6,20 +6,23 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 
 from simpair.cli.common import (
-    EXIT_INT8_REFUSED,
-    EXIT_NO_MODEL,
     BackendOption,
     BiEncoderOption,
     HomeOption,
     IdColumnOption,
+    JsonOutOption,
     PrecisionOption,
     SentenceColumnOption,
+    StrictOption,
+    report_console,
+    require_registered,
     validation_message,
+    write_json,
 )
+from simpair.cli.failures import fail, finish
 from simpair.cli.store_options import (
     EmbeddingMemoryOption,
     EmbeddingStoreOption,
@@ -29,15 +32,16 @@ from simpair.cli.store_options import (
 from simpair.defaults import (
     DEFAULT_BATCH_SIZE,
     DEFAULT_MINE_EMBEDDING_MEMORY_MB,
+    DEFAULT_MINE_MODEL,
     DEFAULT_PRECISION,
     DEFAULT_SENTENCE_BATCH_ROWS,
 )
 
 
 def encode(
-    model: BiEncoderOption,
     input: Annotated[Path, typer.Option(help="Parquet file with one sentence per row.")],
     output: Annotated[Path, typer.Option(help="Parquet file to write (id, text, embedding).")],
+    model: BiEncoderOption = DEFAULT_MINE_MODEL,
     column: SentenceColumnOption = "text",
     id_column: IdColumnOption = None,
     batch_size: SentenceBatchOption = DEFAULT_BATCH_SIZE,
@@ -51,8 +55,13 @@ def encode(
     embedding_cache: OutputCacheOption = None,
     embedding_memory_mb: EmbeddingMemoryOption = DEFAULT_MINE_EMBEDDING_MEMORY_MB,
     home: HomeOption = None,
+    json_out: JsonOutOption = None,
+    strict: StrictOption = False,
 ) -> None:
-    """Write every sentence's embedding (fixed-size float32 list) to Parquet, streamed by row batches."""
+    """Write every sentence's embedding (fixed-size float32 list) to Parquet, streamed by row batches.
+
+    Rejected rows are kept with their reasons; with --strict they make the exit code 3.
+    """
     from pydantic import ValidationError
 
     from simpair.mining.encode import encode_file
@@ -62,7 +71,7 @@ def encode(
     from simpair.runtime.options import RuntimeOptions
     from simpair.settings import home_dir
 
-    console = Console()
+    console = report_console(json_out)
     try:  # before the model resolves, so a wrong combination is a usage error
         runtime = RuntimeOptions(
             batch_size=batch_size, threads=threads, backend=backend, precision=precision,
@@ -71,19 +80,18 @@ def encode(
         )  # fmt: skip
     except ValidationError as exc:
         raise typer.BadParameter(validation_message(exc)) from None
+    require_registered(model, home_dir(home))
     try:
         ref = resolve_model_ref(model, home_dir(home))
-    except LookupError as exc:
-        console.print(f"[red]no model:[/] {exc}")
-        raise typer.Exit(EXIT_NO_MODEL) from None
+    except LookupError as exc:  # registry: no such model/alias; a folder that is no model
+        fail(str(exc), exc)
     try:
         summary = encode_file(
             input, output, ref, column=column, id_column=id_column, batch_rows=batch_rows, runtime=runtime,
             home=home_dir(home),
         )  # fmt: skip
     except Int8Refused as exc:  # the parity guard: figures, limits and what to do, in one line
-        console.print(f"[red]not started:[/] {escape(str(exc))}", soft_wrap=True)
-        raise typer.Exit(EXIT_INT8_REFUSED) from None
+        fail(f"not started: {exc}", exc)
     console.print(
         f"encoded {summary.encoded} of {summary.rows} rows with {summary.model} "
         f"({summary.dims} dims) into {summary.output} in {summary.seconds:.1f}s"
@@ -95,6 +103,8 @@ def encode(
     store = store_line(summary)
     if store:
         console.print(f"embedding store: {store}")
+    write_json(summary.model_dump(mode="json"), json_out)
+    finish(strict, summary.rejected, f"{summary.rejected} rows rejected")
 
 
 def register(app: typer.Typer) -> None:

@@ -8,22 +8,34 @@ inside it, so `simpair --help` stays fast.
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
 
 from simpair.cli.common import (
     HomeOption,
+    JsonOutOption,
     ModelOption,
+    ModelTaskOption,
+    StrictOption,
+    Task,
+    champion_of,
     parse_split_option,
     print_eval,
     print_file_eval,
     print_transfer,
+    report_console,
+    require_registered,
     resolve_model_option,
+    write_json,
 )
+from simpair.cli.failures import fail, finish
+
+if TYPE_CHECKING:
+    from simpair.evaluation.file.run import FileEvalResult
 
 
 class LabelKindOption(StrEnum):
@@ -35,6 +47,7 @@ class LabelKindOption(StrEnum):
 
 def evaluate(
     model: ModelOption = None,
+    task: ModelTaskOption = Task.paraphrase,
     split: Annotated[
         list[str] | None,
         typer.Option(help="DATASET/SPLIT to evaluate on (repeatable). Default: test splits."),
@@ -98,10 +111,13 @@ def evaluate(
             "recorded as an MLflow run.",
         ),
     ] = False,
+    json_out: JsonOutOption = None,
+    strict: StrictOption = False,
 ) -> None:
     """Metrics, PNG plots and a markdown report for a saved model (threshold as chosen on dev).
 
-    With --file: on your own labelled pairs, the model beside its untrained backbone (zero-shot).
+    With --file: on your own labelled pairs, the model beside its untrained backbone (zero-shot);
+    rows it cannot use are dropped with their reasons (with --strict they make the exit code 3).
     With --transfer: in its domain and off it, beside its untrained backbone.
     """
     from simpair import settings
@@ -121,9 +137,15 @@ def evaluate(
                 f"--file evaluates your own pairs; it cannot be combined with {', '.join(clash)}",
                 param_hint="--file",
             )
-        _evaluate_file(
-            model, file, label_kind, score_range, label_column, zero_shot, exclude_leaked, home, out
+        spec = model or champion_of(task)
+        result = _evaluate_file(
+            spec, file, label_kind, score_range, label_column, zero_shot, exclude_leaked, home, out
         )
+        print_file_eval(report_console(json_out), result)
+        write_json(asdict(result), json_out)
+        # pairs in the model's training data are left out by design, not for being unusable
+        dropped = sum(n for why, n in result.metrics["dropped"].items() if why != "in_training_data")
+        finish(strict, dropped, f"{dropped} rows dropped as unusable (dropped.parquet)")
         return
     stray = [name for name, given in file_only.items() if given]
     if stray:
@@ -131,7 +153,7 @@ def evaluate(
     from simpair.evaluation.splits import evaluate_model
 
     home_path = settings.home_dir(home)
-    model_dir = resolve_model_option(model, home_path)
+    model_dir = resolve_model_option(model, home_path, task)
     if transfer:
         if split or group_pattern:
             raise typer.BadParameter("--transfer picks its own splits", param_hint="--transfer")
@@ -139,7 +161,8 @@ def evaluate(
 
         report = transfer_report(model_dir, home_path, out)
         run_id = log_transfer(report, home_path)
-        print_transfer(Console(), report, run_id)
+        print_transfer(report_console(json_out), report, run_id)
+        write_json(asdict(report) | {"mlflow_run_id": run_id}, json_out)
         return
     splits = [parse_split_option(s) for s in split] if split else None
     try:
@@ -155,11 +178,12 @@ def evaluate(
         if group_pattern is None or "group pattern" not in str(exc):
             raise
         raise typer.BadParameter(str(exc), param_hint="--group-pattern") from exc
-    print_eval(Console(), ev)
+    print_eval(report_console(json_out), ev)
+    write_json(asdict(ev), json_out)
 
 
 def _evaluate_file(
-    model: str | None,
+    model: str,
     file: Path,
     label_kind: LabelKindOption | None,
     score_range: tuple[float, float] | None,
@@ -168,12 +192,12 @@ def _evaluate_file(
     exclude_leaked: bool,
     home: Path | None,
     out: Path | None,
-) -> None:
+) -> FileEvalResult:
     """`evaluate --file`: the domain's errors about the file become one usage line naming the option."""
     from simpair import settings
     from simpair.evaluation.file import FileEvalError, evaluate_file
-    from simpair.model_ref import NoModel
 
+    require_registered(model, settings.home_dir(home))
     try:  # the spec itself goes down, so the report names a registry model by name and version
         result = evaluate_file(
             model,
@@ -186,11 +210,11 @@ def _evaluate_file(
             zero_shot=zero_shot,
             exclude_trained=exclude_leaked,
         )
-    except NoModel as exc:
-        raise typer.BadParameter(str(exc), param_hint="--model") from None
     except FileEvalError as exc:
         raise typer.BadParameter(str(exc), param_hint=exc.option) from None
-    print_file_eval(Console(), result)
+    except LookupError as exc:  # NoModel, or the registry's ModelNotFound
+        fail(str(exc), exc)
+    return result
 
 
 def register(app: typer.Typer) -> None:

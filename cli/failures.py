@@ -1,9 +1,15 @@
-"""How a failed `simpair` command ends: one clear line on stderr and exit 1, the traceback on request.
+"""How a `simpair` command ends: its exit code, and a failure as one `error:` line on stderr.
 
-`SimpairTyper` is the app's class: whatever a command raises that is not a usage error becomes
-`error: <what went wrong> (--debug for the traceback)` and exit code 1. With `simpair --debug ...`
-or `SIMPAIR_DEBUG=1` the full traceback is printed first. Typer's `CliRunner` calls the command
-underneath, so tests still see the exception itself.
+Every command exits with the same codes (`EXIT_*`): 0 done; 1 bad input or a refusal (no model, the
+output locked by another run, int8 refused, a failed source ...); 2 a usage error (click's: a bad
+option value, a missing argument); 3 only under `--strict`: the command finished, but its summary
+counts quarantined or rejected rows or files.
+
+A refusal the command expects ends through `fail()`: `error: <what and what to do>` on stderr and exit
+1, nothing on stdout. `SimpairTyper` is the app's class: whatever else a command raises that is not a
+usage error becomes `error: <what went wrong> (--debug for the traceback)` and exit 1. With
+`simpair --debug ...` or `SIMPAIR_DEBUG=1` the full traceback is printed first. Typer's `CliRunner`
+calls the command underneath, so tests still see the exception itself.
 
 `quiet_prefect_console()` does the same for Prefect's own console log once a command has imported a
 flow: a failed task or flow run still logs its one line, while the traceback goes only to the
@@ -17,18 +23,70 @@ import logging
 import os
 import sys
 import traceback
-from typing import Any
+import warnings
+from typing import Any, NoReturn
 
 import typer
+
+EXIT_OK = 0
+EXIT_FAILED = 1  # bad input or a refusal: no model, locked output, int8 refused, a failed source
+EXIT_USAGE = 2  # click's own code for usage errors (bad option value, missing argument)
+EXIT_QUARANTINED = 3  # only with --strict: finished, but rows or files were quarantined or rejected
 
 _ENV = "SIMPAIR_DEBUG"
 _debug = False
 
 
+# Libraries whose INFO (or WARNING) lines are about their own workings, not the user's data: MLflow
+# creating its tables, alembic migrating them, HTTP clients, numexpr's thread count ...
+QUIET_LOGGERS = {
+    "mlflow": logging.WARNING,
+    "alembic": logging.WARNING,
+    "sqlalchemy": logging.WARNING,
+    "urllib3": logging.WARNING,
+    "httpx": logging.WARNING,
+    "httpcore": logging.WARNING,
+    "numexpr": logging.WARNING,
+    "filelock": logging.WARNING,
+    "fsspec": logging.WARNING,
+    "botocore": logging.WARNING,
+    "s3fs": logging.WARNING,
+    "distributed": logging.WARNING,
+    "onnxruntime": logging.WARNING,
+    # transformers warns at WARNING about what simpair handles: "Token indices sequence length is
+    # longer than the specified maximum" for a pair that is then truncated as asked
+    "transformers": logging.ERROR,
+    "sentence_transformers": logging.ERROR,
+    "huggingface_hub": logging.ERROR,
+}
+# The same through the environment, read when those libraries are first imported, here and in the
+# processes a command starts (Dask workers, training members).
+QUIET_ENVIRONMENT = {"MLFLOW_LOGGING_LEVEL": "WARNING", "TRANSFORMERS_VERBOSITY": "error"}
+
+
 def set_debug(on: bool) -> None:
-    """Turn full tracebacks on for this command (the app's `--debug`)."""
+    """Turn full tracebacks on for this command (the app's `--debug`); without it, quiet the libraries."""
     global _debug
     _debug = on
+    if not debug_enabled():
+        quiet_third_party()
+
+
+def quiet_third_party() -> None:
+    """Other libraries' log lines and FutureWarnings stay off the console (simpair's own lines stay).
+
+    Called when a command starts without --debug, before the command imports MLflow or transformers;
+    levels are also set on loggers already made, for a library imported earlier.
+    """
+    for name, value in QUIET_ENVIRONMENT.items():
+        os.environ.setdefault(name, value)
+    for name, level in QUIET_LOGGERS.items():
+        logging.getLogger(name).setLevel(level)
+    if "transformers" in sys.modules:  # its own verbosity call also covers loggers it made already
+        from transformers.utils import logging as transformers_logging  # noqa: PLC0415
+
+        transformers_logging.set_verbosity_error()
+    warnings.filterwarnings("ignore", category=FutureWarning)
 
 
 def debug_enabled() -> bool:
@@ -52,6 +110,25 @@ def report(exc: BaseException) -> int:
     else:
         print(f"error: {describe(exc)} (--debug for the traceback)", file=sys.stderr, flush=True)
     return 1
+
+
+def fail(message: str, exc: BaseException | None = None) -> NoReturn:
+    """End the command on a refusal: `error: <message>` on stderr, exit 1 (`exc`'s traceback first
+    under --debug). The message says what was refused and, where there is one, what to do instead."""
+    if exc is not None and debug_enabled():
+        traceback.print_exception(exc, file=sys.stderr)
+    print(f"error: {' '.join(message.split())}", file=sys.stderr, flush=True)
+    raise typer.Exit(EXIT_FAILED)
+
+
+def finish(strict: bool, quarantined: int, detail: str) -> None:
+    """Exit 3 under `--strict` when the finished command quarantined or rejected something (else return).
+
+    The summary already printed the counts; `strict: <detail>` on stderr says why the exit code is 3.
+    """
+    if strict and quarantined:
+        print(f"strict: {detail} (exit {EXIT_QUARANTINED})", file=sys.stderr, flush=True)
+        raise typer.Exit(EXIT_QUARANTINED)
 
 
 class SimpairTyper(typer.Typer):

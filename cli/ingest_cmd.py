@@ -6,7 +6,6 @@ for importing Prefect (and `simpair/` itself stays Prefect-free at import time).
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -14,10 +13,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
 
-from simpair.cli.common import HomeOption, NoPrefectOption, SourcesOption, freeze_imports
-from simpair.cli.failures import debug_enabled, quiet_prefect_console
+from simpair.cli.common import (
+    HomeOption,
+    JsonOutOption,
+    NoPrefectOption,
+    SourcesOption,
+    StrictOption,
+    freeze_imports,
+    report_console,
+    write_json,
+)
+from simpair.cli.failures import EXIT_FAILED, debug_enabled, finish, quiet_prefect_console
 
 if TYPE_CHECKING:
     from simpair.ingest.report import IngestReport
@@ -66,27 +73,36 @@ def ingest(
         ),
     ] = None,
     no_prefect: NoPrefectOption = False,
+    json_out: JsonOutOption = None,
     report_json: Annotated[
-        Path | None, typer.Option("--report-json", help="Also write the run report as JSON to this file.")
+        str | None, typer.Option("--report-json", hidden=True, help="Deprecated spelling of --json PATH.")
     ] = None,
+    strict: StrictOption = False,
 ) -> None:
     """Ingest raw sources (TSV/CSV, Parquet, JSON Lines; .gz/.zst) into versioned, validated Parquet.
 
     Lossless: every record is a clean row or a quarantined row with its reason.
 
     Exits 1 if any source, contract or the leakage report failed (one `error:` line each on stderr,
-    naming the file); the other sources are still ingested.
+    naming the file); the other sources are still ingested. With --strict, exits 3 when the sources
+    were ingested but some of their rows are quarantined.
     """
     from simpair.ingest.report import summary_renderable
 
+    if report_json is not None and json_out is not None:
+        raise typer.BadParameter("give --json only (--report-json is its old name)", param_hint="--json")
+    json_out = json_out if json_out is not None else report_json
     report = _run(sources, home, contracts, no_prefect)
-    Console(width=max(Console().width, 160)).print(summary_renderable(report))
-    if report_json is not None:
-        report_json.write_text(json.dumps(report.model_dump(), indent=2) + "\n")
+    report_console(json_out).print(summary_renderable(report))
+    write_json(report.model_dump(mode="json"), json_out)
     for line in report.failure_lines():
         typer.echo(f"error: {line}", err=True)
     if not report.ok:
-        raise typer.Exit(code=1)
+        raise typer.Exit(code=EXIT_FAILED)
+    quarantined = sum(s.quarantined for d in report.datasets for s in d.splits) + sum(
+        d.unassigned for d in report.datasets
+    )
+    finish(strict, quarantined, f"{quarantined} rows quarantined (reasons in the quarantine files)")
 
 
 def register(app: typer.Typer) -> None:

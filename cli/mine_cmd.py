@@ -6,17 +6,13 @@ stages as the `mine-pairs` flow, with a flow run and task runs to look at. Prefe
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 
 from simpair.cli.common import (
-    EXIT_INT8_REFUSED,
-    EXIT_NO_MODEL,
     BackendOption,
     BiEncoderOption,
     HomeOption,
@@ -24,8 +20,13 @@ from simpair.cli.common import (
     JsonOutOption,
     PrecisionOption,
     SentenceColumnOption,
+    StrictOption,
+    report_console,
+    require_registered,
     validation_message,
+    write_json,
 )
+from simpair.cli.failures import fail, finish
 from simpair.cli.store_options import (
     EmbeddingMemoryOption,
     EmbeddingStoreOption,
@@ -115,14 +116,19 @@ def mine(
     home: HomeOption = None,
     prefect: Annotated[bool, typer.Option(help="Run as the `mine-pairs` Prefect flow.")] = False,
     json_out: JsonOutOption = None,
+    strict: StrictOption = False,
 ) -> None:
-    """Find similar sentence pairs (bi-encoder + exact or HNSW search), optionally re-ranked."""
+    """Find similar sentence pairs (bi-encoder + exact or HNSW search), optionally re-ranked.
+
+    Rejected rows are kept with their reasons; with --strict they make the exit code 3.
+    """
     from pydantic import ValidationError
 
+    from simpair import settings
     from simpair.mining.search import MineOptions
     from simpair.runtime.int8_guard import Int8Refused
 
-    console = Console()
+    console = report_console(json_out)
     try:
         options = MineOptions(
             top_k=top_k, threshold=threshold, index=index, max_memory_mb=max_memory_mb,
@@ -135,6 +141,9 @@ def mine(
         raise typer.BadParameter(validation_message(exc)) from None
     if index not in INDEX_METHODS:
         raise typer.BadParameter(f"--index must be one of {', '.join(INDEX_METHODS)}; got {index!r}")
+    for spec in (model, rerank):  # an empty registry fails here, before the models load
+        if spec:
+            require_registered(spec, settings.home_dir(home))
     kwargs = dict(corpus=corpus, model=model, rerank_model=rerank, home=home, options=options)
     try:
         if prefect:
@@ -147,17 +156,16 @@ def mine(
             from simpair.mining.run import run_mine
 
             summary = run_mine(input, output, **kwargs)
-    except LookupError as exc:  # registry: no such model/alias
-        console.print(f"[red]no model:[/] {exc}")
-        raise typer.Exit(EXIT_NO_MODEL) from None
+    except LookupError as exc:  # registry: no such model/alias; a folder that is no model
+        fail(str(exc), exc)
     except Int8Refused as exc:  # the parity guard: figures, limits and what to do, in one line
-        console.print(f"[red]not started:[/] {escape(str(exc))}", soft_wrap=True)
-        raise typer.Exit(EXIT_INT8_REFUSED) from None
+        fail(f"not started: {exc}", exc)
     console.print(escape(describe(summary)))
     if summary.rejects:
-        console.print(f"[yellow]rejected rows[/] (with reasons) in {summary.rejects}")
-    if json_out:
-        json_out.write_text(json.dumps(summary.model_dump(), indent=2) + "\n")
+        console.print(f"[yellow]rejected rows[/] (with reasons) in {escape(str(summary.rejects))}")
+    write_json(summary.model_dump(mode="json"), json_out)
+    rejected = summary.input_rejected + (summary.corpus_rejected or 0)
+    finish(strict, rejected, f"{rejected} rows rejected")
 
 
 def register(app: typer.Typer) -> None:

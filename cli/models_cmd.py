@@ -11,12 +11,22 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
 from simpair import settings
-from simpair.cli.common import HomeOption, ProfileOption
+from simpair.cli import import_cmd
+from simpair.cli.common import (
+    HomeOption,
+    JsonOutOption,
+    ProfileOption,
+    Task,
+    console,
+    print_markdown,
+    report_console,
+    write_json,
+)
+from simpair.cli.failures import fail
 
 TaskOption = Annotated[str, typer.Option("--task", help="paraphrase | sts | all")]
 ReasonOption = Annotated[str | None, typer.Option(help="Why (recorded in the champion history).")]
@@ -30,11 +40,6 @@ def _tasks(task: str) -> list[str]:
     if task not in MODEL_NAMES:
         raise typer.BadParameter(f"--task must be one of {sorted(MODEL_NAMES)} or 'all', got {task!r}")
     return [task]
-
-
-def _fail(console: Console, message: str) -> None:
-    console.print(f"[bold red]error:[/] {message}")
-    raise typer.Exit(code=1)
 
 
 def _against(compared_with: str) -> str:
@@ -64,17 +69,22 @@ def canary_summary(tags: dict[str, str]) -> str:
     return "\n".join(parts)
 
 
-def models_table(home: Path) -> Table:
-    """Every version of every simpair model with aliases, key metrics and the gate decision.
+def model_rows(home: Path) -> list[dict[str, str]]:
+    """Every version of every simpair model: aliases, key metric, what the gate compared, its decision.
 
-    The canary column appears only when some version was gated with canaries, so tables of homes
-    without them keep their width.
+    A fresh home's registry is read without importing MLflow (`simpair.registry_probe`): no versions.
     """
+    from simpair.registry_probe import registered_versions
+
+    uri = settings.tracking_uri(home, create=False)
+    names = [f"simpair-{t.value}" for t in Task]
+    if all(registered_versions(uri, name) == 0 for name in names):
+        return []
     from simpair.registry import MODEL_NAMES, registry
     from simpair.registry.gate import DEFAULT_PRIMARY
 
     c = registry.client(home)
-    rows: list[list[str]] = []
+    rows: list[dict[str, str]] = []
     for task, name in MODEL_NAMES.items():
         primary = DEFAULT_PRIMARY[task]
         versions = registry.list_versions(c, name)
@@ -92,40 +102,58 @@ def models_table(home: Path) -> Table:
             ]
             created = datetime.fromtimestamp(mv.creation_timestamp / 1000, UTC).strftime("%Y-%m-%d %H:%M")
             rows.append(
-                [
-                    name,
-                    str(mv.version),
-                    ", ".join(sorted(aliases_of.get(str(mv.version), []))),
-                    created,
-                    primary,
-                    gated[0] if gated else "",
-                    f"{compared[0]} ({_against(tags.get('gate.compared_with', ''))})" if compared else "",
-                    tags.get("gate.decision", "not gated")
+                {
+                    "model": name,
+                    "version": str(mv.version),
+                    "aliases": ", ".join(sorted(aliases_of.get(str(mv.version), []))),
+                    "created (UTC)": created,
+                    "primary": primary,
+                    "value": gated[0] if gated else "",
+                    "compared with": (
+                        f"{compared[0]} ({_against(tags.get('gate.compared_with', ''))})" if compared else ""
+                    ),
+                    "gate": tags.get("gate.decision", "not gated")
                     + (" (manually promoted)" if "manual_promotion.reason" in tags else ""),
-                    canary_summary(tags),
-                ]
+                    "canaries (vs zero-shot)": canary_summary(tags),
+                }
             )
+    return rows
+
+
+def models_table(home: Path, rows: list[dict[str, str]] | None = None) -> Table:
+    """`model_rows` as a table; the canary column appears only when some version was gated with
+    canaries, so tables of homes without them keep their width."""
+    rows = model_rows(home) if rows is None else rows
     columns = ["model", "version", "aliases", "created (UTC)", "primary", "value", "compared with", "gate"]
-    if any(row[-1] for row in rows):
+    if any(row["canaries (vs zero-shot)"] for row in rows):
         columns.append("canaries (vs zero-shot)")
-    table = Table(title=f"simpair models ({settings.tracking_uri(home)})")
+    table = Table(title=f"simpair models ({settings.tracking_uri(home, create=False)})")
     for column in columns:
         table.add_column(column)
     for row in rows:
-        table.add_row(*row[: len(columns)])
+        table.add_row(*(row[c] for c in columns))
     return table
 
 
-def models(ctx: typer.Context, home: HomeOption = None) -> None:
+def models(ctx: typer.Context, home: HomeOption = None, json_out: JsonOutOption = None) -> None:
     """Table of registered versions: aliases (champion, challenger), metrics, gate, canaries.
 
     `simpair models int8-check NAME VERSION` measures whether a version may score in int8.
     """
     if ctx.invoked_subcommand is not None:
         return
-    table = models_table(settings.home_dir(home))
-    width = 180 if len(table.columns) > 8 else 140  # the canary column needs room of its own
-    Console(width=max(Console().width, width)).print(table)
+    home_path = settings.home_dir(home)
+    rows = model_rows(home_path)
+    out = report_console(json_out)
+    if rows:
+        out.print(models_table(home_path, rows))
+    else:  # a hint, not a table of nothing
+        out.print(
+            f"no model registered in {settings.tracking_uri(home_path, create=False)}: train one with "
+            "`simpair nightly`, or bring one with `simpair models import DIR --task paraphrase|sts`",
+            markup=False,
+        )
+    write_json(rows, json_out)
 
 
 def promote(
@@ -138,42 +166,41 @@ def promote(
     home: HomeOption = None,
 ) -> None:
     """Run the promotion gate on the current challenger, or promote --version N with a --reason."""
-    from rich.markdown import Markdown  # markdown-it: only for the commands that print markdown
-
     from simpair.nightly.profile import load_profile
     from simpair.registry import model_name
     from simpair.registry.promotion import promote_manual, run_gate
     from simpair.registry.registry import CorruptModel, ModelNotFound
 
-    console = Console(width=max(Console().width, 140))
+    out = console()
     home_dir = settings.home_dir(home)
     if version is not None:
         if task == "all":
-            _fail(console, "--version needs --task paraphrase or --task sts")
+            raise typer.BadParameter("--version needs --task paraphrase or --task sts", param_hint="--task")
         if not reason:
-            _fail(console, "--version needs --reason '...': a manual promotion must say why")
+            raise typer.BadParameter(
+                "--version needs --reason '...': a manual promotion must say why", param_hint="--reason"
+            )
         name = model_name(task)
         try:
             previous = promote_manual(home_dir, name, str(version), reason or "", by="cli")
         except Exception as exc:  # unknown version, registry down
-            _fail(console, f"{name} version {version}: {exc}")
-        console.print(f"{name}: champion v{previous or '-'} -> v{version} (manual: {reason})")
+            fail(f"{name} version {version}: {exc}", exc)
+        out.print(f"{name}: champion v{previous or '-'} -> v{version} (manual: {reason})", markup=False)
         return
     plan = load_profile(profile)
-    failed = False
+    failed: list[str] = []
     for t in _tasks(task):
         if t not in plan.tasks:
-            console.print(f"[yellow]{t}: not in profile {plan.name}; skipped[/]")
+            out.print(f"{t}: not in profile {plan.name}; skipped", markup=False)
             continue
         try:
             decision = run_gate(home_dir, t, plan.tasks[t].gate, plan.tasks[t].evaluate)
         except (ModelNotFound, CorruptModel) as exc:
-            console.print(f"[red]{model_name(t)}: {exc}[/]")
-            failed = True
+            failed.append(f"{model_name(t)}: {exc}")
             continue
-        console.print(Markdown(decision.to_markdown(model_name(t))))
-    if failed:
-        raise typer.Exit(code=1)
+        print_markdown(out, decision.to_markdown(model_name(t)))
+    if failed:  # the tasks that could be gated were; one line for those that could not
+        fail("; ".join(failed))
 
 
 def rollback(
@@ -188,18 +215,17 @@ def rollback(
     """
     from simpair.registry import model_name, registry
 
-    console = Console()
+    out = console()
     names = [model_name(t) for t in _tasks(task)]
     outcomes = registry.rollback_each(registry.client(settings.home_dir(home)), names, reason=reason)
     for outcome in outcomes:
         if outcome.ok:
             moved = f"v{outcome.moved_from} -> v{outcome.moved_to}"
-            console.print(f"{outcome.name}: champion {moved} (rollback: {reason})")
-        else:
-            console.print(f"[red]{outcome.name}: not rolled back: {escape(outcome.error or '')}[/]")
-    failed = [o.name for o in outcomes if not o.ok]
+            out.print(f"{outcome.name}: champion {moved} (rollback: {reason})", markup=False)
+    failed = [o for o in outcomes if not o.ok]
     if failed:
-        _fail(console, f"{len(failed)} of {len(outcomes)} model(s) not rolled back: {', '.join(failed)}")
+        why = "; ".join(o.error if o.error and o.name in o.error else f"{o.name}: {o.error}" for o in failed)
+        fail(f"{len(failed)} of {len(outcomes)} model(s) not rolled back: {why}")
 
 
 def int8_check(
@@ -221,7 +247,7 @@ def int8_check(
     """
     from simpair.runtime.int8_guard import Int8Limits, Int8Refused, check_version
 
-    console = Console()
+    out = console()
     limits = None
     if max_delta is not None or max_flip_share is not None:
         defaults = Int8Limits.from_env()
@@ -232,9 +258,9 @@ def int8_check(
     try:
         check = check_version(settings.home_dir(home), name, version, limits, force=force)
     except Int8Refused as exc:
-        _fail(console, escape(str(exc)))
+        fail(str(exc), exc)
     flips = "n/a" if check.label_flip_share is None else f"{check.label_flip_share:.2%}"
-    console.print(
+    out.print(
         f"{name}/{version}: dev {check.metric} fp32 {check.metric_fp32:.4f}, int8 {check.metric_int8:.4f}"
         f" (delta {check.delta:+.4f}, limit {check.max_delta:g}), labels flipped {flips} "
         f"(limit {check.max_flip_share:.2%}), {check.pairs} pairs of {check.dev_split}, "
@@ -242,9 +268,8 @@ def int8_check(
         soft_wrap=True,
     )
     if not check.accepted:
-        console.print(f"[red]int8 refused:[/] {escape(check.reason)}", soft_wrap=True)
-        raise typer.Exit(code=1)
-    console.print(f"[green]int8 accepted[/] for {name}/{version}", soft_wrap=True)
+        fail(f"int8 refused for {name}/{version}: {check.reason}")
+    out.print(f"[green]int8 accepted[/] for {escape(name)}/{escape(version)}", soft_wrap=True)
 
 
 def register(app: typer.Typer) -> None:
@@ -254,4 +279,5 @@ def register(app: typer.Typer) -> None:
     models_app = typer.Typer(no_args_is_help=False)
     models_app.callback(invoke_without_command=True)(models)
     models_app.command("int8-check")(int8_check)
+    import_cmd.register(models_app)  # `models import`
     app.add_typer(models_app, name="models")

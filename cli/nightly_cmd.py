@@ -10,10 +10,16 @@ import os
 from typing import Annotated
 
 import typer
-from rich.console import Console
 
-from simpair.cli.common import HomeOption, NoPrefectOption, ProfileOption, SourcesOption
-from simpair.cli.failures import quiet_prefect_console
+from simpair.cli.common import (
+    HomeOption,
+    NoPrefectOption,
+    ProfileOption,
+    SourcesOption,
+    console,
+    print_markdown,
+)
+from simpair.cli.failures import fail, quiet_prefect_console
 
 
 def nightly(
@@ -40,15 +46,11 @@ def nightly(
 
         quiet_prefect_console()
 
-    console = Console(width=max(Console().width, 140))
     try:
         summary = run(profile=profile, force=force, home=home, sources=sources, wait_seconds=wait)
     except NightlyFailed as exc:
-        console.print(f"[bold red]error:[/] {exc}")
-        raise typer.Exit(code=1) from None
-    from rich.markdown import Markdown  # noqa: PLC0415
-
-    console.print(Markdown(summary.to_markdown()))
+        fail(str(exc), exc)
+    print_markdown(console(), summary.to_markdown())
 
 
 def register(app: typer.Typer) -> None:

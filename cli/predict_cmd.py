@@ -5,42 +5,48 @@ The predictor (and torch) is loaded inside the command, so `simpair --help` stay
 
 from __future__ import annotations
 
-import json
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
-from simpair.cli.common import HomeOption, ModelOption, resolve_model_option
+from simpair.cli.common import (
+    HomeOption,
+    JsonOutOption,
+    ModelOption,
+    ModelTaskOption,
+    Task,
+    report_console,
+    resolve_model_option,
+    write_json,
+)
 
 
 def predict(
     text_a: Annotated[str, typer.Argument(help="First sentence.")],
     text_b: Annotated[str, typer.Argument(help="Second sentence.")],
     model: ModelOption = None,
+    task: ModelTaskOption = Task.paraphrase,
     home: HomeOption = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
+    json_out: JsonOutOption = None,
 ) -> None:
     """Score one pair: score (0-1), and for paraphrase models probability and label."""
     from simpair import settings
     from simpair.predictors import load_predictor
 
-    model_dir = resolve_model_option(model, settings.home_dir(home))
+    model_dir = resolve_model_option(model, settings.home_dir(home), task)
     predictor = load_predictor(model_dir)
     out = predictor.predict([text_a], [text_b])
     result: dict[str, Any] = {k: v[0].item() for k, v in out.items()}
     result["truncated"] = bool(predictor.truncated([text_a], [text_b])[0])
     result["model"] = str(model_dir)
-    if as_json:
-        typer.echo(json.dumps(result))
-        return
     names = {"stacked": "stacked ensemble", "cascade": "bi -> cross cascade"}
     kind = names.get(predictor.kind, f"{predictor.kind}-encoder")
     table = Table("field", "value", title=f"{kind}, task {predictor.task}")
     for key, value in result.items():
         table.add_row(key, f"{value:.4f}" if isinstance(value, float) else str(value))
-    Console().print(table)
+    report_console(json_out).print(table)  # on stderr with --json -: stdout holds the JSON only
+    write_json(result, json_out)
 
 
 def register(app: typer.Typer) -> None:

@@ -10,10 +10,9 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
-from simpair.cli.common import HomeOption, load_config
+from simpair.cli.common import HomeOption, console, load_config
 
 
 def pretokenize(
@@ -28,7 +27,7 @@ def pretokenize(
     table = Table("dataset/split", "rows", "cache", "key")
     for ts in pretokenize_config(cfg, settings.home_dir(home)):
         table.add_row(f"{ts.dataset}/{ts.split}", str(ts.rows), "reused" if ts.reused else "built", ts.key)
-    Console().print(table)
+    console().print(table)
 
 
 def register(app: typer.Typer) -> None:

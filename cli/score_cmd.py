@@ -6,27 +6,29 @@ Prefect (and prefect-dask) are imported only inside the command that needs them,
 
 from __future__ import annotations
 
-import json
-import traceback
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
 from simpair.cli.common import (
-    EXIT_INT8_REFUSED,
-    EXIT_NO_MODEL,
     BackendOption,
     HomeOption,
     JsonOutOption,
+    ModelOption,
+    ModelTaskOption,
     NoPrefectOption,
     PrecisionOption,
+    StrictOption,
+    Task,
+    champion_of,
+    report_console,
+    require_registered,
     validation_message,
+    write_json,
 )
-from simpair.cli.failures import debug_enabled, quiet_prefect_console
+from simpair.cli.failures import fail, finish, quiet_prefect_console
 from simpair.cli.store_options import EmbeddingMemoryOption, EmbeddingStoreOption, ScoreCacheOption
 from simpair.defaults import (
     DEFAULT_BACKEND,
@@ -38,8 +40,6 @@ from simpair.defaults import (
 
 if TYPE_CHECKING:
     from simpair.scoring.summary import ScoreSummary
-
-EXIT_LOCKED = 3
 
 
 def summary_table(summary: ScoreSummary) -> Table:
@@ -74,10 +74,8 @@ def score(
         str, typer.Option(help="Folder or fsspec URL (s3://..., file://...) of Parquet batches.")
     ],
     out: Annotated[Path, typer.Option(help="Output folder: date=YYYY-MM-DD/ outputs, _rejects/, _ledger/.")],
-    model: Annotated[
-        str | None,
-        typer.Option(help="name@alias, name/version or a model folder (default simpair-paraphrase@champion)"),
-    ] = None,
+    model: ModelOption = None,
+    task: ModelTaskOption = Task.paraphrase,
     home: HomeOption = None,
     chunk_rows: Annotated[
         int, typer.Option(min=1, help="Rows per chunk (the unit of resume and fan-out).")
@@ -115,16 +113,23 @@ def score(
     ] = None,
     no_prefect: NoPrefectOption = False,
     json_out: JsonOutOption = None,
+    strict: StrictOption = False,
 ) -> None:
     """Score every new batch in the inbox exactly once with one pinned model (once per model
-    version: --rescore scores batches another version scored again)."""
+    version: --rescore scores batches another version scored again).
+
+    Rejected rows and quarantined files are kept with their reasons; with --strict they make the
+    exit code 3.
+    """
     from pydantic import ValidationError
 
+    from simpair import settings
     from simpair.runtime.int8_guard import Int8Refused
     from simpair.scoring.lock import RunLocked
     from simpair.scoring.options import ScoringOptions
 
-    console = Console()
+    console = report_console(json_out)
+    model = model or champion_of(task)
     if no_prefect and (dask_address or local_cluster):
         raise typer.BadParameter("--dask-address/--local-cluster need the Prefect flow (drop --no-prefect)")
     try:  # before Prefect starts, so a wrong combination is a usage error, not a failed flow run
@@ -136,6 +141,7 @@ def score(
         )  # fmt: skip
     except ValidationError as exc:
         raise typer.BadParameter(validation_message(exc)) from None
+    require_registered(model, settings.home_dir(home))  # an empty registry: before Prefect starts
     try:
         if no_prefect:
             from simpair.scoring import score_inbox
@@ -150,19 +156,15 @@ def score(
                 inbox, out, options=options, dask_address=dask_address, local_cluster=local_cluster
             )
     except RunLocked as exc:
-        console.print(f"[yellow]not started:[/] {exc}")
-        raise typer.Exit(EXIT_LOCKED) from None
-    except LookupError as exc:  # registry: no such model/alias
-        console.print(f"[red]no model:[/] {exc}")
-        raise typer.Exit(EXIT_NO_MODEL) from None
+        fail(f"not started: {exc}", exc)
+    except LookupError as exc:  # registry: no such model/alias; a folder that is no model
+        fail(str(exc), exc)
     except Int8Refused as exc:  # the parity guard: figures, limits and what to do, in one line
-        if debug_enabled():
-            traceback.print_exception(exc)
-        console.print(f"[red]not started:[/] {escape(str(exc))}", soft_wrap=True)
-        raise typer.Exit(EXIT_INT8_REFUSED) from None
+        fail(f"not started: {exc}", exc)
     console.print(summary_table(summary))
-    if json_out:
-        json_out.write_text(json.dumps(summary.to_dict(), indent=2, default=str) + "\n")
+    write_json(summary.to_dict(), json_out)
+    rejected = f"{summary.rows_rejected} rows rejected, {summary.files_quarantined} files quarantined"
+    finish(strict, summary.rows_rejected + summary.files_quarantined, rejected)
 
 
 def make_sample_inbox(

@@ -11,13 +11,13 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 
 from simpair.cli.common import (
     EvaluateAfterOption,
     HomeOption,
     JobsOption,
     ModelDirOutOption,
+    console,
     parse_split_option,
     print_eval,
     resolve_model_option,
@@ -83,14 +83,14 @@ def soup(
         )
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint="--member") from exc
-    console = Console()
-    console.print(f"model: {target}", soft_wrap=True)  # a path is copied whole, never wrapped
+    shown = console()
+    shown.print(f"model: {target}", soft_wrap=True)  # a path is copied whole, never wrapped
     metrics = json.loads((target / "metrics.json").read_text())
-    console.print_json(json.dumps({"dev": metrics["dev"], "soup": metrics["soup"]}))
+    shown.print_json(json.dumps({"dev": metrics["dev"], "soup": metrics["soup"]}))
     if splits:
         from simpair.evaluation.splits import evaluate_model
 
-        print_eval(console, evaluate_model(target, home_path, splits))
+        print_eval(shown, evaluate_model(target, home_path, splits))
 
 
 def register(app: typer.Typer) -> None:

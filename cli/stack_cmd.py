@@ -10,13 +10,13 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 
 from simpair.cli.common import (
     EvaluateAfterOption,
     HomeOption,
     JobsOption,
     ModelDirOutOption,
+    console,
     parse_split_option,
     print_combined,
     resolve_model_option,
@@ -84,7 +84,7 @@ def stack(
         )
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint="--member") from exc
-    print_combined(Console(), target, home_path, splits)
+    print_combined(console(), target, home_path, splits)
 
 
 def register(app: typer.Typer) -> None:

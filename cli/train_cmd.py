@@ -12,9 +12,8 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 
-from simpair.cli.common import HomeOption, load_config, print_eval
+from simpair.cli.common import HomeOption, console, load_config, print_eval
 
 
 def train(
@@ -40,14 +39,14 @@ def train(
     cfg = load_config(config, set_)
     home_path = settings.home_dir(home)
     result = train_model(cfg, home_path)
-    console = Console()
-    console.print(f"model: {result.model_dir}", soft_wrap=True)
-    console.print_json(json.dumps(result.metrics.get("dev", {})))
+    shown = console()
+    shown.print(f"model: {result.model_dir}", soft_wrap=True)
+    shown.print_json(json.dumps(result.metrics.get("dev", {})))
     if evaluate and cfg.evaluate_on:
         from simpair.evaluation.splits import evaluate_model
 
         ev = evaluate_model(result.model_dir, home_path, [(r.dataset, r.split) for r in cfg.evaluate_on])
-        print_eval(console, ev)
+        print_eval(shown, ev)
 
 
 def register(app: typer.Typer) -> None:
