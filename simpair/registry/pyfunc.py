@@ -50,7 +50,9 @@ def predictions_frame(task: str, out: dict[str, Any]) -> pd.DataFrame:
     frame = pd.DataFrame({"score": out["score"].astype("float32")})
     if task == "paraphrase":
         frame["probability"] = out["probability"].astype("float32")
-        frame["label"] = out["label"].astype("int32")
+        # a model imported with no dev file has no threshold: the label column is there, and empty
+        label = out.get("label")
+        frame["label"] = pd.array([None] * len(frame), "Int32") if label is None else label.astype("int32")
     if "scored_by" in out:
         frame["scored_by"] = [str(stage) for stage in out["scored_by"]]
     return frame

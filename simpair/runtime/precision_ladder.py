@@ -72,8 +72,11 @@ def dev_pairs(model_dir: Path, home: Path) -> tuple[str, Any]:
 
     metrics_file = model_dir / "metrics.json"
     metrics = json.loads(metrics_file.read_text()) if metrics_file.is_file() else {}
-    ids_file = model_dir / (ModelMetadata.read(model_dir).dev_pair_ids_file or "dev_pair_ids.txt")
+    meta = ModelMetadata.read(model_dir)
+    ids_file = model_dir / (meta.dev_pair_ids_file or "dev_pair_ids.txt")
     source = metrics.get("dev_source")
+    if (not source or not ids_file.is_file()) and meta.imported is not None:
+        raise NoDevSplit("imported without a dev file")
     if not source or not ids_file.is_file():
         raise NoDevSplit(
             f"{model_dir.name} records no dev split (metrics.json dev_source and {ids_file.name}), "
@@ -163,8 +166,13 @@ def measure(
     limits: Limits | None = None,
     threads: int | None = None,
     recheck_max_share: float = recheck.MAX_SHARE,
+    dev: tuple[str, Any] | None = None,
 ) -> PrecisionVerdict:
     """Run every rung of the ladder on the model's dev pairs, each against fp32, and judge it.
+
+    `dev` ((where from, frame with text_a, text_b, label, score)) replaces the recorded dev split: a
+    model imported with a dev file of the user's own (`simpair.registry.imported`) has no split in
+    the pipeline home.
 
     Loading a model for a rung sets torch's thread count for the process (a scoring process wants
     that); a night measures in the middle of its own work, so the count it had is put back after.
@@ -175,13 +183,18 @@ def measure(
 
     threads_before = torch.get_num_threads()
     try:
-        return _measure(model_dir, home, limits, threads, recheck_max_share)
+        return _measure(model_dir, home, limits, threads, recheck_max_share, dev)
     finally:
         torch.set_num_threads(threads_before)
 
 
 def _measure(
-    model_dir: Path, home: Path, limits: Limits | None, threads: int | None, recheck_max_share: float
+    model_dir: Path,
+    home: Path,
+    limits: Limits | None,
+    threads: int | None,
+    recheck_max_share: float,
+    dev: tuple[str, Any] | None = None,
 ) -> PrecisionVerdict:
     from simpair.models.device import native_bf16, pick_device
     from simpair.runtime.loading import bf16_runtimes, default_threads, load_pinned
@@ -189,7 +202,7 @@ def _measure(
     limits = limits or Limits.from_env()
     threads = threads or default_threads()
     model_dir = Path(model_dir)
-    split, frame = dev_pairs(model_dir, home)
+    split, frame = dev if dev is not None else dev_pairs(model_dir, home)
     text_a, text_b = frame["text_a"].to_list(), frame["text_b"].to_list()
     device = pick_device("auto")
     fp32 = load_pinned(str(model_dir), threads, "auto", "fp32")  # what fp32 scoring runs (ORT on CPU)

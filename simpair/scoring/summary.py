@@ -7,6 +7,7 @@ in the ledger's `runs` table.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 from simpair.model_ref import ModelRef
 from simpair.runtime.embedding_store import store_line
@@ -43,6 +44,8 @@ class ScoreSummary:
     embedding_memory_hits: int = 0  # distinct sentences per chunk found in the store's memory
     embedding_disk_hits: int = 0  # ... or on its disk
     rescore: str | None = None  # the run's re-scoring window and why; None when it scored new batches only
+    # a paraphrase model with no chosen threshold (imported without a dev file): why `label` is empty
+    threshold_note: str | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -94,6 +97,7 @@ def summarize(
     summary.rows_scored_this_run = sum(c.rows_scored for c in chunk_results)
     summary.embedding_store, summary.embedding_store_kept = embedding_store, embedding_store_kept
     summary.rescore = rescore
+    summary.threshold_note = threshold_note(model)
     summary.sentences_encoded = sum(c.sentences_encoded for c in chunk_results)
     summary.embedding_memory_hits = sum(c.memory_hits for c in chunk_results)
     summary.embedding_disk_hits = sum(c.disk_hits for c in chunk_results)
@@ -103,8 +107,28 @@ def summarize(
     return summary
 
 
+def threshold_note(model: ModelRef) -> str | None:
+    """Why a paraphrase model's rows carry no label: its threshold was never chosen (imported with no
+    dev file), so scoring writes the probability only and leaves `label` null. None otherwise."""
+    from simpair.models.metadata import ModelMetadata
+
+    try:
+        meta = ModelMetadata.read(Path(model.local_dir))
+    except (OSError, ValueError):
+        return None
+    if meta.task != "paraphrase" or meta.threshold_chosen:
+        return None
+    return "no threshold (no dev file): probability only, label left empty"
+
+
 def precision_note(summary: ScoreSummary) -> str:
-    """One phrase saying what the run's precision means for its scores (console and artifact)."""
+    """One phrase saying what the run's precision means for its scores (console and artifact), and,
+    for a model with no threshold, that its rows carry a probability and no label."""
+    note = _precision_note(summary)
+    return f"{note}; {summary.threshold_note}" if summary.threshold_note else note
+
+
+def _precision_note(summary: ScoreSummary) -> str:
     if summary.precision_why:  # auto: "auto: int8 (0.2% flips, metric -0.001, 2.9x fp32)"
         return summary.precision_why
     if summary.precision_requested != summary.precision:
