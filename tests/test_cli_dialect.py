@@ -1,0 +1,191 @@
+"""Every `simpair` command speaks one dialect: exit codes, `error:` lines, `--json`, default model, output.
+
+- A refusal is one `error:` line on stderr and exit 1, nothing on stdout; a traceback only with --debug.
+- `--strict` turns "finished, but rows were quarantined or rejected" into exit 3.
+- `--json PATH` writes the result to PATH, `--json -` to stdout, which then holds the JSON only.
+- Without `--model`, a command uses its task's champion, and its --help says so.
+- Other libraries' log lines stay off the console; piped output and piped --help are never wrapped.
+- An empty registry fails at once, saying how to get a model.
+
+The stderr/stdout split and the exit code of the real process are checked through `.venv/bin/simpair`
+where `CliRunner` would hide them (it calls the command underneath the app's own error handling).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from ingest_helpers import TOY_CONTRACT
+from test_scoring_support import make_pairs, write_batch
+from typer.testing import CliRunner
+
+from simpair.cli import app
+from simpair.models import save_tiny_model
+
+SIMPAIR = str(Path(sys.executable).with_name("simpair"))
+
+
+def _run(args: list[str], home: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    """The installed command in a fresh process, with its own home and tracking store."""
+    environ = {k: v for k, v in os.environ.items() if k not in ("MLFLOW_TRACKING_URI", "SIMPAIR_DEBUG")}
+    environ.update(SIMPAIR_HOME=str(home), **env)
+    return subprocess.run([SIMPAIR, *args], capture_output=True, text=True, env=environ, timeout=300)
+
+
+def _one_error_line(stderr: str) -> str:
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: "), stderr
+    return lines[0]
+
+
+def test_empty_registry_fails_at_once_with_what_to_do(tmp_path: Path) -> None:
+    """On a fresh home `simpair score` (through Prefect by default) used to start Prefect, retry the
+    model lookup and print `no model:` on stdout with exit 4, after 47 s on 2 cores."""
+    (tmp_path / "inbox").mkdir()
+    started = time.perf_counter()
+    done = _run(["score", "--inbox", str(tmp_path / "inbox"), "--out", str(tmp_path / "out")], tmp_path / "h")
+    seconds = time.perf_counter() - started
+    assert done.returncode == 1 and done.stdout == "", done.stdout + done.stderr
+    line = _one_error_line(done.stderr)
+    assert line.startswith("error: no model simpair-paraphrase@champion in the registry at sqlite:")
+    assert "`simpair nightly`" in line and "`simpair models import DIR --task paraphrase`" in line
+    assert seconds < 20, f"{seconds:.1f}s to fail"  # 1.4 s measured: no Prefect, no MLflow import
+    assert not (tmp_path / "h" / "mlflow" / "mlflow.db").exists()  # nothing created to say no
+
+
+def test_models_on_an_empty_registry_hints_and_reports_json(home: Path) -> None:
+    result = CliRunner().invoke(app, ["models", "--home", str(home), "--json", "-"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout) == []  # stdout holds the JSON only
+    assert "no model registered in" in result.stderr and "simpair models import DIR" in result.stderr
+
+
+def test_a_folder_that_is_no_model_is_one_error_line_with_the_traceback_on_request(tmp_path: Path) -> None:
+    """Scoring errors used to print `no model: ...` over several lines on stdout and exit 4."""
+    (tmp_path / "inbox").mkdir()
+    (tmp_path / "not-a-model").mkdir()
+    args = ["score", "--no-prefect", "--inbox", str(tmp_path / "inbox"), "--out", str(tmp_path / "out")]
+    args += ["--model", str(tmp_path / "not-a-model")]
+    done = _run(args, tmp_path / "h")
+    assert done.returncode == 1 and done.stdout == "", done.stdout + done.stderr
+    assert "not-a-model" in _one_error_line(done.stderr)
+    debug = _run(["--debug", *args], tmp_path / "h")
+    assert debug.returncode == 1 and debug.stdout == ""
+    assert "Traceback (most recent call last)" in debug.stderr
+    assert debug.stderr.rstrip().splitlines()[-1].startswith("error: ")
+
+
+def test_usage_errors_exit_2_on_stderr(tmp_path: Path) -> None:
+    done = _run(["score", "--inbox", "x", "--out", "y", "--chunk-rows", "0"], tmp_path / "h")
+    assert done.returncode == 2 and done.stdout == "" and "--chunk-rows" in done.stderr
+
+
+def test_predict_json_to_stdout_quiet_libraries_and_the_default_in_help(tmp_path: Path) -> None:
+    """`predict --json` was a flag; transformers warned `(800 > 512)` for a pair it then truncated."""
+    model = save_tiny_model(tmp_path / "cross")
+    long_text = " ".join(["word"] * 800)
+    done = _run(["predict", long_text, "short", "--model", str(model), "--json", "-"], tmp_path / "h")
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)  # stdout holds the JSON only; the table went to stderr
+    assert result["truncated"] is True and result["model"] == str(model)
+    assert "Token indices sequence length" not in done.stderr and "[transformers]" not in done.stderr
+    assert "truncated" in done.stderr  # the table a person reads
+
+
+def test_mlflow_lines_stay_off_the_console(tmp_path: Path) -> None:
+    """`INFO mlflow.store.db.utils: Creating initial MLflow database tables...` on a fresh home."""
+    done = _run(["rollback"], tmp_path / "h")
+    assert done.returncode == 1 and done.stdout == "", done.stdout + done.stderr
+    assert "mlflow" not in done.stderr.lower().replace("mlflow.db", "")
+    assert "has no champion" in _one_error_line(done.stderr)
+
+
+def test_help_names_each_default_model_and_is_not_cut_when_piped(tmp_path: Path) -> None:
+    """Piped --help was 80 columns: `simpair-paraphr…`."""
+    score = _run(["score", "--help"], tmp_path / "h")
+    assert "…" not in score.stdout
+    assert any(
+        "simpair-paraphrase@champion (simpair-sts@champion with --task sts)" in x
+        for x in score.stdout.splitlines()
+    )
+    defaults = {
+        "predict": "simpair-paraphrase@champion",
+        "evaluate": "simpair-paraphrase@champion",
+        "encode": "simpair-sts@champion",
+        "mine": "simpair-sts@champion",
+    }
+    for command, default in defaults.items():
+        shown = _run([command, "--help"], tmp_path / "h").stdout
+        assert default in shown and "…" not in shown, command
+
+
+def test_predict_defaults_to_the_champion_not_the_newest_folder(home: Path) -> None:
+    """predict and evaluate used to take the newest folder under <home>/models when --model was not given."""
+    save_tiny_model(home / "models" / "newest")
+    result = CliRunner().invoke(app, ["predict", "a", "b", "--home", str(home)])
+    assert result.exit_code == 1
+    assert "error: no model simpair-paraphrase@champion in the registry" in result.stderr
+    sts = CliRunner().invoke(app, ["evaluate", "--task", "sts", "--home", str(home)])
+    assert sts.exit_code == 1 and "--task sts`" in sts.stderr
+
+
+def test_piped_tables_keep_paths_whole(tmp_path: Path) -> None:
+    """A console that is not a terminal was 80 columns wide: a long model path was folded mid-name."""
+    deep = tmp_path / ("a-rather-long-folder-name-for-a-model-" * 3) / "cross"
+    model = save_tiny_model(deep)
+    result = CliRunner().invoke(
+        app, ["predict", "a", "b", "--model", str(model), "--home", str(tmp_path / "h")]
+    )
+    assert result.exit_code == 0, result.output
+    assert any(str(model) in line for line in result.stdout.splitlines()), result.stdout
+
+
+def _toy_sources(root: Path, bad_rows: int) -> tuple[Path, Path]:
+    sources, contracts = root / "sources", root / "contracts"
+    (sources / "toy").mkdir(parents=True)
+    contracts.mkdir()
+    lines = "".join(f"{i % 2}\tfirst sentence {i}\tsecond sentence {i}\n" for i in range(20))
+    lines += "".join(f"7\tbad label {i}\tstill bad {i}\n" for i in range(bad_rows))
+    (sources / "toy" / "train.tsv").write_text("label\ta\tb\n" + lines)
+    (sources / "toy" / "test.tsv").write_text("label\ta\tb\n1\ttest one\ttest two\n")
+    (contracts / "toy.yaml").write_text(TOY_CONTRACT)
+    return sources, contracts
+
+
+@pytest.mark.parametrize("bad_rows", [0, 2])
+def test_ingest_strict_exits_3_when_rows_are_quarantined(tmp_path: Path, home: Path, bad_rows: int) -> None:
+    sources, contracts = _toy_sources(tmp_path, bad_rows)
+    args = ["ingest", "--sources", str(sources), "--contracts", str(contracts), "--home", str(home)]
+    result = CliRunner().invoke(app, [*args, "--no-prefect", "--strict", "--json", str(tmp_path / "r.json")])
+    assert result.exit_code == (3 if bad_rows else 0), result.output
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["datasets"][0]["splits"][0]["quarantined"] == bad_rows
+    if bad_rows:
+        assert "strict: 2 rows quarantined" in result.stderr
+        again = CliRunner().invoke(app, [*args, "--no-prefect", "--report-json", str(tmp_path / "old.json")])
+        assert again.exit_code == 0 and (tmp_path / "old.json").exists()  # the old spelling, still read
+
+
+def test_score_strict_exits_3_on_rejected_rows_and_json_to_stdout(tmp_path: Path, home: Path) -> None:
+    table = make_pairs(40, seed=3)
+    text_b = table.column("text_b").to_pylist()
+    text_b[1] = "  "  # rejected: blank text
+    write_batch(
+        table.set_column(2, "text_b", pa.array(text_b, pa.string())), tmp_path / "inbox" / "a.parquet"
+    )
+    model = save_tiny_model(tmp_path / "cross")
+    args = ["score", "--inbox", str(tmp_path / "inbox"), "--out", str(tmp_path / "out"), "--home", str(home)]
+    result = CliRunner().invoke(
+        app, [*args, "--model", str(model), "--no-prefect", "--strict", "--json", "-"]
+    )
+    assert result.exit_code == 3, result.output
+    summary = json.loads(result.stdout)  # the table went to stderr
+    assert summary["rows_rejected"] == 1 and summary["rows_scored"] == 39
+    assert "strict: 1 rows rejected, 0 files quarantined" in result.stderr
