@@ -237,18 +237,19 @@ QUOTED_TEXT_SHARE = 0.05
 
 def _warnings(contract: Contract, outputs: Outputs) -> list[str]:
     """One line per thing in the clean rows that looks wrong without failing any check."""
-    texts = 2 * sum(outputs.clean.values())
-    quoted = sum(outputs.quoted.values())
+    quoted = sum(n for n, _ in outputs.quoted.values())
+    texts = sum(checked for _, checked in outputs.quoted.values())
     if not texts or quoted <= QUOTED_TEXT_SHARE * texts:
         return []
     fmt = contract.format
-    where = ", ".join(f"{n} in {split}" for split, n in outputs.quoted.items() if n)
+    where = ", ".join(f"{n} in {split}" for split, (n, _) in outputs.quoted.items() if n)
     if fmt.kind == "delimited" and fmt.quoting == "none":
         fix = f"the file looks CSV-quoted: set format.quoting: csv in {contract.source_path}"
     else:
         fix = "check how the source quotes its fields"
+    first = "" if texts == 2 * sum(outputs.clean.values()) else "the first "
     return [
-        f"{quoted} of {texts} clean texts ({quoted / texts:.0%}; {where}) start and end with "
+        f"{quoted} of {first}{texts} clean texts ({quoted / texts:.0%}; {where}) start and end with "
         f"{fmt.quotechar!r}, the quotes kept as text; {fix}"
     ]
 
