@@ -282,7 +282,11 @@ class LabelSpec(_Strict):
 
 
 class Checks(_Strict):
-    """Row checks (pandera; a failing row is quarantined with the check's reason) and split guards."""
+    """Row checks and split guards.
+
+    The checks run as polars expressions (`simpair.ingest.checks`); a failing row is quarantined with the
+    check's reason and a detail naming the field, its value and the rule (`score 7.2 outside [0, 5]`).
+    """
 
     non_empty_texts: bool = True
     label_domain: bool = True
