@@ -17,10 +17,12 @@ install: $(STAMP)
 # One pip run resolves torch and the project together (two runs resolved and checked everything twice).
 # --no-compile: pip would byte-compile every file of 2.3 GB of packages; Python compiles the modules
 # a run imports, once, on first import.
-$(STAMP): pyproject.toml
+# -c constraints.txt: the tested set, every other package at the version the suite passes with
+# (pyproject.toml keeps only lower bounds and major caps, for those who install simpair as a package).
+$(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q --no-compile torch==2.13.0 -e '.[dev]'
+	$(BIN)/python -m pip install -q --no-compile -c constraints.txt torch==2.13.0 -e '.[dev]'
 	touch $(STAMP)
 
 # Everything the pipeline writes goes under SIMPAIR_HOME (gitignored). `make run ARGS=--force` retrains
@@ -78,7 +80,7 @@ format: install
 	$(BIN)/ruff check --fix $(LINTED)
 
 bench: install
-	$(BIN)/python -m pip install -q -e '.[bench]'
+	$(BIN)/python -m pip install -q -c constraints.txt -e '.[bench]'
 	$(BIN)/python benchmarks/ingest.py
 	$(BIN)/python benchmarks/quality.py
 	$(BIN)/python benchmarks/score.py

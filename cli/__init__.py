@@ -26,6 +26,7 @@ from simpair.cli import (  # noqa: E402
     contract_cmd,
     encode_cmd,
     evaluate_cmd,
+    info_cmd,
     ingest_cmd,
     mine_cmd,
     models_cmd,
@@ -47,8 +48,24 @@ app = SimpairTyper(
 )
 
 
+def _print_version(value: bool) -> None:
+    """`simpair --version`: the installed version, then exit before any command runs."""
+    if value:
+        typer.echo(f"simpair {info_cmd.simpair_version()}")
+        raise typer.Exit()
+
+
 @app.callback()
 def main(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            callback=_print_version,
+            is_eager=True,
+            help="Print the installed version and exit.",
+        ),
+    ] = False,
     debug: Annotated[
         bool,
         typer.Option(
@@ -78,5 +95,6 @@ for module in (
     score_cmd,
     encode_cmd,
     mine_cmd,
+    info_cmd,
 ):
     module.register(app)

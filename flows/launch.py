@@ -31,6 +31,9 @@ def ingest(
     Called for its return value (or the `IngestFailedError` carrying the report), not its final state:
     a state read back from a busy API may carry no data (see `nightly`).
     """
+    from simpair import settings
+
+    settings.sources_dir(sources)  # no sources at all fails here, before Prefect is imported or started
     from simpair.flows.ingest import ingest_flow
     from simpair.ingest.report import IngestFailedError
 
@@ -117,6 +120,9 @@ def nightly(
     The flow is called for its return value, not its final state: the engine keeps the summary in
     memory, whereas a state read back from a busy API (SQLite "database is locked") may carry no data.
     """
+    from simpair import settings
+
+    settings.sources_dir(sources)  # every night ingests first: no sources fails before Prefect starts
     from simpair.flows.nightly_retrain import nightly_retrain
     from simpair.nightly.summary import NightlyFailed
 

@@ -271,7 +271,7 @@ class _Starter:
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 env={**self.env, **(extra_env or {})},
-                cwd=str(settings.PROJECT_ROOT),
+                cwd=str(settings.CHECKOUT or self.root),
                 start_new_session=True,  # its own process group: `down` stops it and its children
             )
         proc = Proc(name, popen.pid, str(log), argv, dict(extra_env or {}))
@@ -374,7 +374,7 @@ def up(
                     stderr=subprocess.STDOUT,
                     stdin=subprocess.DEVNULL,
                     env={**base, **client, "SIMPAIR_APPLY_POOL_WAIT_SECONDS": f"{max(30.0, timeout):g}"},
-                    cwd=str(settings.PROJECT_ROOT),
+                    cwd=str(settings.CHECKOUT or root),
                     start_new_session=True,
                 )
         workers = [f"worker-{pool}" for pool in POOLS]

@@ -238,6 +238,7 @@ def night_in_process(
     plan = with_dispatch(load_profile(profile), dispatch)
     if plan.dispatch.mode == "pool":
         raise pool_needs_prefect(plan)
+    settings.sources_dir(sources)  # every night ingests first: no sources fails before anything is written
     home_dir = settings.home_dir(home)
     runner = RetryingInProcess(plan.retries, RETRIED)
     return run_night(

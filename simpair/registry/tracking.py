@@ -86,8 +86,14 @@ def check_reachable(home: Path) -> str:
     return settings.tracking_uri(home)
 
 
-def git_commit(repo: Path = settings.PROJECT_ROOT) -> str | None:
-    """The checkout's commit (suffixed `-dirty` when the tree has changes); None outside git."""
+def git_commit(repo: Path | None = settings.CHECKOUT) -> str | None:
+    """The checkout's commit (suffixed `-dirty` when the tree has changes); None outside git.
+
+    Installed from a wheel there is no checkout (None): a git repository that merely holds the
+    virtual environment is not simpair's source and must not be recorded as its commit.
+    """
+    if repo is None:
+        return None
     try:
         sha = subprocess.run(
             ["git", "-C", str(repo), "rev-parse", "HEAD"],

@@ -1,0 +1,322 @@
+"""Installed from its wheel, simpair behaves like a package: a new user's first hour, outside the checkout.
+
+The test builds the wheel, installs it into a fresh virtual environment in a temporary folder and runs
+that environment's `simpair` from a working directory outside the checkout, as a team would after
+`pip install simpair-*.whl`: `--version`, `info`, a command that needs sources without any, ingest of a
+small CSV of the user's own through a contract of their own, a smoke train of a tiny model, and scoring
+of a Parquet batch with it. Nothing may be written under the new environment (site-packages included)
+nor under the checkout: everything goes to `$SIMPAIR_HOME` and the folders the commands are given.
+
+The dependencies (2 GB: torch, Prefect, MLflow ...) are not installed again: a `.pth` file in the new
+environment names this test environment's site-packages. A path line in a `.pth` file adds the folder
+only; the `.pth` files inside it are not run, so the editable install of the checkout stays invisible
+and `import simpair` can only find the wheel's copy (the test checks that).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import time
+import zipfile
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+# What the wheel is built from (setuptools writes build/ and *.egg-info into its source tree, so the
+# build runs on a copy and the checkout stays untouched).
+WHEEL_SOURCES = (
+    "pyproject.toml",
+    "README.md",
+    "simpair",
+    "cli",
+    "tasks",
+    "flows",
+    "configs",
+    "data_contracts",
+)
+SKIPPED_IN_CHECKOUT = {".git", ".venv", "__pycache__", ".pytest_cache", ".hypothesis", ".ruff_cache"}
+
+CONTRACT = """\
+dataset: teampairs
+contract_version: "1.0.0"
+description: A team's own paraphrase pairs, as a CSV with a header.
+format:
+  delimiter: ","
+  quoting: csv
+  header: true
+  encoding: utf-8
+  field_counts: [4]
+files:
+  - {split: train, role: train, pattern: "teampairs/train.csv"}
+  - {split: test, role: test, pattern: "teampairs/test.csv"}
+columns:
+  pair_id: id
+  text_a: question1
+  text_b: question2
+  label: is_duplicate
+label:
+  kind: binary
+  values: [0, 1]
+"""
+
+TRAIN_CONFIG = """\
+name: team-smoke
+task: paraphrase
+kind: cross
+objective: bce
+backbone: tiny
+train:
+  - {dataset: teampairs, split: train}
+dev: {split: null, carve_fraction: 0.25, carve_seed: 13}
+evaluate_on:
+  - {dataset: teampairs, split: test}
+max_length: 32
+epochs: 1
+batch_size: 8
+learning_rate: 1.0e-3
+max_steps: 3
+early_stopping_patience: null
+seed: 42
+"""
+
+TOPICS = [
+    "the weather in Paris",
+    "learning to play the guitar",
+    "saving money for a house",
+    "training a puppy to sit",
+    "cooking rice without a cooker",
+    "fixing a flat bicycle tyre",
+    "growing tomatoes on a balcony",
+    "writing a good cover letter",
+]
+
+
+def _pairs(count: int, offset: int) -> list[tuple[str, str, str, int]]:
+    """`count` distinct (id, question1, question2, is_duplicate) rows: paraphrases and unrelated pairs."""
+    rows = []
+    for i in range(offset, offset + count):
+        topic, other = TOPICS[i % len(TOPICS)], TOPICS[(i + 3) % len(TOPICS)]
+        first = f"How do I get better at {topic} (question {i})?"
+        if i % 2 == 0:
+            rows.append((f"q{i}", first, f"What is the best way to improve at {topic}, case {i}?", 1))
+        else:
+            rows.append((f"q{i}", first, f"Why do people care about {other}, case {i}?", 0))
+    return rows
+
+
+def _write_csv(path: Path, rows: list[tuple[str, str, str, int]]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lines = ["id,question1,question2,is_duplicate"]
+    lines += [f'{pid},"{a}","{b}",{label}' for pid, a, b, label in rows]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def _tree(root: Path) -> dict[str, tuple[int, int]]:
+    """Every file under `root` with its size and modification time."""
+    found = {}
+    for folder, _dirs, files in os.walk(root):
+        for name in files:
+            path = Path(folder) / name
+            stat = path.lstat()
+            found[str(path.relative_to(root))] = (stat.st_size, stat.st_mtime_ns)
+    return found
+
+
+def _written_in_checkout(since_ns: int) -> list[str]:
+    """Files in the checkout written after `since_ns`, ignored folders (.simpair/, build/) included."""
+    written = []
+    for folder, dirs, files in os.walk(ROOT):
+        dirs[:] = [d for d in dirs if d not in SKIPPED_IN_CHECKOUT]
+        written += [
+            str((Path(folder) / n).relative_to(ROOT))
+            for n in files
+            if (Path(folder) / n).lstat().st_mtime_ns >= since_ns
+        ]
+    return written
+
+
+def _git_status() -> str:
+    return subprocess.run(
+        ["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=all"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+
+
+def _build_wheel(tmp: Path) -> Path:
+    src = tmp / "src"
+    src.mkdir()
+    for name in WHEEL_SOURCES:
+        if (ROOT / name).is_dir():
+            shutil.copytree(ROOT / name, src / name, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy2(ROOT / name, src / name)
+    wheels = tmp / "wheels"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", wheels, src],
+        check=True,
+        capture_output=True,
+    )
+    (wheel,) = wheels.glob("simpair-*.whl")
+    return wheel
+
+
+def _fresh_venv(tmp: Path, wheel: Path) -> tuple[Path, Path]:
+    """(venv, its site-packages): a new environment holding only the wheel, this one's packages beside it."""
+    venv = tmp / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", venv], check=True, capture_output=True)
+    python = venv / "bin" / "python"
+    site = Path(
+        subprocess.run(
+            [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+    )
+    ours = {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
+    (site / "test-environment-packages.pth").write_text("".join(f"{p}\n" for p in sorted(ours)))
+    # pip comes from the test environment through the .pth; --ignore-installed: the checkout's editable
+    # simpair is visible to pip's metadata scan, and must be neither uninstalled nor taken as satisfying.
+    subprocess.run(
+        [python, "-m", "pip", "install", "-q", "--no-deps", "--no-index", "--ignore-installed",
+         "--no-compile", wheel],
+        check=True,
+        capture_output=True,
+        env={**_base_env(tmp), "PIP_DISABLE_PIP_VERSION_CHECK": "1"},
+    )  # fmt: skip
+    return venv, site
+
+
+def _base_env(tmp: Path) -> dict[str, str]:
+    """A clean environment: no SIMPAIR_*, MLFLOW_* or PREFECT_* of the test run, a home of its own."""
+    user = tmp / "user"
+    user.mkdir(exist_ok=True)
+    return {
+        "PATH": f"{tmp / 'venv' / 'bin'}:/usr/bin:/bin",
+        "HOME": str(user),
+        "LANG": "C.UTF-8",
+        "HF_HUB_OFFLINE": "1",
+        "TOKENIZERS_PARALLELISM": "false",
+        "OMP_NUM_THREADS": "1",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+    }
+
+
+def score_with_a_model_the_user_brings(run, work: Path, inbox: Path) -> None:  # noqa: ANN001
+    """The installed package with a model the user already has (a sentence-transformers folder).
+
+    This is where scoring with such a folder and `simpair models import` of it belong once the
+    installed CLI takes one; the checks before and after the call already cover every write they make.
+    """
+
+
+@pytest.mark.integration
+def test_wheel_installs_and_runs_a_first_hour_outside_the_checkout(tmp_path: Path) -> None:
+    started = time.monotonic()
+    checkout_before, since_ns = _git_status(), time.time_ns()
+    wheel = _build_wheel(tmp_path)
+    built = time.monotonic()
+    assert "simpair/data_contracts/scoring_input.yaml" in zipfile.ZipFile(wheel).namelist()
+    venv, site = _fresh_venv(tmp_path, wheel)
+    installed = time.monotonic()
+
+    env = {**_base_env(tmp_path), "SIMPAIR_HOME": str(tmp_path / "home")}
+    work = tmp_path / "work"  # the user's working directory, outside the checkout
+    work.mkdir()
+
+    def run(*args: str, extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(venv / "bin" / "simpair"), *args],
+            cwd=work,
+            env={**env, **(extra_env or {})},
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+
+    where = "import simpair, simpair.settings as s; print(simpair.__file__, s.CHECKOUT)"
+    probe = subprocess.run(
+        [venv / "bin" / "python", "-c", where], cwd=work, env=env, capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert Path(probe[0]).is_relative_to(site) and not Path(probe[0]).is_relative_to(ROOT), probe
+    assert probe[1] == "None"
+    venv_before = _tree(venv)
+
+    version = run("--version")
+    assert (version.returncode, version.stdout) == (0, "simpair 0.1.0\n"), version
+
+    # info names where things go, before any of them exists, and creates none of them
+    facts = run("info", "--json", "-", extra_env={"SIMPAIR_HOME": ""})
+    assert facts.returncode == 0, facts.stderr
+    info = json.loads(facts.stdout)
+    assert info["checkout"] is None and info["sources"] is None
+    assert info["home"] == str(tmp_path / "user" / ".local" / "share" / "simpair")  # the user data dir
+    assert not Path(info["home"]).exists()
+    assert Path(info["contracts"]).is_relative_to(site) and Path(info["configs"], "nightly.yaml").is_file()
+    text = run("info")
+    assert text.returncode == 0 and "sources:" in text.stdout and "SIMPAIR_SOURCES" in text.stdout, text
+    assert not (tmp_path / "home").exists()
+
+    # a command that needs sources, given none: one line that says how to give them
+    contracts = tmp_path / "contracts"
+    contracts.mkdir()
+    (contracts / "teampairs.yaml").write_text(CONTRACT)
+    no_sources = run("ingest", "--no-prefect", "--contracts", str(contracts))
+    assert no_sources.returncode == 1, no_sources
+    assert len(no_sources.stderr.strip().splitlines()) == 1, no_sources.stderr
+    assert "--sources" in no_sources.stderr and "SIMPAIR_SOURCES" in no_sources.stderr
+
+    sources = tmp_path / "sources"
+    _write_csv(sources / "teampairs" / "train.csv", _pairs(48, 0))
+    _write_csv(sources / "teampairs" / "test.csv", _pairs(16, 100))
+    ingest = run("ingest", "--no-prefect", "--sources", str(sources), "--contracts", str(contracts))
+    assert ingest.returncode == 0, ingest.stdout + ingest.stderr
+    assert list((tmp_path / "home" / "datasets" / "teampairs").rglob("*.parquet")), ingest.stdout
+    ingested = time.monotonic()
+
+    config = work / "team-smoke.yaml"
+    config.write_text(TRAIN_CONFIG)
+    train = run("train", "--config", str(config))
+    assert train.returncode == 0, train.stdout + train.stderr
+    model_line = next(line for line in train.stdout.splitlines() if line.startswith("model: "))
+    model = Path(model_line.removeprefix("model: ").strip())
+    assert model.is_relative_to(tmp_path / "home") and (model / "simpair.json").is_file(), model
+    trained = time.monotonic()
+
+    inbox, out = tmp_path / "inbox", tmp_path / "scored"
+    inbox.mkdir()
+    batch = _pairs(24, 500)
+    table = pa.table(
+        {"pair_id": [r[0] for r in batch], "text_a": [r[1] for r in batch], "text_b": [r[2] for r in batch]}
+    )
+    pq.write_table(table, inbox / "batch-001.parquet")
+    score = run("score", "--no-prefect", "--inbox", str(inbox), "--out", str(out), "--model", str(model))
+    assert score.returncode == 0, score.stdout + score.stderr
+    scored = [p for p in out.rglob("*.parquet") if "_rejects" not in p.parts and "_ledger" not in p.parts]
+    assert scored and sum(pq.read_metadata(p).num_rows for p in scored) == len(batch), sorted(out.rglob("*"))
+
+    score_with_a_model_the_user_brings(run, work, inbox)
+
+    # nothing under the new environment (its site-packages included), nothing in the checkout
+    assert _tree(venv) == venv_before
+    assert _git_status() == checkout_before
+    assert _written_in_checkout(since_ns) == []
+    timings = {
+        "wheel": built - started,
+        "venv+install": installed - built,
+        "version/info/ingest": ingested - installed,
+        "train": trained - ingested,
+        "score": time.monotonic() - trained,
+    }
+    print("timings: " + ", ".join(f"{k} {v:.1f} s" for k, v in timings.items()))
