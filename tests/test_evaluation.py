@@ -126,14 +126,37 @@ def test_cli_train_evaluate_predict(home: Path, tmp_path: Path) -> None:
     )
     assert res.exit_code == 0, res.output
     assert "model:" in res.output and "msrp/test" in res.output
+    model = res.stdout.split("model: ", 1)[1].splitlines()[0].strip()  # the default is the champion
     res = runner.invoke(
-        app, ["evaluate", "--home", str(home), "--split", "msrp/test", "--out", str(tmp_path / "ev")]
+        app,
+        [
+            "evaluate",
+            "--model",
+            model,
+            "--home",
+            str(home),
+            "--split",
+            "msrp/test",
+            "--out",
+            str(tmp_path / "ev"),
+        ],
     )
     assert res.exit_code == 0, res.output
     assert (tmp_path / "ev" / "report.md").exists()
-    res = runner.invoke(app, ["predict", "A cat sat.", "A cat was sitting.", "--home", str(home), "--json"])
+    said = [
+        "predict",
+        "A cat sat.",
+        "A cat was sitting.",
+        "--model",
+        model,
+        "--home",
+        str(home),
+        "--json",
+        "-",
+    ]
+    res = runner.invoke(app, said)
     assert res.exit_code == 0, res.output
-    out = json.loads(res.output.strip().splitlines()[-1])
+    out = json.loads(res.stdout)  # stdout holds the JSON only
     assert 0 <= out["probability"] <= 1 and out["label"] in (0, 1) and out["truncated"] is False
     bad = runner.invoke(
         app, ["train", "--config", str(repo / "configs" / "smoke-paraphrase.yaml"), "--set", "epochz=1"]

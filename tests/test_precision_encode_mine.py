@@ -117,7 +117,7 @@ def test_mine_takes_precision_and_an_int8_the_guard_refused_stops_with_one_line(
     edge = _knife_edge(tmp_path / "edge", dev_ids, home)
     args = [*base, "--output", str(tmp_path / "x.parquet"), "--precision", "int8", "--rerank", str(edge)]
     refused = CliRunner().invoke(app, args, terminal_width=400)
-    assert refused.exit_code == 5, refused.output
-    (line,) = [x for x in refused.output.splitlines() if x.startswith("not started:")]
+    assert refused.exit_code == 1 and refused.stdout == "", refused.output
+    (line,) = [x for x in refused.stderr.splitlines() if x.startswith("error: not started:")]
     assert "int8 refused for edge/" in line and "of dev labels" in line, line
     assert not (tmp_path / "x.parquet").exists()

@@ -117,8 +117,11 @@ def test_two_runs_at_once_second_exits_or_waits_never_double_scores(tmp_path: Pa
     first.send_signal(signal.SIGSTOP)  # frozen mid-run, still holding the lock
     try:
         refused = subprocess.run(_cmd(inbox, out, tiny_cross, "--wait", "0"), capture_output=True, text=True)
-        assert refused.returncode == 3, refused.stdout + refused.stderr
-        assert "another scoring run holds" in refused.stdout
+        assert refused.returncode == 1, refused.stdout + refused.stderr
+        assert (
+            refused.stderr.startswith("error: not started: ")
+            and "another scoring run holds" in refused.stderr
+        )
         waiting = subprocess.Popen(
             _cmd(inbox, out, tiny_cross, "--wait", "300", "--json", str(tmp_path / "second.json")),
             stdout=subprocess.PIPE,

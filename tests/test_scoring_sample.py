@@ -68,5 +68,5 @@ def test_score_command_without_champion_exits_with_message(
          "--home", str(home), "--no-prefect"],
         capture_output=True, text=True,
     )  # fmt: skip
-    assert done.returncode == 4, done.stdout + done.stderr
-    assert "simpair-paraphrase@champion" in done.stdout
+    assert done.returncode == 1 and done.stdout == "", done.stdout + done.stderr
+    assert done.stderr.startswith("error: no model simpair-paraphrase@champion")
