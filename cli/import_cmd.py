@@ -52,8 +52,8 @@ def import_model(
     json_out: JsonOutOption = None,
 ) -> None:
     """Register a model you already have as a version, with its provenance, and set its alias."""
+    from simpair.model_import import import_model as run_import
     from simpair.registry.imported import ImportRefused
-    from simpair.registry.imported import import_model as run_import
 
     out = report_console(json_out)
     try:

@@ -213,6 +213,7 @@ DOMAIN_ORDER = [
     "model_ref",
     "evaluation.file evaluation.transfer",
     "runtime",
+    "model_import",
     "nightly",
     "scoring",
     "mining",

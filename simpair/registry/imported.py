@@ -1,36 +1,25 @@
 """Register a model the team already has (`simpair models import`) as a version like any trained one.
 
-The source (a sentence-transformers folder, a Hugging Face classifier folder, a hub id in the local
-cache, or a simpair model folder) is adopted (`simpair.models.foreign`) and registered under the
-task's name (`simpair-paraphrase`, `simpair-sts`) with its provenance as version tags: origin
-`imported`, the source path or hub id and revision, the content hash of its files, the date. A
-registered model with no champion yet takes it as `champion` (a team starts with the model it has and
-lets the night try to beat it); otherwise it becomes `challenger`, unless the caller says otherwise.
-
-With a labelled dev file (a pairs file in the canonical columns, or an ingested `dataset/split`), a
-paraphrase model gets the threshold that maximises dev accuracy (as training chooses it by default)
-and every model a precision verdict measured on those pairs (`simpair.runtime.precision_ladder`),
-both stored with the version. Without one there is no threshold (scoring writes the probability and
-leaves `label` empty) and `--precision auto` scores in fp32. The gate needs nothing more: it
+`simpair.model_import` adopts the source and fits it on a dev file; this module registers the staged
+folder under the task's name (`simpair-paraphrase`, `simpair-sts`) with its provenance as version
+tags: origin `imported`, the source path or hub id and revision, the content hash of its files, the
+date, its threshold (or `none`) and precision verdict. A registered model with no champion yet takes
+it as `champion` (a team starts with the model it has and lets the night try to beat it); otherwise
+it becomes `challenger`, unless the caller says otherwise. The gate needs nothing more: it
 re-evaluates champion and challenger on the same evaluation splits whatever their origin.
 """
 
 from __future__ import annotations
 
-import json
 import shutil
-import tempfile
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
 import mlflow
-import numpy as np
-import polars as pl
 
-from simpair.catalog import Catalog, CatalogError
-from simpair.models.foreign import ForeignModelError, adopt, content_sha256, link_file
+from simpair.models.foreign import content_sha256, link_file
 from simpair.models.metadata import METADATA_FILE, ModelMetadata
 from simpair.models.precision_verdict import PrecisionVerdict
 from simpair.registry import registry, tracking
@@ -40,7 +29,6 @@ from simpair.registry.registry import CHALLENGER, CHAMPION
 
 Alias = Literal["auto", "champion", "challenger", "none"]
 ALIASES: tuple[str, ...] = ("auto", "champion", "challenger", "none")
-THRESHOLD_METRIC = "accuracy"  # what training chooses its threshold by unless a config says f1
 
 
 class ImportRefused(ValueError):
@@ -95,81 +83,7 @@ class ImportResult:
         return out
 
 
-def read_dev(dev: str, home: Path, task: str) -> tuple[str, pl.DataFrame]:
-    """(label, frame of text_a, text_b, label, score) from a labelled pairs file or an ingested split.
-
-    A file is read and validated as `simpair evaluate --file` does (0/1 `label` for paraphrase, a 0-1
-    `score` for sts); rows it cannot use are dropped and counted, never guessed.
-    """
-    from simpair.evaluation.file.validate import validate_pairs
-    from simpair.pair_files import PairsFileError, read_pairs_file
-
-    path = Path(dev).expanduser()
-    if path.exists():
-        try:
-            rows = validate_pairs(read_pairs_file(path), path, "binary" if task == "paraphrase" else "graded")
-        except PairsFileError as exc:
-            raise ImportRefused(f"--dev {exc}") from None
-        n = len(rows.text_a)
-        gold = np.asarray(rows.gold)
-        frame = pl.DataFrame(
-            {
-                "pair_id": [str(i) for i in rows.rows],
-                "text_a": rows.text_a,
-                "text_b": rows.text_b,
-                "label": pl.Series(
-                    gold.astype(np.int8) if task == "paraphrase" else [None] * n, dtype=pl.Int8
-                ),
-                "score": pl.Series(
-                    gold.astype(np.float32) if task == "sts" else [None] * n, dtype=pl.Float32
-                ),
-            }
-        )
-        return str(path.resolve()), frame
-    if dev.count("/") == 1:
-        dataset, split = dev.split("/")
-        try:
-            catalog = Catalog(home)
-            frame = catalog.read_split(dataset, split)
-            return f"{dataset}/{split}@{catalog.current_version(dataset)}", frame
-        except (CatalogError, FileNotFoundError) as exc:
-            raise ImportRefused(f"--dev {dev}: no such file, and not an ingested split ({exc})") from None
-    raise ImportRefused(f"--dev {dev}: no such file, and not an ingested split (dataset/split)")
-
-
-def fit_on_dev(model_dir: Path, home: Path, dev_label: str, frame: pl.DataFrame) -> dict[str, float]:
-    """Choose a paraphrase model's threshold on dev, record its dev figures, measure its precisions.
-
-    Writes into `model_dir` (a staging copy, never the adopted folder): `simpair.json` with the
-    threshold, `metrics.json` with the dev figures, `precision_verdict.json`.
-    """
-    from simpair.evaluation.binary_classification import best_threshold, binary_metrics
-    from simpair.evaluation.graded_similarity import graded_metrics
-    from simpair.models.predictor import Predictor
-    from simpair.runtime.precision_ladder import measure
-
-    meta = ModelMetadata.read(model_dir)
-    predictor = Predictor.load(model_dir)
-    out = predictor.predict(frame["text_a"].to_list(), frame["text_b"].to_list())
-    binary = meta.task == "paraphrase" and frame["label"].null_count() == 0
-    if binary:
-        gold = frame["label"].to_numpy().astype(np.int64)
-        meta.threshold = best_threshold(out["probability"], gold, THRESHOLD_METRIC)
-        meta.threshold_chosen = True
-        meta.threshold_source = f"{dev_label} (max {THRESHOLD_METRIC}, {frame.height} pairs)"
-        metrics = binary_metrics(out["probability"], gold, meta.threshold)
-    else:
-        metrics = graded_metrics(out["score"], frame["score"].to_numpy().astype(np.float64))
-    meta.write(model_dir)
-    figures = {k: float(v) for k, v in metrics.items() if isinstance(v, int | float)}
-    (model_dir / "metrics.json").write_text(
-        json.dumps({"dev": figures, "dev_file": dev_label}, indent=2, sort_keys=True) + "\n"
-    )
-    measure(model_dir, home, dev=(dev_label, frame)).write(model_dir)
-    return figures
-
-
-def _stage(model_dir: Path, staging: Path) -> Path:
+def stage(model_dir: Path, staging: Path) -> Path:
     """A copy of the model folder to register: weights linked, small files copied (they get rewritten)."""
 
     def place(src: str, dst: str) -> None:
@@ -182,7 +96,7 @@ def _stage(model_dir: Path, staging: Path) -> Path:
     return staging
 
 
-def _provenance(model_dir: Path, source: str) -> dict[str, Any]:
+def provenance_of(model_dir: Path, source: str) -> dict[str, Any]:
     """The adopted folder's provenance; a simpair folder brought as it is gets one now."""
     meta = ModelMetadata.read(model_dir)
     if meta.imported is not None:
@@ -197,49 +111,27 @@ def _provenance(model_dir: Path, source: str) -> dict[str, Any]:
     }
 
 
-def import_model(
+def register_imported(
     home: Path,
+    staged: Path,
     source: str,
-    task: str,
     *,
-    dev: str | None = None,
     name: str | None = None,
     alias: Alias = "auto",
+    dev: str | None = None,
+    dev_metrics: dict[str, float] | None = None,
 ) -> ImportResult:
-    """Adopt `source`, fit it on `dev` if given, register it as a version and move an alias.
+    """Register a staged imported model folder as a version and move an alias.
 
     `alias="auto"`: champion when the registered model has none yet, else challenger.
     """
-    if task not in registry.MODEL_NAMES:
-        raise ImportRefused(f"--task must be one of {sorted(registry.MODEL_NAMES)}, got {task!r}")
     if alias not in ALIASES:
         raise ImportRefused(f"--alias must be one of {', '.join(ALIASES)}, got {alias!r}")
-    home = Path(home)
-    candidate = Path(source).expanduser()
-    try:
-        model_dir = candidate if (candidate / METADATA_FILE).is_file() else adopt(source, home, task=task)
-    except ForeignModelError as exc:
-        raise ImportRefused(str(exc)) from None
-    if ModelMetadata.read(model_dir).task != task:
-        raise ImportRefused(
-            f"{source}: a simpair model for task {ModelMetadata.read(model_dir).task}, not {task}"
-        )
-    dev_frame = read_dev(dev, home, task) if dev is not None else None  # before anything is written
-    provenance = _provenance(model_dir, source)
-    name = name or registry.model_name(task)
-    staging_root = home / "imported"
-    staging_root.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix=".register-", dir=staging_root) as tmp:
-        staged = _stage(model_dir, Path(tmp) / model_dir.name)
-        meta = ModelMetadata.read(staged)
-        meta.imported = provenance
-        meta.write(staged)
-        dev_metrics: dict[str, float] = {}
-        if dev_frame is not None:
-            dev_metrics = fit_on_dev(staged, home, *dev_frame)
-        meta = ModelMetadata.read(staged)
-        verdict = PrecisionVerdict.read(staged)
-        run_id, version = _register(home, staged, meta, name, provenance, dev_metrics)
+    meta = ModelMetadata.read(staged)
+    provenance = dict(meta.imported or {})
+    name = name or registry.model_name(meta.task)
+    verdict = PrecisionVerdict.read(staged)
+    run_id, version = _register(home, staged, meta, name, provenance, dev_metrics or {})
     c = registry.client(home)
     previous = registry.version_for(c, name, CHAMPION)
     chosen = (CHAMPION if previous is None else CHALLENGER) if alias == "auto" else alias
@@ -252,15 +144,15 @@ def import_model(
         name=name,
         version=version,
         run_id=run_id,
-        task=task,
+        task=meta.task,
         kind=meta.kind,
         source=str(provenance.get("source", source)),
         content_sha256=str(provenance.get("content_sha256", "")),
         alias=None if chosen == "none" else chosen,
         previous_champion=previous,
-        threshold=float(meta.threshold) if meta.threshold_chosen and task == "paraphrase" else None,
-        dev=dev_frame[0] if dev_frame is not None else None,
-        dev_metrics=dev_metrics,
+        threshold=float(meta.threshold) if meta.threshold_chosen and meta.task == "paraphrase" else None,
+        dev=dev,
+        dev_metrics=dict(dev_metrics or {}),
         precision=verdict.why(verdict.choose()) if verdict is not None else None,
     )
 
