@@ -264,10 +264,12 @@ def test_wheel_installs_and_runs_a_first_hour_outside_the_checkout(tmp_path: Pat
     contracts = tmp_path / "contracts"
     contracts.mkdir()
     (contracts / "teampairs.yaml").write_text(CONTRACT)
-    no_sources = run("ingest", "--no-prefect", "--contracts", str(contracts))
-    assert no_sources.returncode == 1, no_sources
-    assert len(no_sources.stderr.strip().splitlines()) == 1, no_sources.stderr
-    assert "--sources" in no_sources.stderr and "SIMPAIR_SOURCES" in no_sources.stderr
+    for prefect in (["--no-prefect"], []):  # refused before the flow (and Prefect's server) is started
+        no_sources = run("ingest", *prefect, "--contracts", str(contracts))
+        assert no_sources.returncode == 1, no_sources
+        assert len(no_sources.stderr.strip().splitlines()) == 1, no_sources.stderr
+        assert "--sources" in no_sources.stderr and "SIMPAIR_SOURCES" in no_sources.stderr
+    assert not (tmp_path / "home").exists()  # refused before anything was written
 
     sources = tmp_path / "sources"
     _write_csv(sources / "teampairs" / "train.csv", _pairs(48, 0))
