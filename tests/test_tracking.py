@@ -167,10 +167,11 @@ def test_pyfunc_gives_the_same_numbers_as_the_predictor(store: Path, tmp_path: P
                 "--home",
                 str(store),
                 "--json",
+                "-",
             ],
         )
         assert cli.exit_code == 0, cli.output
-        printed = json.loads(cli.output[cli.output.index('{"score"') :].splitlines()[0])
+        printed = json.loads(cli.stdout)  # `--json -`: stdout holds the JSON only
         assert printed["score"] == pytest.approx(float(out["score"][0]), rel=1e-6)
 
 
@@ -265,11 +266,16 @@ def test_rollback_all_rolls_back_every_model_and_names_the_one_it_cannot(store: 
         result = CliRunner().invoke(app, ["rollback", *args, "--home", str(store)], terminal_width=200)
         return result.exit_code, " ".join(result.output.split())  # rich wraps long lines
 
-    code, out = rollback("--task", "all", "--reason", "bad night")
-    assert code == 1, out
-    assert "simpair-paraphrase: champion v2 -> v1 (rollback: bad night)" in out
-    assert "simpair-sts: not rolled back:" in out and "nothing to roll back to" in out
-    assert "1 of 2 model(s) not rolled back: simpair-sts" in out
+    result = CliRunner().invoke(
+        app, ["rollback", "--task", "all", "--reason", "bad night", "--home", str(store)]
+    )
+    assert result.exit_code == 1, result.output
+    assert "simpair-paraphrase: champion v2 -> v1 (rollback: bad night)" in result.stdout
+    (line,) = result.stderr.splitlines()  # what could not be done, in one line
+    assert (
+        line.startswith("error: 1 of 2 model(s) not rolled back: simpair-sts")
+        and "nothing to roll back to" in line
+    )
     c = registry.client(store)
     assert registry.version_for(c, "simpair-paraphrase", "champion") == "1"
     assert registry.version_for(c, "simpair-sts", "champion") == "1"
