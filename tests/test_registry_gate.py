@@ -98,7 +98,7 @@ def test_gate_lifecycle_zero_shot_bar_promotion_margin_corrupt_champion_and_roll
 
     # an operator bootstraps v1 as champion (the CLI insists on a reason)
     code, out = _cli("promote", "--task", "paraphrase", "--version", v1.version, "--home", home)
-    assert code == 1 and "--reason" in out and _champion(store) is None
+    assert code == 2 and "--reason" in out and _champion(store) is None  # a usage error
     code, out = _cli(
         "promote", "--task", "paraphrase", "--version", v1.version, "--reason", "bootstrap", "--home", home
     )
