@@ -249,6 +249,23 @@ def require_registered(spec: str, home: Path) -> None:
         fail(no_model_message(spec, uri))
 
 
+def check_model_before_flow(spec: str, home: Path) -> None:
+    """Before a Prefect flow starts: a registry spec the registry lacks entirely, or a folder or hub id
+    that is no model, ends the command at once (one `error:` line) instead of inside a retried task.
+
+    A registry spec is only probed here (`require_registered`): the flow pins its version itself.
+    """
+    require_registered(spec, home)
+    if registry_spec_name(spec) is not None or "@" in spec:
+        return
+    from simpair.model_ref import resolve_model_ref
+
+    try:
+        resolve_model_ref(spec, home)
+    except LookupError as exc:
+        fail(str(exc), exc)
+
+
 def no_model_message(spec: str, uri: str) -> str:
     """What to do when the registry holds no version of the model `spec` names."""
     task = {champion_of(t).split("@")[0]: t.value for t in Task}.get(registry_spec_name(spec) or "")

@@ -158,11 +158,12 @@ class _WithoutTraceback(logging.Formatter):
 def quiet_prefect_console() -> None:
     """Prefect's console log keeps each line of a failed run and drops its traceback (not with --debug).
 
-    Call after importing a flow. Only the console handler changes: the flow-run log (API handler)
+    Call before running a flow. Only the console handler changes: the flow-run log (API handler)
     still receives every record with its traceback.
     """
     if debug_enabled():
         return
+    import prefect.main  # noqa: F401, PLC0415 - its import sets up logging (the handlers changed below)
     from prefect.logging.handlers import PrefectConsoleHandler  # noqa: PLC0415 - only once Prefect is in
 
     loggers = [logging.getLogger(), *(logging.getLogger(n) for n in ("prefect", "uvicorn", "fastapi"))]

@@ -21,6 +21,7 @@ from simpair.cli.common import (
     PrecisionOption,
     SentenceColumnOption,
     StrictOption,
+    check_model_before_flow,
     report_console,
     require_registered,
     validation_message,
@@ -141,9 +142,10 @@ def mine(
         raise typer.BadParameter(validation_message(exc)) from None
     if index not in INDEX_METHODS:
         raise typer.BadParameter(f"--index must be one of {', '.join(INDEX_METHODS)}; got {index!r}")
-    for spec in (model, rerank):  # an empty registry fails here, before the models load
+    for spec in (model, rerank):  # a model that is not there fails here, before any work
         if spec:
-            require_registered(spec, settings.home_dir(home))
+            check = check_model_before_flow if prefect else require_registered
+            check(spec, settings.home_dir(home))
     kwargs = dict(corpus=corpus, model=model, rerank_model=rerank, home=home, options=options)
     try:
         if prefect:

@@ -23,6 +23,7 @@ from simpair.cli.common import (
     StrictOption,
     Task,
     champion_of,
+    check_model_before_flow,
     report_console,
     require_registered,
     validation_message,
@@ -141,7 +142,10 @@ def score(
         )  # fmt: skip
     except ValidationError as exc:
         raise typer.BadParameter(validation_message(exc)) from None
-    require_registered(model, settings.home_dir(home))  # an empty registry: before Prefect starts
+    if no_prefect:  # the run resolves the model first thing, in this process
+        require_registered(model, settings.home_dir(home))
+    else:  # a model that is not there fails here, not after Prefect has started
+        check_model_before_flow(model, settings.home_dir(home))
     try:
         if no_prefect:
             from simpair.scoring import score_inbox
