@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
+from mlflow_store import seed_store
 from registry_helpers import one_torch_thread  # noqa: F401 - fixture
 from test_scoring_crash import _cmd, _wait_chunks
 from test_scoring_support import assert_exactly_once, make_pairs, read_outputs, write_batch
@@ -174,7 +175,7 @@ def test_pyfunc_serves_the_cascade_with_its_stage_column(tmp_path: Path) -> None
     a, b = table.column("text_a").to_pylist(), table.column("text_b").to_pylist()
     model = write_tiny_cascade(tmp_path / "cascade", _band_in_the_middle(tmp_path, a, b))
     direct = load_predictor(model).predict(a, b)
-    mlflow.set_tracking_uri(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    mlflow.set_tracking_uri(f"sqlite:///{seed_store(tmp_path)}")  # artifacts in tmp, not ./mlruns
     with mlflow.start_run():
         info = log_pyfunc(model, "paraphrase")
     served = mlflow.pyfunc.load_model(info.model_uri).predict(pd.DataFrame({"text_a": a, "text_b": b}))

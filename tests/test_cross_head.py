@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from mlflow_store import seed_store
 from safetensors.numpy import load_file
 from test_training import config
 from test_training_toydata import write_toy_home
@@ -90,7 +91,7 @@ def test_segment_cosine_cross_encoder_trains_saves_reloads_and_exports(home: Pat
     assert again["spearman"] == pytest.approx(result.metrics["dev"]["spearman"], abs=1e-6)
 
     # Logged as an MLflow pyfunc (the whole directory, head file included), it serves the same scores.
-    mlflow.set_tracking_uri(f"sqlite:///{home / 'mlflow.db'}")
+    mlflow.set_tracking_uri(f"sqlite:///{seed_store(home)}")  # artifacts in tmp, not ./mlruns
     with mlflow.start_run():
         info = log_pyfunc(d, "sts")
     frame = pd.DataFrame({"text_a": dev["text_a"].to_list(), "text_b": dev["text_b"].to_list()})

@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 import torch
 import yaml
+from mlflow_store import seed_store
 from registry_helpers import one_torch_thread  # noqa: F401 - fixture
 from test_scoring_support import make_pairs, read_outputs, write_batch
 from test_training_toydata import write_toy_home
@@ -173,7 +174,7 @@ def test_paraphrase_stack_has_a_dev_threshold_and_serves_as_pyfunc_and_in_bulk_s
     direct = predictor.predict(texts_a, texts_b)
     assert direct["label"].tolist() == (direct["probability"] >= predictor.threshold).astype(int).tolist()
 
-    mlflow.set_tracking_uri(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    mlflow.set_tracking_uri(f"sqlite:///{seed_store(tmp_path)}")  # artifacts in tmp, not ./mlruns
     with mlflow.start_run():
         info = log_pyfunc(out, "paraphrase")
     served = mlflow.pyfunc.load_model(info.model_uri).predict(
