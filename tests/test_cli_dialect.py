@@ -80,11 +80,8 @@ def test_a_folder_that_is_no_model_is_one_error_line_with_the_traceback_on_reque
     assert debug.returncode == 1 and debug.stdout == ""
     assert "Traceback (most recent call last)" in debug.stderr
     assert debug.stderr.rstrip().splitlines()[-1].startswith("error: ")
-
-
-def test_usage_errors_exit_2_on_stderr(tmp_path: Path) -> None:
-    done = _run(["score", "--inbox", "x", "--out", "y", "--chunk-rows", "0"], tmp_path / "h")
-    assert done.returncode == 2 and done.stdout == "" and "--chunk-rows" in done.stderr
+    usage = _run(["score", "--inbox", "x", "--out", "y", "--chunk-rows", "0"], tmp_path / "h")
+    assert usage.returncode == 2 and usage.stdout == "" and "--chunk-rows" in usage.stderr  # click's
 
 
 def test_predict_json_to_stdout_quiet_libraries_and_the_default_in_help(tmp_path: Path) -> None:
