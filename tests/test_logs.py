@@ -104,6 +104,7 @@ def test_training_progress_in_a_log_has_lines_and_no_carriage_returns(
 
 
 def test_prefect_console_keeps_the_line_and_drops_the_traceback() -> None:
+    import prefect.main  # noqa: F401 - sets up Prefect's logging, as before any flow run
     from prefect.logging.handlers import PrefectConsoleHandler
 
     from simpair.cli import failures
