@@ -10,13 +10,16 @@ and print the same way everywhere: `console()` for what a person reads (never wr
 
 from __future__ import annotations
 
+import functools
 import gc
 import json
 import os
 import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, redirect_stdout
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import IO, TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -159,14 +162,45 @@ def report_console(json_target: str | None) -> Console:
     return console(stderr=json_target == "-")
 
 
+_json_streams: list[IO[str]] = []  # the real stdout while `stdout_kept_for_json` holds it
+
+
+@contextmanager
+def stdout_kept_for_json(target: str | None) -> Iterator[None]:
+    """With `--json -`, what the work prints (training's epoch lines, scoring notes) goes to stderr, so
+    stdout holds the JSON only; `write_json` still writes to the real stdout inside the block."""
+    if target != "-":
+        yield
+        return
+    _json_streams.append(sys.stdout)
+    try:
+        with redirect_stdout(sys.stderr):
+            yield
+    finally:
+        _json_streams.pop()
+
+
+def json_owns_stdout(command: Callable[..., None]) -> Callable[..., None]:
+    """A command whose `--json -` output must be alone on stdout: its whole run inside
+    `stdout_kept_for_json` (typer reads the options from the wrapped function)."""
+
+    @functools.wraps(command)
+    def run(*args: Any, **kwargs: Any) -> None:
+        with stdout_kept_for_json(kwargs.get("json_out")):
+            command(*args, **kwargs)
+
+    return run
+
+
 def write_json(value: Any, target: str | None) -> None:
     """`--json PATH` writes `value` to PATH, `--json -` to stdout (nothing else is printed there)."""
     if target is None:
         return
     text = json.dumps(value, indent=2, default=str) + "\n"
     if target == "-":
-        sys.stdout.write(text)
-        sys.stdout.flush()
+        stream = _json_streams[-1] if _json_streams else sys.stdout
+        stream.write(text)
+        stream.flush()
     else:
         Path(target).write_text(text, encoding="utf-8")
 

@@ -17,6 +17,7 @@ from simpair.cli.common import (
     PrecisionOption,
     SentenceColumnOption,
     StrictOption,
+    json_owns_stdout,
     report_console,
     require_registered,
     validation_message,
@@ -109,4 +110,4 @@ def encode(
 
 def register(app: typer.Typer) -> None:
     """Add `simpair encode` to the top-level app."""
-    app.command("encode")(encode)
+    app.command("encode")(json_owns_stdout(encode))

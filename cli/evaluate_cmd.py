@@ -23,6 +23,7 @@ from simpair.cli.common import (
     StrictOption,
     Task,
     champion_of,
+    json_owns_stdout,
     parse_split_option,
     print_eval,
     print_file_eval,
@@ -219,4 +220,4 @@ def _evaluate_file(
 
 def register(app: typer.Typer) -> None:
     """Add the `evaluate` command to the top-level app."""
-    app.command("evaluate")(evaluate)
+    app.command("evaluate")(json_owns_stdout(evaluate))

@@ -21,6 +21,7 @@ from simpair.cli.common import (
     SourcesOption,
     StrictOption,
     freeze_imports,
+    json_owns_stdout,
     report_console,
     write_json,
 )
@@ -107,4 +108,4 @@ def ingest(
 
 def register(app: typer.Typer) -> None:
     """Add `simpair ingest` to the top-level app."""
-    app.command("ingest")(ingest)
+    app.command("ingest")(json_owns_stdout(ingest))

@@ -22,6 +22,7 @@ from simpair.cli.common import (
     SentenceColumnOption,
     StrictOption,
     check_model_before_flow,
+    json_owns_stdout,
     report_console,
     require_registered,
     validation_message,
@@ -172,4 +173,4 @@ def mine(
 
 def register(app: typer.Typer) -> None:
     """Add `simpair mine` to the top-level app."""
-    app.command("mine")(mine)
+    app.command("mine")(json_owns_stdout(mine))

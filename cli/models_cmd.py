@@ -22,6 +22,7 @@ from simpair.cli.common import (
     ProfileOption,
     Task,
     console,
+    json_owns_stdout,
     print_markdown,
     report_console,
     write_json,
@@ -277,7 +278,7 @@ def register(app: typer.Typer) -> None:
     app.command("promote")(promote)
     app.command("rollback")(rollback)
     models_app = typer.Typer(no_args_is_help=False)
-    models_app.callback(invoke_without_command=True)(models)
+    models_app.callback(invoke_without_command=True)(json_owns_stdout(models))
     models_app.command("int8-check")(int8_check)
     import_cmd.register(models_app)  # `models import`
     app.add_typer(models_app, name="models")

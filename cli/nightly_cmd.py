@@ -13,11 +13,14 @@ import typer
 
 from simpair.cli.common import (
     HomeOption,
+    JsonOutOption,
     NoPrefectOption,
     ProfileOption,
     SourcesOption,
-    console,
+    json_owns_stdout,
     print_markdown,
+    report_console,
+    write_json,
 )
 from simpair.cli.failures import fail, quiet_prefect_console
 
@@ -32,6 +35,7 @@ def nightly(
         typer.Option(help="Seconds to wait for another nightly run to finish (default: the profile's)."),
     ] = None,
     no_prefect: NoPrefectOption = False,
+    json_out: JsonOutOption = None,
 ) -> None:
     """Ingest -> pre-tokenize -> train -> evaluate -> register -> gate, as one Prefect flow run."""
     from simpair.nightly.summary import NightlyFailed  # noqa: PLC0415
@@ -50,9 +54,10 @@ def nightly(
         summary = run(profile=profile, force=force, home=home, sources=sources, wait_seconds=wait)
     except NightlyFailed as exc:
         fail(str(exc), exc)
-    print_markdown(console(), summary.to_markdown())
+    print_markdown(report_console(json_out), summary.to_markdown())
+    write_json(summary.model_dump(mode="json"), json_out)
 
 
 def register(app: typer.Typer) -> None:
     """Add `simpair nightly` to the top-level app."""
-    app.command("nightly")(nightly)
+    app.command("nightly")(json_owns_stdout(nightly))

@@ -16,6 +16,7 @@ from simpair.cli.common import (
     ModelOption,
     ModelTaskOption,
     Task,
+    json_owns_stdout,
     report_console,
     resolve_model_option,
     write_json,
@@ -51,4 +52,4 @@ def predict(
 
 def register(app: typer.Typer) -> None:
     """Add `simpair predict` to the top-level app."""
-    app.command("predict")(predict)
+    app.command("predict")(json_owns_stdout(predict))

@@ -24,6 +24,7 @@ from simpair.cli.common import (
     Task,
     champion_of,
     check_model_before_flow,
+    json_owns_stdout,
     report_console,
     require_registered,
     validation_message,
@@ -189,5 +190,5 @@ def make_sample_inbox(
 
 def register(app: typer.Typer) -> None:
     """Add `simpair score` and `simpair make-sample-inbox` to the top-level app."""
-    app.command("score")(score)
+    app.command("score")(json_owns_stdout(score))
     app.command("make-sample-inbox")(make_sample_inbox)

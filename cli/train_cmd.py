@@ -8,12 +8,21 @@ the command, so `simpair --help` stays fast.
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from simpair.cli.common import HomeOption, console, load_config, print_eval
+from simpair.cli.common import (
+    HomeOption,
+    JsonOutOption,
+    json_owns_stdout,
+    load_config,
+    print_eval,
+    report_console,
+    write_json,
+)
 
 
 def train(
@@ -26,6 +35,7 @@ def train(
     evaluate: Annotated[
         bool, typer.Option(help="Evaluate on the config's evaluate_on splits after training.")
     ] = True,
+    json_out: JsonOutOption = None,
 ) -> None:
     """Train a cross- or bi-encoder as the config says; prints the model directory and dev metrics.
 
@@ -39,16 +49,20 @@ def train(
     cfg = load_config(config, set_)
     home_path = settings.home_dir(home)
     result = train_model(cfg, home_path)
-    shown = console()
+    shown = report_console(json_out)
     shown.print(f"model: {result.model_dir}", soft_wrap=True)
     shown.print_json(json.dumps(result.metrics.get("dev", {})))
+    evaluated = None
     if evaluate and cfg.evaluate_on:
         from simpair.evaluation.splits import evaluate_model
 
-        ev = evaluate_model(result.model_dir, home_path, [(r.dataset, r.split) for r in cfg.evaluate_on])
-        print_eval(shown, ev)
+        splits = [(r.dataset, r.split) for r in cfg.evaluate_on]
+        evaluated = evaluate_model(result.model_dir, home_path, splits)
+        print_eval(shown, evaluated)
+    evaluation = asdict(evaluated) if evaluated is not None else None
+    write_json({"model_dir": result.model_dir, "metrics": result.metrics, "evaluation": evaluation}, json_out)
 
 
 def register(app: typer.Typer) -> None:
     """Add `simpair train` to the top-level app."""
-    app.command("train")(train)
+    app.command("train")(json_owns_stdout(train))

@@ -122,11 +122,15 @@ def test_cli_train_evaluate_predict(home: Path, tmp_path: Path) -> None:
             "num_threads=1",
             "--set",
             "progress=false",
+            "--json",
+            "-",
         ],
     )
     assert res.exit_code == 0, res.output
-    assert "model:" in res.output and "msrp/test" in res.output
-    model = res.stdout.split("model: ", 1)[1].splitlines()[0].strip()  # the default is the champion
+    assert "model:" in res.stderr and "msrp/test" in res.stderr  # what a person reads
+    trained = json.loads(res.stdout)  # stdout holds the JSON only, epoch lines included elsewhere
+    assert "msrp/test" in trained["evaluation"]["metrics"]["splits"]
+    model = trained["model_dir"]  # passed on: the default model is the champion
     res = runner.invoke(
         app,
         [
