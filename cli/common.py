@@ -57,14 +57,16 @@ PrecisionOption = Annotated[
 HomeOption = Annotated[
     Path | None,
     typer.Option(
-        help="Pipeline home (data, models, registry). Default: $SIMPAIR_HOME, else .simpair/ in the checkout."
+        help="Pipeline home (data, models, registry). Default: $SIMPAIR_HOME, else .simpair/ in a checkout, "
+        "else the user data directory (~/.local/share/simpair on Linux)."
     ),
 ]
 SourcesOption = Annotated[
     str | None,
     typer.Option(
         help="Folder or fsspec URL (s3://bucket/raw) with the raw files. "
-        "Default: $SIMPAIR_SOURCES, else ../shared/data."
+        "Default: $SIMPAIR_SOURCES, else ../shared/data beside a checkout; "
+        "an installed simpair has no default."
     ),
 ]
 

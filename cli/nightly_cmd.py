@@ -38,8 +38,10 @@ def nightly(
     json_out: JsonOutOption = None,
 ) -> None:
     """Ingest -> pre-tokenize -> train -> evaluate -> register -> gate, as one Prefect flow run."""
+    from simpair import settings  # noqa: PLC0415
     from simpair.nightly.summary import NightlyFailed  # noqa: PLC0415
 
+    settings.sources_dir(sources)  # every night ingests first: no sources fails now, before torch or Prefect
     if no_prefect:
         from simpair.nightly.night import night_in_process as run  # noqa: PLC0415
     else:

@@ -87,6 +87,17 @@ early_stopping_patience: null
 seed: 42
 """
 
+NIGHT_PROFILE = """\
+name: team-night
+lock_wait_seconds: 0
+retries: {{attempts: 1, delays_seconds: [1]}}
+tasks:
+  paraphrase:
+    config: {config}
+    evaluate: [[teampairs, test]]
+    gate: {{primary: f1, margin: 0.0, guardrails: {{}}}}
+"""
+
 TOPICS = [
     "the weather in Paris",
     "learning to play the guitar",
@@ -203,13 +214,64 @@ def _base_env(tmp: Path) -> dict[str, str]:
 Run = Callable[..., "subprocess.CompletedProcess[str]"]
 
 
-def score_with_a_model_the_user_brings(run: Run, work: Path, inbox: Path) -> None:
+def _sentence_transformers_folder(root: Path) -> Path:
+    """A model as a team brings it, saved by sentence-transformers: a tiny random BERT, mean pooling."""
+    import torch
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer import modules as st_models
+    from transformers import AutoModel
+
+    from simpair.models.tiny import _bundled_tokenizer, tiny_config
+
+    body = root / "st-body"
+    tokenizer = _bundled_tokenizer()
+    torch.manual_seed(0)
+    AutoModel.from_config(tiny_config(len(tokenizer))).save_pretrained(body)
+    tokenizer.save_pretrained(body)
+    modules = [st_models.Transformer(str(body)), st_models.Pooling(32, "mean"), st_models.Normalize()]
+    SentenceTransformer(modules=modules, device="cpu").save(str(root / "team-st-model"))
+    return root / "team-st-model"
+
+
+def score_with_a_model_the_user_brings(run: Run, work: Path, inbox: Path, sources: Path) -> None:
     """The installed package with a model the user already has (a sentence-transformers folder).
 
-    The place for scoring with such a folder and registering it with `simpair models import`: `run`
-    calls the installed `simpair` from `work`, `inbox` holds a batch; the checks after this call
-    already cover every write it makes (nothing under the environment or the checkout).
+    It scores a batch as it is, is registered with `simpair models import` (the champion, as the
+    registry has none), and a smoke night then trains a challenger whose gate compares it with that
+    imported champion.
     """
+    folder = _sentence_transformers_folder(work.parent / "brought")
+    out = work.parent / "scored-brought"
+    score = run("score", "--no-prefect", "--inbox", str(inbox), "--out", str(out), "--model", str(folder))
+    assert score.returncode == 0, score.stdout + score.stderr
+    # an embedding model is adopted for graded similarity; with no dev file, auto precision means fp32
+    assert "auto: fp32 (no precision verdict" in " ".join(score.stdout.split()), score.stdout
+    rows = pa.concat_tables(
+        [pq.read_table(p) for p in out.rglob("*.parquet") if not {"_rejects", "_ledger"} & set(p.parts)]
+    )
+    assert rows.num_rows == 24 and rows.column("score").null_count == 0, rows.schema
+
+    imported = run("models", "import", str(folder), "--task", "paraphrase", "--json", "-")
+    assert imported.returncode == 0, imported.stdout + imported.stderr
+    registered = json.loads(imported.stdout)
+    assert (registered["name"], registered["alias"]) == ("simpair-paraphrase", "champion"), registered
+
+    profile = work / "team-night.yaml"
+    profile.write_text(NIGHT_PROFILE.format(config=work / "team-smoke.yaml"))
+    contracts = {"SIMPAIR_CONTRACTS": str(work.parent / "contracts")}
+    night = run(
+        "nightly", "--no-prefect", "--force", "--profile", str(profile), "--sources", str(sources),
+        extra_env=contracts,
+    )  # fmt: skip
+    assert night.returncode == 0, night.stdout + night.stderr
+    listed = run("models", "--json", "-")
+    assert listed.returncode == 0, listed.stderr
+    versions = {
+        row["version"]: row for row in json.loads(listed.stdout) if row["model"] == "simpair-paraphrase"
+    }
+    challenger = versions[str(int(registered["version"]) + 1)]
+    assert challenger["gate"] != "not gated", challenger
+    assert f"(v{registered['version']})" in challenger["compared with"], challenger
 
 
 @pytest.mark.integration
@@ -299,15 +361,18 @@ def test_wheel_installs_and_runs_a_first_hour_outside_the_checkout(tmp_path: Pat
     assert score.returncode == 0, score.stdout + score.stderr
     scored = [p for p in out.rglob("*.parquet") if "_rejects" not in p.parts and "_ledger" not in p.parts]
     assert scored and sum(pq.read_metadata(p).num_rows for p in scored) == len(batch), sorted(out.rglob("*"))
+    scored_at = time.monotonic()
 
-    score_with_a_model_the_user_brings(run, work, inbox)
+    score_with_a_model_the_user_brings(run, work, inbox, sources)
+    brought = time.monotonic()
 
     timings = {
         "wheel": built - started,
         "venv+install": installed - built,
         "version/info/ingest": ingested - installed,
         "train": trained - ingested,
-        "score": time.monotonic() - trained,
+        "score": scored_at - trained,
+        "brought model: score, import, night": brought - scored_at,
     }
     print("\ntimings: " + ", ".join(f"{k} {v:.1f} s" for k, v in timings.items()))
 

@@ -126,6 +126,7 @@ REQUIREMENTS = (
     "scikit-learn",
     "tqdm",
     "filelock",
+    "platformdirs",  # simpair.settings: the home outside a checkout
 )
 # Top-level folders of the installed `simpair` package that are not the domain: the orchestration layers
 # (`simpair.cli`, `.tasks`, `.flows` import Prefect) and package data. The pyfunc needs none of them.
