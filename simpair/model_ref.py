@@ -98,6 +98,13 @@ def adopt_foreign(spec: str, home: Path, task: str | None = None) -> Path:
         raise NoModel(str(exc)) from None
 
 
+def looks_like_path(spec: str) -> bool:
+    """A spec written as a path (`/x`, `./x`, `../x`, `~/x`, `a/b/c`), never a registry name or hub id."""
+    if spec.startswith("models:/") or "://" in spec:
+        return False
+    return spec.startswith(("/", "./", "../", "~")) or spec.count("/") >= 2
+
+
 def resolve_model_ref(
     spec: str | None,
     home: Path,
@@ -124,6 +131,9 @@ def resolve_model_ref(
 
     if candidate.is_dir() or looks_like_hub_id(spec):
         return local_model_ref(adopt_foreign(spec, home, task))
+    if looks_like_path(spec):
+        what = "a file, not a model folder" if candidate.exists() else "no such folder"
+        raise NoModel(f"{spec}: {what} (a model is a folder, name@alias or name/version)")
     from simpair.registry import resolve_model  # the registry (MLflow) only when asked for
 
     resolved = resolve_model(spec, home)

@@ -42,3 +42,16 @@ def test_a_folder_without_metadata_is_not_a_model(tmp_path: Path) -> None:
     (tmp_path / "empty").mkdir()
     with pytest.raises(LookupError, match="not a saved model"):
         resolve_model_ref(str(tmp_path / "empty"), tmp_path)
+
+
+@pytest.mark.parametrize("spec", ["/no/such/model", "./missing-model", "~/missing-model", "a/b/c"])
+def test_a_path_that_is_not_there_says_so(tmp_path: Path, spec: str) -> None:
+    """A mistyped folder is named as a missing folder, not parsed as a registry `name/version`."""
+    with pytest.raises(NoModel, match="no such folder"):
+        resolve_model_ref(spec, tmp_path)
+
+
+def test_a_file_is_not_a_model_folder(tmp_path: Path) -> None:
+    (tmp_path / "weights.bin").write_bytes(b"")
+    with pytest.raises(NoModel, match="a file, not a model folder"):
+        resolve_model_ref(str(tmp_path / "weights.bin"), tmp_path)
