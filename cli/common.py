@@ -86,7 +86,8 @@ def champion_of(task: str) -> str:
 ModelOption = Annotated[
     str | None,
     typer.Option(
-        help="A model folder or a registry reference (name@alias, name/version). "
+        help="A model folder (simpair, sentence-transformers or a Hugging Face classifier), a hub id in the "
+        "local cache, or a registry reference (name@alias, name/version). "
         "Default: the --task's champion, simpair-paraphrase@champion (simpair-sts@champion with --task sts)."
     ),
 ]
@@ -96,7 +97,8 @@ ModelTaskOption = Annotated[
 BiEncoderOption = Annotated[
     str,
     typer.Option(
-        help="Bi-encoder: a model folder or a registry reference (name@alias, name/version). "
+        help="Bi-encoder: a model folder (simpair or sentence-transformers), a hub id in the local cache, "
+        "or a registry reference (name@alias, name/version). "
         "Default: the sentence-similarity (sts) task's champion."
     ),
 ]
