@@ -95,8 +95,12 @@ def debug_enabled() -> bool:
 
 
 def describe(exc: BaseException) -> str:
-    """The one line that matters: the message, after its type unless simpair wrote it to be read."""
-    text = str(exc).strip() or type(exc).__name__
+    """The one line that matters: the message, after its type unless simpair wrote it to be read.
+
+    A message over several lines (a library's, or one that quotes a file) is joined into one, as
+    `fail()` does, so a failure is always one `error:` line.
+    """
+    text = " ".join(str(exc).split()) or type(exc).__name__
     if type(exc).__module__.startswith("simpair") or text == type(exc).__name__:
         return text
     return f"{type(exc).__name__}: {text}"

@@ -27,6 +27,7 @@ from test_scoring_support import make_pairs, write_batch
 from typer.testing import CliRunner
 
 from simpair.cli import app
+from simpair.cli.failures import SimpairTyper
 from simpair.models import save_tiny_model
 
 SIMPAIR = str(Path(sys.executable).with_name("simpair"))
@@ -186,3 +187,25 @@ def test_score_strict_exits_3_on_rejected_rows_and_json_to_stdout(tmp_path: Path
     summary = json.loads(result.stdout)  # the table went to stderr
     assert summary["rows_rejected"] == 1 and summary["rows_scored"] == 39
     assert "strict: 1 rows rejected, 0 files quarantined" in result.stderr
+
+
+def test_an_unexpected_failure_over_several_lines_is_one_error_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A message with newlines (a YAML parser's, naming line and column) was printed as it was, over
+    several lines after `error:`; `fail()` already joined its own."""
+    monkeypatch.delenv("SIMPAIR_DEBUG", raising=False)
+    demo = SimpairTyper()
+
+    @demo.command()
+    def parse() -> None:
+        raise ValueError('while parsing a flow sequence\n  in "<unicode string>", line 1\n\nexpected')
+
+    with pytest.raises(SystemExit) as ended:
+        demo([], prog_name="demo")
+    assert ended.value.code == 1
+    line = _one_error_line(capsys.readouterr().err)
+    assert line == (
+        'error: ValueError: while parsing a flow sequence in "<unicode string>", line 1 expected '
+        "(--debug for the traceback)"
+    )
