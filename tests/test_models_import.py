@@ -5,7 +5,10 @@ promotion gate compares a trained challenger with it (real embedded MLflow store
 
 from __future__ import annotations
 
+import os
 import random
+import shutil
+import tempfile
 from pathlib import Path
 
 import polars as pl
@@ -25,7 +28,7 @@ from simpair.models.tiny import _bundled_tokenizer, tiny_config
 from simpair.predictors import load_predictor
 from simpair.registry import registry
 from simpair.registry.gate import GatePolicy
-from simpair.registry.imported import ImportRefused
+from simpair.registry.imported import ImportRefused, stage
 from simpair.registry.promotion import run_gate
 from simpair.registry.record import mark_challenger, register_trained_model
 
@@ -167,3 +170,34 @@ def test_the_gate_compares_a_trained_challenger_with_an_imported_champion(
     assert decision.champion["toy/test/evaluated"] == decision.challenger["toy/test/evaluated"] > 0
     tags = registry.client(store).get_model_version("simpair-paraphrase", registered.version).tags
     assert tags["gate.compared_with"] == imported.version and tags["gate.decision"] == decision.outcome
+
+
+def test_stage_never_symlinks_weights(tmp_path: Path) -> None:
+    """MLflow refuses a symlink resolving outside the logged folder: staging copies when it cannot link."""
+    adopted = save_tiny_model(tmp_path / "adopted", task="paraphrase", kind="cross", seed=3)
+    weights = next(adopted.glob("*.safetensors"))
+    real = tmp_path / "elsewhere.safetensors"
+    weights.rename(real)
+    weights.symlink_to(real)  # what adoption leaves when the home is on another filesystem
+    staged = stage(adopted, tmp_path / "staged", hardlink=False)
+    copied = staged / weights.name
+    assert not copied.is_symlink() and copied.read_bytes() == real.read_bytes()
+    assert not any(p.is_symlink() for p in staged.rglob("*"))
+
+
+@pytest.mark.skipif(not Path("/dev/shm").is_dir(), reason="needs /dev/shm, another filesystem")
+def test_import_with_the_home_on_another_filesystem(
+    classifier: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if os.stat("/dev/shm").st_dev == classifier.stat().st_dev:
+        pytest.skip("/dev/shm is on the same filesystem as the source")
+    home = Path(tempfile.mkdtemp(prefix="simpair-home-", dir="/dev/shm"))
+    try:
+        monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+        monkeypatch.setenv("SIMPAIR_HOME", str(home))
+        result = import_model(home, str(classifier), "paraphrase")
+        assert (result.version, result.alias) == ("1", "champion")
+        resolved = registry.resolve_model(f"{result.name}/{result.version}", home)
+        assert "probability" in load_predictor(resolved.local_dir).predict(["a b"], ["a b"])
+    finally:
+        shutil.rmtree(home, ignore_errors=True)

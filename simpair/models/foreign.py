@@ -319,6 +319,23 @@ def content_sha256(files: list[Path]) -> str:
     return digest.hexdigest()
 
 
+def link_or_copy(source: Path, target: Path, *, hardlink: bool = True) -> str:
+    """Hard link to the real file (a symlink's target, never the link), else a copy; returns which.
+
+    For folders handed to MLflow: its artifact logging refuses a symlink that resolves outside the
+    folder, so a file that cannot be hard-linked (another filesystem) is copied.
+    """
+    real = Path(source).resolve()
+    if hardlink:
+        try:
+            os.link(real, target)
+            return "hardlink"
+        except OSError:
+            pass
+    shutil.copy2(real, target)
+    return "copy"
+
+
 def link_file(source: Path, target: Path) -> str:
     """Hard link (no bytes copied), else a symlink, else a copy; returns which."""
     real = source.resolve()

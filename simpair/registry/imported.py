@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 import mlflow
 
-from simpair.models.foreign import content_sha256, link_file
+from simpair.models.foreign import content_sha256, link_or_copy
 from simpair.models.metadata import METADATA_FILE, ModelMetadata
 from simpair.models.precision_verdict import PrecisionVerdict
 from simpair.registry import registry, tracking
@@ -83,16 +83,21 @@ class ImportResult:
         return out
 
 
-def stage(model_dir: Path, staging: Path) -> Path:
-    """A copy of the model folder to register: weights linked, small files copied (they get rewritten)."""
+def stage(model_dir: Path, staging: Path, *, hardlink: bool = True) -> Path:
+    """A copy of the model folder to register: weights hard-linked, small files copied (rewritten later).
+
+    Never a symlink: MLflow refuses to log an artifact that resolves outside the folder, so weights
+    that cannot be hard-linked (another filesystem; `hardlink=False`) are copied, and symlinks already
+    in an adopted folder (its own fallback) are replaced by their targets' bytes.
+    """
 
     def place(src: str, dst: str) -> None:
         if src.endswith(".safetensors"):
-            link_file(Path(src), Path(dst))
+            link_or_copy(Path(src), Path(dst), hardlink=hardlink)
         else:
-            shutil.copy2(src, dst)
+            shutil.copy2(src, dst)  # follows a symlink: the target's bytes
 
-    shutil.copytree(model_dir, staging, copy_function=place)
+    shutil.copytree(model_dir, staging, symlinks=False, copy_function=place)
     return staging
 
 
