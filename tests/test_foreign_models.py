@@ -225,3 +225,24 @@ def test_score_no_prefect_takes_foreign_folders(folders: dict[str, Path], tmp_pa
         .read_text()
     )
     assert summary["objective"] == "imported" and summary["threshold_chosen"] is False
+
+
+def test_a_sentence_transformers_cross_encoder_scores_as_its_predict(tmp_path: Path) -> None:
+    """`CrossEncoder(...).save(dir)` (sentence-transformers 6.x: one Transformer module whose task is
+    sequence-classification) is read as the classifier it wraps, with its sigmoid."""
+    _classifier(tmp_path, "head", 1, seed=4)
+    model = st.CrossEncoder(str(tmp_path / "head"), device="cpu")
+    model.save(str(tmp_path / "ce"))
+    ref = resolve_model_ref(str(tmp_path / "ce"), tmp_path / "home")
+    assert (ref.kind, ref.task) == ("cross", "paraphrase")
+    assert ModelMetadata.read(Path(ref.local_dir)).imported["shape"] == "cross-encoder"
+    want = model.predict(list(zip(A, B, strict=True)), activation_fn=torch.nn.Sigmoid())
+    out = load_predictor(ref.local_dir).predict(A, B)
+    np.testing.assert_allclose(out["probability"], want, atol=1e-5, rtol=0)
+    # an activation that is not simpair's reading of the logits is refused in one line
+    settings = tmp_path / "ce" / "config_sentence_transformers.json"
+    config = json.loads(settings.read_text())
+    config["activation_fn"] = "torch.nn.modules.activation.Tanh"
+    settings.write_text(json.dumps(config))
+    with pytest.raises(NoModel, match=r"ce: cross-encoder activation Tanh with 1 label\(s\) not supported"):
+        resolve_model_ref(str(tmp_path / "ce"), tmp_path / "home2")

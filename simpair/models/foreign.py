@@ -31,7 +31,7 @@ import logging
 import os
 import re
 import shutil
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -64,7 +64,7 @@ class ForeignModelError(ValueError):
 class Detected:
     """What a foreign folder is, as simpair will run it."""
 
-    shape: str  # "sentence-transformers" | "classifier" | "encoder"
+    shape: str  # "sentence-transformers" | "cross-encoder" (sentence-transformers) | "classifier" | "encoder"
     kind: str  # "bi" | "cross"
     weights_dir: Path  # the folder holding config.json, the safetensors weights and the tokenizer
     pooling: str = "mean"
@@ -254,10 +254,77 @@ def _sentence_transformers(folder: Path) -> Detected:
     )
 
 
+def _is_classifier(config: dict[str, Any]) -> bool:
+    return any(str(a).endswith("ForSequenceClassification") for a in config.get("architectures") or [])
+
+
+def _classifier(
+    folder: Path, weights_dir: Path, config: dict[str, Any], declared_length: int | None = None
+) -> Detected:
+    """A sequence classifier read as a cross-encoder: one logit -> sigmoid, two -> softmax of class 1."""
+    from simpair.models.cross_encoder import checkpoint_labels
+
+    try:
+        labels = checkpoint_labels(weights_dir)
+    except ValueError as exc:
+        raise ForeignModelError(str(exc)) from None
+    if labels == 2 and config.get("problem_type") == "multi_label_classification":
+        raise ForeignModelError(
+            f"{folder}: a multi-label classifier (two independent sigmoids) not supported; simpair reads "
+            "two labels as softmax classes"
+        )
+    return Detected(
+        "classifier",
+        "cross",
+        weights_dir,
+        labels=labels,
+        max_length=_max_length(weights_dir, declared_length),
+    )
+
+
+# The activations sentence-transformers' CrossEncoder may apply that give simpair's reading of the
+# logits (one -> sigmoid, two -> softmax of class 1) or a monotone function of it (Identity).
+CROSS_ACTIVATIONS = {1: ("Sigmoid", "Identity"), 2: ("Softmax", "Identity")}
+
+
+def _st_cross_encoder(folder: Path) -> Detected | None:
+    """A CrossEncoder saved by sentence-transformers 6.x (one `Transformer` module whose task is
+    sequence-classification), read as the classifier it wraps; `None` for any other modules.json."""
+    modules = _read_json(folder / "modules.json")
+    if not isinstance(modules, list) or len(modules) != 1 or _module_type(modules[0]) != "Transformer":
+        return None
+    weights_dir = folder / str(modules[0].get("path") or "")
+    bert_cfg_file = weights_dir / "sentence_bert_config.json"
+    bert_cfg = _read_json(bert_cfg_file) if bert_cfg_file.is_file() else {}
+    config_file = weights_dir / "config.json"
+    config = _read_json(config_file) if config_file.is_file() else {}
+    if bert_cfg.get("transformer_task") != "sequence-classification" or not _is_classifier(config):
+        return None
+    _check_weights(folder, weights_dir)
+    if bert_cfg.get("do_lower_case"):
+        raise ForeignModelError(
+            f"{folder}: do_lower_case in sentence_bert_config.json not supported (simpair feeds texts to the "
+            "tokenizer as they are)"
+        )
+    detected = _classifier(folder, weights_dir, config, bert_cfg.get("max_seq_length"))
+    st_cfg_file = folder / "config_sentence_transformers.json"
+    st_cfg = _read_json(st_cfg_file) if st_cfg_file.is_file() else {}
+    activation = str(st_cfg.get("activation_fn") or "").rsplit(".", 1)[-1]
+    allowed = CROSS_ACTIVATIONS.get(detected.labels, ())
+    if activation and activation not in allowed:
+        raise ForeignModelError(
+            f"{folder}: cross-encoder activation {activation} with {detected.labels} label(s) not supported; "
+            f"simpair reads {'one logit as sigmoid' if detected.labels == 1 else 'two as softmax of class 1'}"
+        )
+    return replace(detected, shape="cross-encoder")
+
+
 def detect(folder: Path) -> Detected:
     """Which of the three shapes `folder` is (see the module docstring), or `ForeignModelError`."""
     folder = Path(folder)
     if (folder / "modules.json").is_file():
+        if (cross := _st_cross_encoder(folder)) is not None:
+            return cross
         return _sentence_transformers(folder)
     config_file = folder / "config.json"
     if not config_file.is_file():
@@ -266,21 +333,9 @@ def detect(folder: Path) -> Detected:
             "(sentence-transformers) or config.json (transformers)"
         )
     config = _read_json(config_file)
-    architectures = [str(a) for a in config.get("architectures") or []]
     _check_weights(folder, folder)
-    if any(a.endswith("ForSequenceClassification") for a in architectures):
-        from simpair.models.cross_encoder import checkpoint_labels
-
-        try:
-            labels = checkpoint_labels(folder)
-        except ValueError as exc:
-            raise ForeignModelError(str(exc)) from None
-        if labels == 2 and config.get("problem_type") == "multi_label_classification":
-            raise ForeignModelError(
-                f"{folder}: a multi-label classifier (two independent sigmoids) not supported; simpair reads "
-                "two labels as softmax classes"
-            )
-        return Detected("classifier", "cross", folder, labels=labels, max_length=_max_length(folder, None))
+    if _is_classifier(config):
+        return _classifier(folder, folder, config)
     note = (
         "no sentence-transformers files and no classifier head: read as a bi-encoder with mean pooling "
         "and cosine, as the gate reads an untrained backbone"
