@@ -111,9 +111,30 @@ NoPrefectOption = Annotated[
         "--no-prefect", help="Run in this process without Prefect: no flow run, no server, no artifact."
     ),
 ]
+
+
+def json_target(value: str | None) -> str | None:
+    """`--json`'s check, made when the options are read: a PATH that cannot be written is a usage
+    error (exit 2) before the command ingests, trains or scores anything, not a FileNotFoundError
+    after the work is done. `-` is stdout; otherwise PATH's folder must exist and PATH be no folder."""
+    if value is None or value == "-":
+        return value
+    path = Path(value)
+    if path.is_dir():
+        raise typer.BadParameter(f"{value} is a folder; give a file path, or - for stdout")
+    if not path.parent.is_dir():
+        raise typer.BadParameter(f"no folder {path.parent} to write {path.name} in")
+    return value
+
+
 JsonOutOption = Annotated[
     str | None,
-    typer.Option("--json", metavar="PATH|-", help="Write the result as JSON to PATH, or to stdout with -."),
+    typer.Option(
+        "--json",
+        metavar="PATH|-",
+        callback=json_target,
+        help="Write the result as JSON to PATH, or to stdout with -.",
+    ),
 ]
 StrictOption = Annotated[
     bool,
@@ -205,8 +226,13 @@ def write_json(value: Any, target: str | None) -> None:
         stream = _json_streams[-1] if _json_streams else sys.stdout
         stream.write(text)
         stream.flush()
-    else:
-        Path(target).write_text(text, encoding="utf-8")
+    elif Path(target).exists() and not Path(target).is_file():  # /dev/stdout, a named pipe
+        with open(target, "w", encoding="utf-8") as stream:
+            stream.write(text)
+    else:  # a reader never sees half a report, and a failed write leaves the old one
+        from simpair.atomic import atomic_write_text
+
+        atomic_write_text(target, text)
 
 
 def print_markdown(out: Console, text: str) -> None:

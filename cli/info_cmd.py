@@ -20,7 +20,7 @@ from typing import Annotated, Any
 import typer
 
 from simpair import settings
-from simpair.cli.common import HomeOption, SourcesOption
+from simpair.cli.common import HomeOption, SourcesOption, json_target
 from simpair.settings import SOURCES_HINT
 
 # Optional backends a command may use when installed: shown name -> (import name, distribution names).
@@ -145,6 +145,7 @@ def info(
         typer.Option(
             "--json",
             metavar="PATH",
+            callback=json_target,
             help="Also write the facts as JSON to PATH; `--json -` prints only the JSON, on stdout.",
         ),
     ] = None,

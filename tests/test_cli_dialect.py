@@ -209,3 +209,20 @@ def test_an_unexpected_failure_over_several_lines_is_one_error_line(
         'error: ValueError: while parsing a flow sequence in "<unicode string>", line 1 expected '
         "(--debug for the traceback)"
     )
+
+
+def test_a_json_path_that_cannot_be_written_is_a_usage_error_before_any_work(tmp_path: Path) -> None:
+    """`ingest --json /nonexistent/d/r.json` ingested everything, then failed with FileNotFoundError;
+    `--json /tmp` with IsADirectoryError."""
+    sources, contracts = _toy_sources(tmp_path, 0)
+    home = tmp_path / "h"
+    args = ["ingest", "--no-prefect", "--sources", str(sources), "--contracts", str(contracts)]
+    for target, says in ((tmp_path / "no" / "r.json", "no folder"), (tmp_path, "is a folder")):
+        result = CliRunner().invoke(app, [*args, "--home", str(home), "--json", str(target)])
+        assert result.exit_code == 2, result.output
+        assert says in result.stderr and "--json" in result.stderr
+        assert not home.exists()  # nothing ingested
+    info = CliRunner().invoke(app, ["info", "--home", str(home), "--json", str(tmp_path / "no" / "x.json")])
+    assert info.exit_code == 2 and "no folder" in info.stderr and info.stdout == ""
+    models = CliRunner().invoke(app, ["models", "--home", str(home), "--json", str(tmp_path)])
+    assert models.exit_code == 2 and "is a folder" in models.stderr
