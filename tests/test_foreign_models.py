@@ -8,8 +8,10 @@ the bundled vocabulary), and simpair's scores are checked against those librarie
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import polars as pl
@@ -246,3 +248,47 @@ def test_a_sentence_transformers_cross_encoder_scores_as_its_predict(tmp_path: P
     settings.write_text(json.dumps(config))
     with pytest.raises(NoModel, match=r"ce: cross-encoder activation Tanh with 1 label\(s\) not supported"):
         resolve_model_ref(str(tmp_path / "ce"), tmp_path / "home2")
+
+
+def _adopt_at_once(folder: str, home: str, delay: float, barrier: Any, results: Any) -> None:
+    """One of several processes adopting the same folder: all check for it before any has made it."""
+    import time
+
+    from simpair.models import foreign
+
+    link = foreign.link_file
+
+    def slow_link(source: Path, target: Path) -> str:  # after the check for the folder, before the commit
+        time.sleep(delay)
+        return link(source, target)
+
+    foreign.link_file = slow_link  # type: ignore[assignment]
+    barrier.wait()
+    try:
+        ref = resolve_model_ref(folder, Path(home))
+        results.put((ref.local_dir, ref.version, sorted(p.name for p in Path(ref.local_dir).iterdir())))
+    except Exception as exc:  # reported to the test, which fails on it
+        results.put(repr(exc))
+
+
+def test_processes_adopting_the_same_model_at_once_share_one_folder(
+    folders: dict[str, Path], tmp_path: Path
+) -> None:
+    """The last to finish used to swap out (and delete) the folder the others were reading, and each got
+    its own `imported_at`, so its own local version; now the first folder in stays."""
+    ctx = multiprocessing.get_context("fork")
+    delays = [0.0, 0.0, 1.1]  # the last one commits in a later second than the first
+    barrier, results = ctx.Barrier(len(delays)), ctx.Queue()
+    home = tmp_path / "home"
+    procs = [
+        ctx.Process(target=_adopt_at_once, args=(str(folders["cross-1"]), str(home), d, barrier, results))
+        for d in delays
+    ]
+    for proc in procs:
+        proc.start()
+    got = [results.get(timeout=120) for _ in procs]
+    for proc in procs:
+        proc.join(timeout=30)
+    assert all(isinstance(g, tuple) for g in got), got
+    assert len({g[:2] for g in got}) == 1, got
+    assert [p.name for p in (home / "imported").iterdir()] == [Path(got[0][0]).name]  # no temporaries left

@@ -36,7 +36,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from simpair.atomic import atomic_path
+from simpair.atomic import commit, temp_path
 from simpair.models.metadata import METADATA_FILE, ModelMetadata
 
 log = logging.getLogger(__name__)
@@ -429,8 +429,9 @@ def adopt(spec: str | Path, home: Path, task: str | None = None) -> Path:
     if (target / METADATA_FILE).is_file():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
-    with atomic_path(target, directory=True) as tmp:
-        tmp.mkdir(parents=True, exist_ok=True)
+    tmp = temp_path(target)
+    tmp.mkdir()
+    try:
         methods = {link_file(path, tmp / path.name) for path in files}
         metadata = _metadata(source, detected, task, files, methods)
         if detected.kind == "bi":
@@ -442,8 +443,31 @@ def adopt(spec: str | Path, home: Path, task: str | None = None) -> Path:
 
         metadata.tokenizer_fingerprint = tokenizer_fingerprint(load_tokenizer(tmp))
         metadata.write(tmp)
+        if not _rename_if_absent(tmp, target):
+            log.info("%s was adopted by another process meanwhile: using its folder", source.spec)
+            return target
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
     log.info("adopted %s (%s, %s) as %s", source.spec, detected.shape, detected.kind, target)
     return target
+
+
+def _rename_if_absent(tmp: Path, target: Path) -> bool:
+    """Move the finished `tmp` in as `target` unless another process already did; True when ours won.
+
+    Never swaps out a complete folder: a process adopting the same model at the same time may be
+    reading it, and every process must end with the same folder (and so the same local version,
+    which hashes `imported_at`). A target left without `simpair.json` (a crash) is replaced.
+    """
+    try:
+        os.rename(tmp, target)  # fails on a non-empty existing folder (ENOTEMPTY / EEXIST)
+        return True
+    except OSError:
+        if (target / METADATA_FILE).is_file():
+            return False
+    commit(tmp, target)
+    return True
 
 
 def _metadata(
