@@ -24,7 +24,7 @@ from simpair.models.metadata import METADATA_FILE, ModelMetadata
 from simpair.models.precision_verdict import PrecisionVerdict
 from simpair.registry import registry, tracking
 from simpair.registry.pyfunc import log_pyfunc
-from simpair.registry.record import DESCRIPTIONS
+from simpair.registry.record import DESCRIPTIONS, register_version
 from simpair.registry.registry import CHALLENGER, CHAMPION
 
 Alias = Literal["auto", "champion", "challenger", "none"]
@@ -203,5 +203,5 @@ def _register(
         **{f"metric.{k}": f"{v:.6g}" for k, v in final.items()},
         **(verdict.to_tags() if verdict else {}),
     }
-    mv = mlflow.register_model(f"models:/{info.model_id}", name, tags=registry.tag_values(version_tags))
+    mv = register_version(f"models:/{info.model_id}", name, version_tags)
     return run_id, str(mv.version)

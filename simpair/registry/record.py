@@ -9,7 +9,10 @@ aliases moved and the other's not.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
+import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -132,8 +135,21 @@ def register_trained_model(
     }
     # The version is created with its tags in one write, not one round trip per tag (about 40 of them:
     # 1.3 s on a SQLite store, as many HTTP calls against a server).
-    mv = mlflow.register_model(f"models:/{info.model_id}", name, tags=registry.tag_values(version_tags))
+    mv = register_version(f"models:/{info.model_id}", name, version_tags)
     return RegisteredVersion(task=meta.task, name=name, version=str(mv.version), run_id=run_id)
+
+
+def register_version(model_uri: str, name: str, tags: Mapping[str, Any]) -> Any:
+    """`mlflow.register_model` without its console lines.
+
+    MLflow prints "Registered model ... already exists. Creating a new version ..." and "Created
+    version ..." to stderr on every registration; simpair says what it registered itself, so those
+    lines are dropped unless `SIMPAIR_DEBUG` is set. Errors still raise.
+    """
+    if os.environ.get("SIMPAIR_DEBUG", "").strip().lower() in ("1", "true", "yes", "on"):
+        return mlflow.register_model(model_uri, name, tags=registry.tag_values(dict(tags)))
+    with contextlib.redirect_stderr(io.StringIO()):
+        return mlflow.register_model(model_uri, name, tags=registry.tag_values(dict(tags)))
 
 
 def mark_challenger(home: Path, registered: RegisteredVersion) -> None:
