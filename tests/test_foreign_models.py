@@ -292,3 +292,18 @@ def test_processes_adopting_the_same_model_at_once_share_one_folder(
     assert all(isinstance(g, tuple) for g in got), got
     assert len({g[:2] for g in got}) == 1, got
     assert [p.name for p in (home / "imported").iterdir()] == [Path(got[0][0]).name]  # no temporaries left
+
+
+def test_a_distilbert_encoder_gets_its_embedding_width(tmp_path: Path) -> None:
+    """DistilBERT's config.json says `dim`, not `hidden_size`: the pooling config used to say 0."""
+    from transformers import DistilBertConfig, DistilBertModel
+
+    tokenizer = _bundled_tokenizer()
+    torch.manual_seed(0)
+    config = DistilBertConfig(vocab_size=len(tokenizer), dim=32, n_layers=1, n_heads=2, hidden_dim=64)
+    DistilBertModel(config).save_pretrained(tmp_path / "distil")
+    tokenizer.save_pretrained(tmp_path / "distil")
+    ref = resolve_model_ref(str(tmp_path / "distil"), tmp_path / "home")
+    pooling = json.loads((Path(ref.local_dir) / "1_Pooling" / "config.json").read_text())
+    assert pooling["word_embedding_dimension"] == 32
+    assert st.SentenceTransformer(ref.local_dir, device="cpu").get_sentence_embedding_dimension() == 32

@@ -435,9 +435,12 @@ def adopt(spec: str | Path, home: Path, task: str | None = None) -> Path:
         methods = {link_file(path, tmp / path.name) for path in files}
         metadata = _metadata(source, detected, task, files, methods)
         if detected.kind == "bi":
+            from transformers import AutoConfig
+
             from simpair.models.st_export import write_sentence_transformers_files
 
-            hidden = int(_read_json(tmp / "config.json").get("hidden_size") or 0)
+            # through AutoConfig: DistilBERT and others name the width differently (`dim`) in config.json
+            hidden = int(AutoConfig.from_pretrained(tmp).hidden_size)
             write_sentence_transformers_files(tmp, hidden, detected.max_length, pooling=detected.pooling)
         from simpair.models.tokenizer import load_tokenizer, tokenizer_fingerprint
 
