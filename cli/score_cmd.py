@@ -41,34 +41,55 @@ from simpair.defaults import (
 )
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from simpair.scoring.summary import ScoreSummary
 
 
-def summary_table(summary: ScoreSummary) -> Table:
-    """The run summary as a rich table: one line per inbox file, totals in the caption."""
+def summary_totals(summary: ScoreSummary) -> list[str]:
+    """The run's totals, one line each: files and rows, then the embedding store and re-score if used."""
     from simpair.scoring.summary import precision_note, store_note
 
-    table = Table(
-        title=(
-            f"scoring run {summary.run_id} with {summary.model_name}/{summary.model_version} "
-            f"in {summary.precision}"
-        ),
-        caption=(
-            f"files: {summary.files_scored} scored ({summary.files_rescored} again with this version), "
-            f"{summary.files_skipped} skipped, "
-            f"{summary.files_quarantined} quarantined | rows: {summary.rows_scored} scored, "
-            f"{summary.rows_rejected} rejected, {summary.rows_truncated} truncated | "
-            f"{summary.pairs_per_s} pairs/s | precision {summary.precision}: {precision_note(summary)}"
-            + (f"\nembedding store: {store_note(summary)}" if store_note(summary) else "")
-            + (f"\nre-score: {summary.rescore}" if summary.rescore else "")
-        ),
-    )
+    lines = [
+        f"files: {summary.files_scored} scored ({summary.files_rescored} again with this version), "
+        f"{summary.files_skipped} skipped, "
+        f"{summary.files_quarantined} quarantined | rows: {summary.rows_scored} scored, "
+        f"{summary.rows_rejected} rejected, {summary.rows_truncated} truncated | "
+        f"{summary.pairs_per_s} pairs/s | precision {summary.precision}: {precision_note(summary)}"
+    ]
+    if store_note(summary):
+        lines.append(f"embedding store: {store_note(summary)}")
+    if summary.rescore:
+        lines.append(f"re-score: {summary.rescore}")
+    return lines
+
+
+def summary_table(summary: ScoreSummary) -> Table:
+    """One line per inbox file: its status and detail."""
+    table = Table()
     table.add_column("file")
     table.add_column("status")
     table.add_column("detail", overflow="fold")
     for item in summary.files:
         table.add_row(item["file"], item["status"], str(item["detail"] or ""))
     return table
+
+
+def print_summary(console: Console, summary: ScoreSummary) -> None:
+    """The title line, the per-file table, then the totals as plain lines.
+
+    The totals were the table's caption, which rich wraps to the table's width: piped, `| rows:` then
+    ended one line and `6 scored` began the next. As lines of their own they wrap only on a terminal
+    narrower than they are, and never on a pipe (`console()` is 10,000 columns wide there).
+    """
+    title = (
+        f"scoring run {summary.run_id} with {summary.model_name}/{summary.model_version} "
+        f"in {summary.precision}"
+    )
+    console.print(title, markup=False, highlight=False)
+    console.print(summary_table(summary))
+    for line in summary_totals(summary):
+        console.print(line, markup=False, highlight=False)
 
 
 def score(
@@ -166,7 +187,7 @@ def score(
         fail(str(exc), exc)
     except Int8Refused as exc:  # the parity guard: figures, limits and what to do, in one line
         fail(f"not started: {exc}", exc)
-    console.print(summary_table(summary))
+    print_summary(console, summary)
     write_json(summary.to_dict(), json_out)
     rejected = f"{summary.rows_rejected} rows rejected, {summary.files_quarantined} files quarantined"
     finish(strict, summary.rows_rejected + summary.files_quarantined, rejected)

@@ -13,6 +13,7 @@ where `CliRunner` would hide them (it calls the command underneath the app's own
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
@@ -23,12 +24,16 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 from ingest_helpers import TOY_CONTRACT
+from rich.console import Console
 from test_scoring_support import make_pairs, write_batch
 from typer.testing import CliRunner
 
 from simpair.cli import app
+from simpair.cli.common import PIPED_WIDTH
 from simpair.cli.failures import SimpairTyper
+from simpair.cli.score_cmd import print_summary
 from simpair.models import save_tiny_model
+from simpair.scoring.summary import ScoreSummary, precision_note
 
 SIMPAIR = str(Path(sys.executable).with_name("simpair"))
 
@@ -226,3 +231,22 @@ def test_a_json_path_that_cannot_be_written_is_a_usage_error_before_any_work(tmp
     assert info.exit_code == 2 and "no folder" in info.stderr and info.stdout == ""
     models = CliRunner().invoke(app, ["models", "--home", str(home), "--json", str(tmp_path)])
     assert models.exit_code == 2 and "is a folder" in models.stderr
+
+
+def test_piped_score_totals_are_one_line_each() -> None:
+    """The totals were the table's caption, which rich wraps to the table's width: piped, a narrow
+    table printed `... quarantined | rows:` on one line and `6 scored, ...` on the next."""
+    summary = ScoreSummary(
+        run_id="20261129T1200Z-abc", model_name="simpair-paraphrase", model_version="3",
+        files_seen=1, files_scored=1, rows_scored=6, rows_scored_this_run=6, pairs_per_s=41.5,
+        files=[{"file": "a.parquet", "status": "scored", "detail": "6 rows"}],
+        rescore="batches first scored in the last 7 days, with the new champion",
+    )  # fmt: skip
+    out = io.StringIO()
+    print_summary(Console(file=out, width=PIPED_WIDTH), summary)
+    lines = out.getvalue().splitlines()
+    assert lines[0] == "scoring run 20261129T1200Z-abc with simpair-paraphrase/3 in fp32"
+    assert any(line.startswith("files: 1 scored") and "| rows: 6 scored, 0 rejected" in line and
+               line.rstrip().endswith(precision_note(summary)) for line in lines), out.getvalue()  # fmt: skip
+    assert lines[-1] == "re-score: batches first scored in the last 7 days, with the new champion"
+    assert any("a.parquet" in line and "6 rows" in line for line in lines)  # the per-file table
