@@ -151,10 +151,8 @@ def evaluate(
     stray = [name for name, given in file_only.items() if given]
     if stray:
         raise typer.BadParameter(f"{', '.join(stray)} only apply with --file PATH", param_hint=stray[0])
-    from simpair.evaluation.splits import evaluate_model
-
     home_path = settings.home_dir(home)
-    model_dir = resolve_model_option(model, home_path, task)
+    model_dir = resolve_model_option(model, home_path, task)  # before torch: a missing model fails at once
     if transfer:
         if split or group_pattern:
             raise typer.BadParameter("--transfer picks its own splits", param_hint="--transfer")
@@ -165,6 +163,8 @@ def evaluate(
         print_transfer(report_console(json_out), report, run_id)
         write_json(asdict(report) | {"mlflow_run_id": run_id}, json_out)
         return
+    from simpair.evaluation.splits import evaluate_model
+
     splits = [parse_split_option(s) for s in split] if split else None
     try:
         ev = evaluate_model(
@@ -196,9 +196,10 @@ def _evaluate_file(
 ) -> FileEvalResult:
     """`evaluate --file`: the domain's errors about the file become one usage line naming the option."""
     from simpair import settings
+
+    require_registered(model, settings.home_dir(home))  # before torch: a fresh home fails at once
     from simpair.evaluation.file import FileEvalError, evaluate_file
 
-    require_registered(model, settings.home_dir(home))
     try:  # the spec itself goes down, so the report names a registry model by name and version
         result = evaluate_file(
             model,

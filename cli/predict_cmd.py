@@ -33,9 +33,11 @@ def predict(
 ) -> None:
     """Score one pair: score (0-1), and for paraphrase models probability and label."""
     from simpair import settings
+
+    # the model first: on a fresh home `no model` comes at once, not after torch's import (~10 s)
+    model_dir = resolve_model_option(model, settings.home_dir(home), task)
     from simpair.predictors import load_predictor
 
-    model_dir = resolve_model_option(model, settings.home_dir(home), task)
     predictor = load_predictor(model_dir)
     out = predictor.predict([text_a], [text_b])
     result: dict[str, Any] = {k: v[0].item() for k, v in out.items()}

@@ -250,3 +250,33 @@ def test_piped_score_totals_are_one_line_each() -> None:
                line.rstrip().endswith(precision_note(summary)) for line in lines), out.getvalue()  # fmt: skip
     assert lines[-1] == "re-score: batches first scored in the last 7 days, with the new champion"
     assert any("a.parquet" in line and "6 rows" in line for line in lines)  # the per-file table
+
+
+_NO_TORCH_SCRIPT = """
+import json, sys
+from simpair.cli import app
+seen = {}
+for args in (["predict", "a", "b"], ["evaluate"], ["evaluate", "--file", sys.argv[1]]):
+    try:
+        app(args, prog_name="simpair")
+    except SystemExit as ended:
+        seen[" ".join(args[:2])] = [ended.code, "torch" in sys.modules]
+print(json.dumps(seen))
+"""
+
+
+def test_an_empty_registry_fails_before_torch_is_imported(tmp_path: Path) -> None:
+    """`simpair predict a b` on a fresh home imported the predictor (torch, ~10 s on 2 cores) before
+    looking for the model; `evaluate` and `evaluate --file` imported the evaluation modules first."""
+    pairs = tmp_path / "pairs.csv"
+    pairs.write_text("text_a,text_b,label\\na,b,1\\n")
+    environ = {k: v for k, v in os.environ.items() if k not in ("MLFLOW_TRACKING_URI", "SIMPAIR_DEBUG")}
+    done = subprocess.run(
+        [sys.executable, "-c", _NO_TORCH_SCRIPT, str(pairs)], capture_output=True, text=True,
+        env={**environ, "SIMPAIR_HOME": str(tmp_path / "h")}, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {
+        "predict a": [1, False], "evaluate": [1, False], "evaluate --file": [1, False]
+    }, done.stderr  # fmt: skip
+    assert done.stderr.count("error: no model simpair-paraphrase@champion in the registry") == 3
