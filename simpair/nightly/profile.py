@@ -2,7 +2,8 @@
 
 A profile (`configs/nightly.yaml`, `configs/nightly-smoke.yaml`) lists the tasks to train, the training
 config of each, the evaluation splits and the gate policy. Named profiles and project-relative paths
-resolve through `simpair.settings.shipped_path`, so they work from a checkout and installed alike.
+resolve through `simpair.settings.shipped_path`, so they work from a checkout and installed alike. A
+task's relative `config` is looked for beside the profile file first, then among the shipped files.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import BaseModel, Field, field_validator, model_validator
+from pydantic import BaseModel, Field, ValidationInfo, field_validator, model_validator
 
 from simpair import settings
 from simpair.registry.gate import GatePolicy
@@ -23,7 +24,9 @@ PROFILES = {"default": "configs/nightly.yaml", "smoke": "configs/nightly-smoke.y
 class TaskPlan(BaseModel):
     """One registered model trained each night."""
 
-    config: Path = Field(description="training config YAML, relative to the project root")
+    config: Path = Field(
+        description="training config YAML: relative to the profile's folder, else to the project root"
+    )
     evaluate: list[tuple[str, str]] = Field(description="(dataset, split) pairs the gate evaluates on")
     gate: GatePolicy
     jobs: int = Field(
@@ -37,6 +40,16 @@ class TaskPlan(BaseModel):
         description="after training, register the WiSE-FT interpolation toward the backbone that this "
         "rule picks on dev and choice canaries (simpair.registry.wise_path); null: the plain fine-tune",
     )
+
+    @model_validator(mode="after")
+    def _beside_the_profile(self, info: ValidationInfo) -> TaskPlan:
+        """A relative `config` that lies beside the profile file (`load_profile` passes its folder) is
+        that file, made absolute so it stays so through a copy of the profile; otherwise it names a
+        shipped file (`configs/smoke-paraphrase.yaml`, checkout or installed; `config_path`)."""
+        folder = info.context.get("profile_dir") if info.context else None
+        if folder is not None and not self.config.is_absolute() and (Path(folder) / self.config).is_file():
+            self.config = Path(folder) / self.config
+        return self
 
     def config_path(self) -> Path:
         return settings.shipped_path(self.config)
@@ -196,6 +209,8 @@ def load_profile(profile: str | Path) -> NightlyProfile:
     if not path.is_file():
         raise FileNotFoundError(f"nightly profile {profile!r}: no file {path} (known: {sorted(PROFILES)})")
     try:
-        return NightlyProfile.model_validate(yaml.safe_load(path.read_text()))
+        return NightlyProfile.model_validate(
+            yaml.safe_load(path.read_text()), context={"profile_dir": path.resolve().parent}
+        )
     except Exception as exc:
         raise ValueError(f"{path}: invalid nightly profile: {exc}") from exc
