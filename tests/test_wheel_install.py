@@ -283,7 +283,12 @@ def test_wheel_installs_and_runs_a_first_hour_outside_the_checkout(tmp_path: Pat
     checkout_before, checkout_home_before = _git_status(), _tree(ROOT / ".simpair")
     wheel = _build_wheel(tmp_path)
     built = time.monotonic()
-    assert "simpair/data_contracts/scoring_input.yaml" in zipfile.ZipFile(wheel).namelist()
+    names = zipfile.ZipFile(wheel).namelist()
+    # one installed namespace: no generic top-level `flows`/`tasks`/`cli` lands in site-packages
+    assert {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")} == {"simpair"}
+    for shipped in ("configs/nightly.yaml", "data_contracts/msrp.yaml", "data_contracts/scoring_input.yaml",
+                    "flows/nightly_retrain.py"):  # fmt: skip
+        assert f"simpair/{shipped}" in names, shipped
     venv, site = _fresh_venv(tmp_path, wheel)
     installed = time.monotonic()
 
@@ -301,12 +306,17 @@ def test_wheel_installs_and_runs_a_first_hour_outside_the_checkout(tmp_path: Pat
             timeout=300,
         )
 
-    where = "import simpair, simpair.settings as s; print(simpair.__file__, s.CHECKOUT)"
+    where = (
+        "import simpair, simpair.settings as s\n"
+        "from simpair.nightly.profile import load_profile\n"
+        "print(simpair.__file__, s.CHECKOUT, load_profile('default').tasks['sts'].config_path())"
+    )
     probe = subprocess.run(
         [venv / "bin" / "python", "-c", where], cwd=work, env=env, capture_output=True, text=True, check=True
     ).stdout.split()
     assert Path(probe[0]).is_relative_to(site) and not Path(probe[0]).is_relative_to(ROOT), probe
     assert probe[1] == "None"
+    assert Path(probe[2]).is_relative_to(site) and Path(probe[2]).is_file(), probe  # profiles from the wheel
     venv_before = _tree(venv)
 
     version = run("--version")
