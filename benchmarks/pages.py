@@ -238,7 +238,7 @@ def scale_block(r: dict[str, Any]) -> list[str]:
     first, last = min(dates.values()), max(dates.values())
     span = first if first == last else f"{first} to {last}"
     lines = [
-        f"Command: `{r['command']}` (a step measured again: the same command with `--steps STEP --merge`). "
+        f"Command: `{r['command']}` (a step measured again: the same command with `--steps STEP --merge`).",
         f"Measured {span}, each row's date in its own column, on "
         f"{m['cores']} cores ({m['cpu'] or NO_CPU}, {m['ram_gb']:.0f} GB RAM), no GPU; python {m['python']}, "
         f"polars {m['versions'].get('polars')}, torch {m['versions'].get('torch')}. "
@@ -361,10 +361,12 @@ def cascade_block(r: dict[str, Any]) -> list[str]:
     command = re.sub(r"--(cascade|home|out) \S+", lambda x: f"--{x[1]} {names[x[1]]}", r["command"])
     verdict = r["precision_verdict"].removeprefix("auto: ")
     lines = [
-        f"Command: `{command}`. Measured {r['measured_at'][:10]} on {m['cpus']} CPU cores "
+        f"Command: `{command}`.",
+        f"Measured {r['measured_at'][:10]} on {m['cpus']} CPU cores "
         f"({NO_CPU}, python {m['python']}), {r['threads']} threads, no GPU"
         + (f", load average {load[0]:.1f} at the start" if load[0] is not None else "")
-        + f". Cascade: members {', '.join(f'`{x}`' for x in c['members'])}, band ({c['band_low']:.3f}, "
+        + ".",
+        f"Cascade: members {', '.join(f'`{x}`' for x in c['members'])}, band ({c['band_low']:.3f}, "
         f"{c['band_high']:.3f}), fitted on {c['dev_pairs']} dev pairs"
         + (f" and {c['pool_pairs']:,} pool pairs" if c.get("pool_pairs") else "")
         + f"; `auto` precision verdict: {verdict}. The batch holds "
