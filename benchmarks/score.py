@@ -208,9 +208,9 @@ def worker_interleaved(
     """
     import torch
 
-    from simpair.model_ref import ModelRef
     from simpair.models.device import native_bf16
     from simpair.runtime.loading import load_pinned
+    from simpair.runtime.model_ref import ModelRef
     from simpair.scoring.scorer import score_columns
 
     table = pq.read_table(pairs, columns=["text_a", "text_b"])
@@ -333,8 +333,8 @@ def worker_impact(cross_model: Path, bi_model: Path, threads: int, limit: int) -
 
 def _ref(model: Path) -> object:
     """A pinned local model (version `local-…`: nothing is tagged on a registry)."""
-    from simpair.model_ref import ModelRef
     from simpair.models import ModelMetadata
+    from simpair.runtime.model_ref import ModelRef
 
     meta = ModelMetadata.read(model)
     return ModelRef(model.name, "local-bench", "", str(model), meta.task, meta.kind)
@@ -398,7 +398,7 @@ def worker_test_impact(model: Path, kind: str, chosen: str, threads: int) -> dic
     Spearman. The precision was chosen on the dev split; the test split is read here and only here."""
     from scipy.stats import spearmanr
 
-    from simpair.evaluation.binary_classification import binary_metrics
+    from simpair.metrics.binary_classification import binary_metrics
     from simpair.runtime.loading import load_pinned
 
     a, b, gold = msrp_test_pairs(SHARED) if kind == "cross" else stsb_test_pairs(SHARED)

@@ -145,7 +145,7 @@ def st_cross(model: Path, a: list[str], b: list[str]) -> tuple[np.ndarray, float
 def msrp_test(model: Path, threads: int, limit: int | None, auto: bool) -> dict:
     from simpair.ensemble import compare_with_cross
     from simpair.ensemble.cascade import CROSS
-    from simpair.evaluation.binary_classification import binary_metrics
+    from simpair.metrics.binary_classification import binary_metrics
     from simpair.runtime.loading import load_pinned
 
     a, b, gold = msrp_test_pairs(SHARED)
@@ -234,7 +234,7 @@ def verdict(model: Path, args: argparse.Namespace) -> str | None:
     """With `--auto`: the cascade's precision verdict, measured on the home's dev split once and cached."""
     if not args.auto:
         return None
-    from simpair.runtime.precision_ladder import ensure_verdict
+    from simpair.selection.precision_ladder import ensure_verdict
 
     if not args.home:
         raise SystemExit("--auto measures the precision verdict on the dev split: give --home")

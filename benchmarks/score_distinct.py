@@ -79,8 +79,8 @@ def build_stack(work: Path) -> Path:
     """The backbone as a cross- and a bi-encoder member under a fixed logistic combiner (timing only)."""
     import torch
 
-    from simpair.ensemble.stacked import StackSpec
     from simpair.models import ModelMetadata, build_model, default_backbone, save_model
+    from simpair.models.composite import StackSpec
     from simpair.models.tokenizer import load_tokenizer
 
     backbone, root = default_backbone(), work / "backbone-stack"

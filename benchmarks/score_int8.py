@@ -56,9 +56,9 @@ def msrp_train_pairs(shared: Path, n: int) -> tuple[list[str], list[str]]:
 
 def ours(model: Path, threads: int, precision: str, calibration: tuple[list[str], list[str]]) -> object:
     """Our predictor on ONNX Runtime: fp32, or int8 `dynamic` / `static`."""
-    from simpair.predictors import load_predictor
     from simpair.runtime.int8_backend import Int8Predictor, build_int8_encoder
     from simpair.runtime.onnx_backend import use_onnx
+    from simpair.runtime.predictors import load_predictor
 
     base = load_predictor(model, device="cpu", precision="fp32")
     if precision == "fp32":
@@ -115,7 +115,7 @@ def speed(model: Path, threads: int, n: int, calibration: tuple[list[str], list[
 
 def decisions(model: Path, threads: int, calibration: tuple[list[str], list[str]], proxy: bool) -> dict:
     """Accuracy / F1 at the model's threshold on MSRP test, fp32 against each int8 mode."""
-    from simpair.evaluation.binary_classification import binary_metrics
+    from simpair.metrics.binary_classification import binary_metrics
     from simpair.models.metadata import ModelMetadata
 
     text_a, text_b, gold = msrp_test_pairs(SHARED)

@@ -146,7 +146,7 @@ def _migrate(results: dict[str, Any]) -> dict[str, Any]:
 
 
 def _held_out_spearman(predictor: Any, held: Any) -> float:
-    from simpair.evaluation.graded_similarity import graded_metrics
+    from simpair.metrics.graded_similarity import graded_metrics
 
     raw = predictor.predict_raw(held["text_a"].to_list(), held["text_b"].to_list())
     return float(graded_metrics(raw, held["score"].to_numpy())["spearman"])
@@ -167,7 +167,7 @@ def proxy(
     from simpair.ensemble.fit import fit_stack
     from simpair.models import ModelMetadata, build_model
     from simpair.models.tiny import default_backbone
-    from simpair.predictors import load_predictor
+    from simpair.runtime.predictors import load_predictor
     from simpair.training.averaging import interpolate
 
     catalog = Catalog(home)
@@ -300,7 +300,7 @@ def seeds(
     from simpair.catalog import Catalog
     from simpair.models import ModelMetadata, build_model
     from simpair.models.tiny import default_backbone
-    from simpair.predictors import load_predictor
+    from simpair.runtime.predictors import load_predictor
     from simpair.training.averaging import average_states, interpolate
 
     seeds_ = list(seed or STABILITY_SEEDS)
@@ -398,10 +398,10 @@ def canaries(model_dir: Path, home: HOME, pattern: str = r"^(.+?)-\d{4}") -> Non
     from scipy.stats import spearmanr
 
     from simpair.ensemble.fit import shared_dev_frame
+    from simpair.evaluation.zero_shot_baseline import zero_shot_model
     from simpair.models import ModelMetadata, Predictor
-    from simpair.registry.gate_baseline import zero_shot_model
-    from simpair.registry.promotion import _train_seed
-    from simpair.registry.wise_path import (
+    from simpair.selection.promotion import _train_seed
+    from simpair.selection.wise_path import (
         _backbone_start,
         _figure,
         _Pairs,
@@ -409,7 +409,7 @@ def canaries(model_dir: Path, home: HOME, pattern: str = r"^(.+?)-\d{4}") -> Non
         canary_frame,
         dev_criterion,
     )
-    from simpair.registry.wise_rule import ChoiceCanary, PathPoint, WiseFtPolicy, choose_alpha
+    from simpair.selection.wise_rule import ChoiceCanary, PathPoint, WiseFtPolicy, choose_alpha
     from simpair.training.averaging import interpolate
 
     started = time.process_time()
@@ -481,10 +481,10 @@ def apply(model_dir: Path, home: HOME, alpha: float | None = None) -> None:
     Writes MODEL_DIR-wise<alpha> and records its dev Spearman beside the model's own.
     """
     from simpair.catalog import Catalog
-    from simpair.evaluation.graded_similarity import graded_metrics
+    from simpair.metrics.graded_similarity import graded_metrics
     from simpair.models import ModelMetadata, build_model, save_model
     from simpair.models.tiny import default_backbone
-    from simpair.predictors import load_predictor
+    from simpair.runtime.predictors import load_predictor
     from simpair.training import calibration
     from simpair.training.averaging import interpolate
 

@@ -322,7 +322,7 @@ def check_model_before_flow(spec: str, home: Path) -> None:
     require_registered(spec, home)
     if registry_spec_name(spec) is not None or "@" in spec:
         return
-    from simpair.model_ref import resolve_model_ref
+    from simpair.runtime.model_ref import resolve_model_ref
 
     try:
         resolve_model_ref(spec, home)
@@ -344,7 +344,7 @@ def resolve_model_option(model: str | None, home: Path, task: str = Task.paraphr
 
     A spec that names nothing ends the command with one `error:` line (exit 1).
     """
-    from simpair.model_ref import resolve_model_ref
+    from simpair.runtime.model_ref import resolve_model_ref
 
     spec = model or champion_of(task)
     require_registered(spec, home)

@@ -66,9 +66,9 @@ def encode(
     from pydantic import ValidationError
 
     from simpair.mining.encode import encode_file
-    from simpair.model_ref import resolve_model_ref
+    from simpair.models.int8_check import Int8Refused
     from simpair.runtime.embedding_store import store_line
-    from simpair.runtime.int8_guard import Int8Refused
+    from simpair.runtime.model_ref import resolve_model_ref
     from simpair.runtime.options import RuntimeOptions
     from simpair.settings import home_dir
 

@@ -156,7 +156,7 @@ def evaluate(
     if transfer:
         if split or group_pattern:
             raise typer.BadParameter("--transfer picks its own splits", param_hint="--transfer")
-        from simpair.evaluation.transfer import log_transfer, transfer_report
+        from simpair.selection.transfer import log_transfer, transfer_report
 
         report = transfer_report(model_dir, home_path, out)
         run_id = log_transfer(report, home_path)

@@ -128,7 +128,7 @@ def mine(
 
     from simpair import settings
     from simpair.mining.search import MineOptions
-    from simpair.runtime.int8_guard import Int8Refused
+    from simpair.models.int8_check import Int8Refused
 
     console = report_console(json_out)
     try:

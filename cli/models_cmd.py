@@ -49,7 +49,7 @@ def _against(compared_with: str) -> str:
 
 def canary_summary(tags: dict[str, str]) -> str:
     """`<split> <metric> <challenger> vs <zero-shot> ok|FAIL` per canary the gate recorded on a version."""
-    from simpair.registry.gate import CanaryResult
+    from simpair.selection.gate import CanaryResult
 
     figures: dict[tuple[str, str], dict[str, str]] = {}
     for key, value in tags.items():
@@ -82,7 +82,7 @@ def model_rows(home: Path) -> list[dict[str, str]]:
     if all(registered_versions(uri, name) == 0 for name in names):
         return []
     from simpair.registry import MODEL_NAMES, registry
-    from simpair.registry.gate import DEFAULT_PRIMARY
+    from simpair.selection.gate import DEFAULT_PRIMARY
 
     c = registry.client(home)
     rows: list[dict[str, str]] = []
@@ -169,8 +169,8 @@ def promote(
     """Run the promotion gate on the current challenger, or promote --version N with a --reason."""
     from simpair.nightly.profile import load_profile
     from simpair.registry import model_name
-    from simpair.registry.promotion import promote_manual, run_gate
     from simpair.registry.registry import CorruptModel, ModelNotFound
+    from simpair.selection.promotion import promote_manual, run_gate
 
     out = console()
     home_dir = settings.home_dir(home)
@@ -246,7 +246,8 @@ def int8_check(
     A recorded measurement is reused: given limits re-judge it, `--force` measures again.
     Exits 1 when int8 is refused, so a script can stop before scoring in int8.
     """
-    from simpair.runtime.int8_guard import Int8Limits, Int8Refused, check_version
+    from simpair.models.int8_check import Int8Limits, Int8Refused
+    from simpair.selection.int8_guard import check_version
 
     out = console()
     limits = None
@@ -273,12 +274,42 @@ def int8_check(
     out.print(f"[green]int8 accepted[/] for {escape(name)}/{escape(version)}", soft_wrap=True)
 
 
+def verdict(
+    model: Annotated[
+        str, typer.Argument(help="A model folder, or a registry ref such as simpair-sts@champion.")
+    ],
+    force: Annotated[bool, typer.Option("--force", help="Measure again, even if one is stored.")] = False,
+    home: HomeOption = None,
+) -> None:
+    """Measure a model's precision ladder (fp32, bf16, int8) on its dev split, and store the verdict.
+
+    `--precision auto` reads it when scoring; a model without one scores at fp32. A stored verdict is
+    shown as it is unless `--force`. Exits 1 when the model records no dev split to measure on.
+    """
+    from simpair.runtime.model_ref import resolve_model_ref
+    from simpair.selection.precision_ladder import NoDevSplit, verdict_for
+
+    home_dir = settings.home_dir(home)
+    ref = resolve_model_ref(model, home_dir)
+    try:
+        stored = verdict_for(ref, home_dir, force=force)
+    except NoDevSplit as exc:
+        fail(f"no precision verdict for {ref.label}: {exc}", exc)
+    console().print(
+        f"{ref.label}: {stored.why(stored.choose())}; measured {stored.measured_at} on {stored.pairs} pairs "
+        f"of {stored.dev_split}",
+        soft_wrap=True,
+        markup=False,
+    )
+
+
 def register(app: typer.Typer) -> None:
-    """Add `simpair models` (with `models int8-check`), `promote` and `rollback` to the top-level app."""
+    """Add `simpair models` (with `int8-check`, `verdict`, `import`), `promote` and `rollback` to the app."""
     app.command("promote")(promote)
     app.command("rollback")(rollback)
     models_app = typer.Typer(no_args_is_help=False)
     models_app.callback(invoke_without_command=True)(json_owns_stdout(models))
     models_app.command("int8-check")(int8_check)
+    models_app.command("verdict")(verdict)
     import_cmd.register(models_app)  # `models import`
     app.add_typer(models_app, name="models")

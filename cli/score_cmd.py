@@ -147,7 +147,7 @@ def score(
     from pydantic import ValidationError
 
     from simpair import settings
-    from simpair.runtime.int8_guard import Int8Refused
+    from simpair.models.int8_check import Int8Refused
     from simpair.scoring.lock import RunLocked
     from simpair.scoring.options import ScoringOptions
 

@@ -26,7 +26,7 @@ from simpair.mining.run import (
 )
 from simpair.mining.search import MineOptions
 from simpair.mining.sentences import read_sentences
-from simpair.model_ref import resolve_model_ref
+from simpair.runtime.model_ref import resolve_model_ref
 from simpair.tasks.mine import (
     build_table_task,
     encode_sentences_task,

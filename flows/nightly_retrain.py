@@ -43,9 +43,9 @@ from simpair.nightly.train import RETRIED as TRAINING_RETRIED
 from simpair.nightly.train import TrainingJob, run_training, train_here, train_side_by_side
 from simpair.registry.record import mark_challengers, register_trained_model
 from simpair.registry.tracking import check_reachable
-from simpair.registry.wise_path import apply_wise_ft
-from simpair.registry.wise_rule import WiseFtPolicy
-from simpair.runtime.precision_ladder import measure_precision
+from simpair.selection.precision_ladder import measure_precision
+from simpair.selection.wise_path import apply_wise_ft
+from simpair.selection.wise_rule import WiseFtPolicy
 from simpair.tasks.nightly import plan_night_task, publish_summary_task, stages, train_side_by_side_tasks
 from simpair.tasks.registry import (
     check_tracking_task,

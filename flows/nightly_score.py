@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from prefect import flow, runtime
 
-from simpair.model_ref import resolve_model_ref
+from simpair.runtime.model_ref import resolve_model_ref
 from simpair.scoring.chunk import score_chunk
 from simpair.scoring.commit import finalize_file
 from simpair.scoring.inbox import list_inbox

@@ -7,7 +7,7 @@ is given, and registered with its provenance (`simpair.registry.imported`).
 
 With a labelled dev file (a pairs file in the canonical columns, or an ingested `dataset/split`), a
 paraphrase model gets the threshold that maximises dev accuracy (as training chooses it by default),
-and every model a precision verdict measured on those pairs (`simpair.runtime.precision_ladder`);
+and every model a precision verdict measured on those pairs (`simpair.selection.precision_ladder`);
 both travel with the version. Without one there is no threshold (scoring writes the probability and
 leaves `label` empty) and `--precision auto` scores in fp32. Above the runtime for that measurement,
 as the night is: it measures each trained model's ladder before registering it.
@@ -87,10 +87,10 @@ def fit_on_dev(model_dir: Path, home: Path, dev_label: str, frame: pl.DataFrame)
     Writes into `model_dir` (a staging copy, never the adopted folder): `simpair.json` with the
     threshold, `metrics.json` with the dev figures, `precision_verdict.json`.
     """
-    from simpair.evaluation.binary_classification import best_threshold, binary_metrics
-    from simpair.evaluation.graded_similarity import graded_metrics
+    from simpair.metrics.binary_classification import best_threshold, binary_metrics
+    from simpair.metrics.graded_similarity import graded_metrics
     from simpair.models.predictor import Predictor
-    from simpair.runtime.precision_ladder import measure
+    from simpair.selection.precision_ladder import measure
 
     meta = ModelMetadata.read(model_dir)
     predictor = Predictor.load(model_dir)

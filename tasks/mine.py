@@ -28,8 +28,8 @@ from simpair.mining.run import (
 )
 from simpair.mining.search import Candidates, MineOptions
 from simpair.mining.sentences import Sentences, read_sentences
-from simpair.model_ref import ModelRef
 from simpair.runtime.embedding_store import StoreCounts
+from simpair.runtime.model_ref import ModelRef
 
 
 @task(name="read-sentences", task_run_name="read-{path}", cache_policy=NO_CACHE)

@@ -7,7 +7,7 @@ from pathlib import Path
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from simpair.model_ref import ModelRef, resolve_model_ref
+from simpair.runtime.model_ref import ModelRef, resolve_model_ref
 
 
 @task(name="resolve-model", cache_policy=NO_CACHE, retries=2, retry_delay_seconds=5)

@@ -18,10 +18,10 @@ from prefect.cache_policies import NO_CACHE
 from prefect.runtime import deployment, flow_run
 
 from simpair.registry import faults, tracking
-from simpair.registry.gate import GateDecision, GatePolicy
-from simpair.registry.promotion import run_gate
 from simpair.registry.record import RegisteredVersion, mark_challengers, register_trained_model
-from simpair.runtime.precision_ladder import measure_precision
+from simpair.selection.gate import GateDecision, GatePolicy
+from simpair.selection.precision_ladder import measure_precision
+from simpair.selection.promotion import run_gate
 
 DEFAULT_RETRIES = 3
 DEFAULT_DELAYS = [10.0, 60.0, 300.0]
@@ -88,7 +88,7 @@ def register_model_task(
 @task(name="measure-precision", task_run_name="precision-{model_dir.name}", cache_policy=NO_CACHE)
 def measure_precision_task(home: Path, model_dir: Path) -> str | None:
     """The model's precision ladder on its dev split, cached beside it before it is registered
-    (`simpair.runtime.precision_ladder.measure_precision`, the step `--no-prefect` runs too)."""
+    (`simpair.selection.precision_ladder.measure_precision`, the step `--no-prefect` runs too)."""
     return measure_precision(home, model_dir)
 
 

@@ -18,8 +18,8 @@ from prefect import task
 from prefect.artifacts import create_markdown_artifact
 from prefect.cache_policies import NO_CACHE
 
-from simpair.model_ref import ModelRef
 from simpair.nightly.profile import load_profile
+from simpair.runtime.model_ref import ModelRef
 from simpair.runtime.options import RuntimeOptions
 from simpair.scoring.chunk import ChunkResult, score_chunk
 from simpair.scoring.commit import FileResult, finalize_file

@@ -20,9 +20,9 @@ from prefect.cache_policies import NO_CACHE
 from simpair.ensemble import StackConfig
 from simpair.ensemble.train import combine_members
 from simpair.evaluation.splits import EvalResult, evaluate_model
-from simpair.registry.gate import wise_ft_markdown
-from simpair.registry.wise_path import apply_wise_ft
-from simpair.registry.wise_rule import WiseFtPolicy
+from simpair.selection.gate import wise_ft_markdown
+from simpair.selection.wise_path import apply_wise_ft
+from simpair.selection.wise_rule import WiseFtPolicy
 from simpair.tokens import TokenSplit
 from simpair.training import TrainConfig, TrainResult
 from simpair.training.pretokenize import pretokenize_config

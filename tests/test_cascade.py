@@ -25,8 +25,8 @@ from simpair.ensemble.cascade import allowed_misses, fit_band, in_band
 from simpair.ensemble.train import train_stack_file
 from simpair.models import save_tiny_model
 from simpair.models.metadata import Calibration, ModelMetadata
-from simpair.predictors import load_predictor
 from simpair.registry.pyfunc import log_pyfunc
+from simpair.runtime.predictors import load_predictor
 from simpair.scoring import score_inbox
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -232,7 +232,7 @@ def test_cascade_config_fits_a_band_that_agrees_with_its_cross_encoder_on_dev(ho
     assert set(ModelMetadata.read(out).train_datasets) >= {"msrp/train"}
 
     # the int8 parity guard measures the cascade as a whole on its dev split (int8 in the bi stage)
-    from simpair.runtime.int8_guard import Int8Limits, measure
+    from simpair.selection.int8_guard import Int8Limits, measure
 
     check = measure(out, home, Int8Limits(), threads=1)
     assert (check.pairs, check.metric) == (len(ids), "f1") and check.verdict in ("accepted", "refused")
@@ -387,7 +387,7 @@ def test_the_night_fits_a_cascades_band_on_its_chosen_wise_ft_cross_encoder(home
     cascade runs, not with the one before the choice."""
     from simpair.nightly.profile import Retries
     from simpair.nightly.train import TrainingJob, run_training
-    from simpair.registry.wise_rule import ChoiceCanary, WiseFtPolicy
+    from simpair.selection.wise_rule import ChoiceCanary, WiseFtPolicy
     from simpair.stages import InProcess
 
     write_toy_home(home)

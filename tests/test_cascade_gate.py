@@ -24,19 +24,19 @@ from test_training_toydata import write_toy_home
 from simpair.catalog import Catalog
 from simpair.ensemble import CascadeSpec, compare_with_cross
 from simpair.ensemble.cascade import fit_band
-from simpair.evaluation.binary_classification import binary_metrics
+from simpair.metrics.binary_classification import binary_metrics
 from simpair.models import ModelMetadata
-from simpair.predictors import load_predictor
 from simpair.registry import registry
-from simpair.registry.gate import CanaryResult, CascadeCheck, GatePolicy, decide
-from simpair.registry.promotion import (
+from simpair.registry.record import mark_challenger, register_trained_model
+from simpair.runtime.predictors import load_predictor
+from simpair.selection.gate import CanaryResult, CascadeCheck, GatePolicy, decide
+from simpair.selection.promotion import (
     cascade_checks,
     gate_exclusions,
     promote_manual,
     run_gate,
     wise_ft_record,
 )
-from simpair.registry.record import mark_challenger, register_trained_model
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 MSRP_TEST = [("msrp", "test")]

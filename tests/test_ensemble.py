@@ -29,9 +29,9 @@ from simpair.ensemble import (
     lexical_features,
 )
 from simpair.evaluation.splits import evaluate_model
-from simpair.predictors import load_predictor
 from simpair.registry.pyfunc import log_pyfunc
 from simpair.runtime.loading import load_pinned
+from simpair.runtime.predictors import load_predictor
 from simpair.scoring import score_inbox
 from simpair.training import TrainConfig, train
 

@@ -19,10 +19,10 @@ from typer.testing import CliRunner
 
 from simpair.catalog import Catalog
 from simpair.evaluation.file import FileEvalError, evaluate_file
-from simpair.evaluation.file.bootstrap import _headline, verdict_line
 from simpair.evaluation.file.validate import validate_pairs
+from simpair.metrics.bootstrap import _headline, verdict_line
 from simpair.models import ModelMetadata, save_tiny_model
-from simpair.predictors import load_predictor
+from simpair.runtime.predictors import load_predictor
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -194,7 +194,7 @@ def test_a_stacked_model_scores_from_texts_and_keeps_its_backbones_baseline(
     models: dict[str, Path], home: Path, tmp_path: Path
 ) -> None:
     """A stack has no tokenizer of its own: its members score the texts; the baseline is its backbone."""
-    from simpair.ensemble.stacked import StackSpec
+    from simpair.models.composite import StackSpec
 
     stack = tmp_path / "stack"
     save_tiny_model(stack / "m0", task="sts", kind="bi", seed=3)

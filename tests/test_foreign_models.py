@@ -22,10 +22,10 @@ from transformers import AutoModel, BertForSequenceClassification
 from typer.testing import CliRunner
 
 from simpair.cli import app
-from simpair.model_ref import NoModel, resolve_model_ref
 from simpair.models import ModelMetadata
 from simpair.models.tiny import _bundled_tokenizer, tiny_config
-from simpair.predictors import load_predictor
+from simpair.runtime.model_ref import NoModel, resolve_model_ref
+from simpair.runtime.predictors import load_predictor
 
 st = pytest.importorskip("sentence_transformers")
 st_models = pytest.importorskip("sentence_transformers.models")

@@ -1,4 +1,4 @@
-"""`simpair.model_ref.resolve_model_ref`: one resolver for a model folder, a registry ref, or the default."""
+"""`resolve_model_ref`: one resolver for a model folder, a registry ref, or the default."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from simpair.model_ref import NoModel, resolve_model_ref
+from simpair.runtime.model_ref import NoModel, resolve_model_ref
 
 
 def _fake_model(path: Path, kind: str = "cross", task: str = "paraphrase") -> Path:

@@ -25,12 +25,12 @@ from simpair.model_import import import_model
 from simpair.models import ModelMetadata, save_tiny_model
 from simpair.models.foreign import content_sha256
 from simpair.models.tiny import _bundled_tokenizer, tiny_config
-from simpair.predictors import load_predictor
 from simpair.registry import registry
-from simpair.registry.gate import GatePolicy
 from simpair.registry.imported import ImportRefused, stage
-from simpair.registry.promotion import run_gate
 from simpair.registry.record import mark_challenger, register_trained_model
+from simpair.runtime.predictors import load_predictor
+from simpair.selection.gate import GatePolicy
+from simpair.selection.promotion import run_gate
 
 WORDS = [
     "cat",

@@ -34,8 +34,8 @@ from simpair.flows.launch import nightly as run
 from simpair.nightly.night import night_in_process
 from simpair.nightly.plan import read_state
 from simpair.nightly.summary import NightlyFailed, NightlySummary
-from simpair.predictors import load_predictor
 from simpair.registry import registry, resolve_model
+from simpair.runtime.predictors import load_predictor
 
 pytestmark = [
     pytest.mark.usefixtures("prefect_api", "one_torch_thread"),
@@ -238,8 +238,8 @@ def test_dead_tracking_server_fails_the_night_early_and_moves_no_alias(
         from registry_helpers import tiny_model
 
         from simpair.ingest import run_ingest
-        from simpair.registry.promotion import promote_manual
         from simpair.registry.record import mark_challenger, register_trained_model
+        from simpair.selection.promotion import promote_manual
 
         assert run_ingest(sources=shared_data, home=home).ok
         model_dir = tiny_model(tmp_path / "m", home)

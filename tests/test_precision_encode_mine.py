@@ -27,8 +27,8 @@ from simpair.mining.encode import embedding_matrix, read_encode_metadata
 from simpair.models import save_tiny_model
 from simpair.models.metadata import ModelMetadata
 from simpair.models.precision_verdict import VERDICT_FILE
-from simpair.runtime import precision_ladder as ladder
 from simpair.runtime.loading import load_pinned
+from simpair.selection import precision_ladder as ladder
 
 
 def _bi_with_dev(path: Path, dev_ids: list[str], threshold: float = 0.5) -> Path:

@@ -21,16 +21,16 @@ from test_scoring_crash import _wait_chunks
 from test_scoring_int8 import _ingest_toy, _tiny_with_dev
 from test_scoring_support import assert_exactly_once, make_pairs, read_outputs, write_batch
 
-from simpair.model_ref import local_model_ref
 from simpair.models import save_tiny_model
 from simpair.models.precision_verdict import VERDICT_FILE, PrecisionVerdict
-from simpair.predictors import load_predictor
 from simpair.registry import registry
 from simpair.registry.record import register_trained_model
-from simpair.runtime import precision_ladder as ladder
 from simpair.runtime.loading import load_pinned
+from simpair.runtime.model_ref import local_model_ref
 from simpair.runtime.precision import DEFAULT_PRECISION
+from simpair.runtime.predictors import load_predictor
 from simpair.scoring import ScoringOptions, score_inbox
+from simpair.selection import precision_ladder as ladder
 
 NAME = "simpair-paraphrase"
 SIMPAIR = str(Path(sys.executable).with_name("simpair"))
@@ -230,7 +230,7 @@ def test_pyfunc_serves_the_fastest_torch_rung(tmp_path: Path, monkeypatch: pytes
 
     import simpair.models.device as devices
     from simpair.models.precision_verdict import RungCheck
-    from simpair.registry.pyfunc import served_precision
+    from simpair.runtime.pyfunc_model import served_precision
 
     assert served_precision(tmp_path) == "fp32"  # no verdict: fp32
     rungs = (

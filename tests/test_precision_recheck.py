@@ -17,11 +17,11 @@ from test_scoring_support import make_pairs, read_outputs, write_batch, write_ti
 
 from simpair.models import device as devices
 from simpair.models.precision_verdict import PrecisionVerdict, RungCheck
-from simpair.runtime import precision_ladder as ladder
 from simpair.runtime import recheck
 from simpair.runtime.loading import load_for_run, load_pinned
 from simpair.runtime.options import RuntimeOptions
 from simpair.scoring import score_inbox
+from simpair.selection import precision_ladder as ladder
 
 
 @pytest.fixture
@@ -143,7 +143,7 @@ def test_the_ladder_judges_the_band_out_of_sample() -> None:
 def test_a_logistic_stack_is_rechecked_at_its_own_cut(tmp_path: Path, one_thread: None) -> None:
     """A stack's raw output is its combiner's logit: the band is measured around the threshold's logit."""
     from simpair.models.metadata import ModelMetadata
-    from simpair.predictors import load_predictor
+    from simpair.runtime.predictors import load_predictor
 
     stack = write_tiny_stack(tmp_path / "stack")
     a, b = _texts(200, seed=44)

@@ -16,9 +16,9 @@ from simpair.models.precision_verdict import TAG_PREFIX, PrecisionVerdict, repor
 from simpair.nightly.night import register_all
 from simpair.nightly.summary import Trained
 from simpair.registry import registry
-from simpair.registry.gate import GatePolicy
-from simpair.registry.promotion import run_gate
-from simpair.runtime.precision_ladder import measure_precision
+from simpair.selection.gate import GatePolicy
+from simpair.selection.precision_ladder import measure_precision
+from simpair.selection.promotion import run_gate
 from simpair.stages import InProcess
 
 NAME = "simpair-paraphrase"

@@ -34,8 +34,8 @@ from mlflow import MlflowClient
 from registry_helpers import free_port
 
 from simpair.models import save_tiny_model
-from simpair.predictors import load_predictor
 from simpair.registry.pyfunc import REQUIREMENTS, log_pyfunc
+from simpair.runtime.predictors import load_predictor
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 NAME = "simpair-paraphrase"

@@ -22,9 +22,9 @@ from simpair.cli import app
 from simpair.cli.models_cmd import canary_summary
 from simpair.models import ModelMetadata
 from simpair.registry import registry
-from simpair.registry.gate import Canary, GatePolicy, metric
-from simpair.registry.promotion import canary_exclusions, promote_manual, run_gate
 from simpair.registry.record import mark_challenger, register_trained_model
+from simpair.selection.gate import Canary, GatePolicy, metric
+from simpair.selection.promotion import canary_exclusions, promote_manual, run_gate
 from simpair.training.config import TrainConfig
 from simpair.training.trainer import train
 
@@ -161,7 +161,7 @@ def test_a_graded_model_on_a_binary_split_gets_threshold_free_figures_only(
 ) -> None:
     """An STS model never tunes a threshold, so the gate compares it on a binary canary by ROC-AUC alone."""
     from simpair.evaluation.splits import evaluate_model
-    from simpair.registry.promotion import evaluate
+    from simpair.selection.promotion import evaluate
 
     write_toy_home(home)
     sts = tiny_model(tmp_path / "sts", home, task="sts", kind="bi")

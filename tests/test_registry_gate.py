@@ -15,13 +15,13 @@ from registry_helpers import one_torch_thread, tiny_model  # noqa: F401 - fixtur
 from typer.testing import CliRunner
 
 from simpair.cli import app
+from simpair.evaluation.zero_shot_baseline import zero_shot_model
 from simpair.ingest import run_ingest
 from simpair.models import ModelMetadata, default_backbone
 from simpair.registry import registry
-from simpair.registry.gate import GatePolicy, metric
-from simpair.registry.gate_baseline import zero_shot_model
-from simpair.registry.promotion import evaluate, gate_exclusions, run_gate
 from simpair.registry.record import mark_challenger, register_trained_model
+from simpair.selection.gate import GatePolicy, metric
+from simpair.selection.promotion import evaluate, gate_exclusions, run_gate
 
 PARAPHRASE = GatePolicy(primary="f1", margin=0.005, guardrails={"accuracy": 0.01})
 MSRP_TEST = [("msrp", "test")]

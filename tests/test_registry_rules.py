@@ -21,8 +21,8 @@ from simpair.nightly.plan import NightState, read_state, skip_reason, write_stat
 from simpair.nightly.profile import load_profile
 from simpair.registry import history as hist
 from simpair.registry.faults import is_transient
-from simpair.registry.gate import Canary, CanaryResult, GatePolicy, decide, flatten_metrics, metric
-from simpair.registry.tracking import TrackingUnavailable, config_hash, flatten
+from simpair.registry.tracking import TrackingUnavailable, config_hash, flatten, flatten_metrics
+from simpair.selection.gate import Canary, CanaryResult, GatePolicy, decide, metric
 
 POLICY = GatePolicy(primary="f1", margin=0.01, guardrails={"accuracy": 0.02})
 

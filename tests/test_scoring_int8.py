@@ -23,16 +23,16 @@ from typer.testing import CliRunner
 from simpair.cli import app
 from simpair.contracts import load_contract
 from simpair.ingest.dataset import ingest_dataset
-from simpair.model_ref import local_model_ref
 from simpair.models import save_tiny_model
 from simpair.models.metadata import ModelMetadata
-from simpair.predictors import load_predictor
 from simpair.registry import registry
 from simpair.registry.record import register_trained_model
-from simpair.runtime import int8_guard as guard
 from simpair.runtime.int8_backend import use_int8
+from simpair.runtime.model_ref import local_model_ref
 from simpair.runtime.precision import check_precision
+from simpair.runtime.predictors import load_predictor
 from simpair.scoring import ScoringOptions, score_inbox
+from simpair.selection import int8_guard as guard
 
 NAME = "simpair-paraphrase"
 tiny_cross = support.tiny_cross

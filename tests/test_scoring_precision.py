@@ -21,11 +21,11 @@ import test_scoring_support as support
 from test_scoring_support import assert_exactly_once, make_pairs, read_outputs, write_batch
 
 from simpair.models import device as devices
-from simpair.predictors import load_predictor
 from simpair.runtime import openvino_backend
 from simpair.runtime.bf16_backend import Bf16Predictor
 from simpair.runtime.loading import load_pinned
 from simpair.runtime.openvino_backend import OvPredictor
+from simpair.runtime.predictors import load_predictor
 from simpair.scoring import score_inbox
 from simpair.scoring.ledger import Ledger
 from simpair.scoring.summary import summary_markdown
@@ -331,7 +331,7 @@ def test_token_budget_batches_cap_tokens_and_restore_input_order(budget: int) ->
 def test_the_ladder_judges_each_bf16_runtime_and_keeps_the_fastest_accepted() -> None:
     """OpenVINO's bf16 is faster but keeps more of the graph in bf16: it can flip labels torch does not."""
     from simpair.models.precision_verdict import RungCheck
-    from simpair.runtime.precision_ladder import _best_runtime
+    from simpair.selection.precision_ladder import _best_runtime
 
     ov_refused = RungCheck(
         "bf16", "refused", "1.0% of dev labels flip", speedup=1.9, pairs_per_s=250.0, runtime="openvino"

@@ -14,9 +14,9 @@ import pytest
 from test_scoring_support import assert_exactly_once, make_pairs, read_outputs, write_batch
 
 from simpair.models import save_tiny_model
-from simpair.predictors import load_predictor
 from simpair.registry import registry
 from simpair.registry.record import RegisteredVersion, register_trained_model
+from simpair.runtime.predictors import load_predictor
 from simpair.scoring import score_inbox
 from simpair.scoring.chunk import ChunkResult
 

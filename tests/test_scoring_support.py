@@ -132,8 +132,8 @@ def tiny_bi(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def write_tiny_stack(root: Path) -> Path:
     """A `kind: stacked` directory written by hand (fitting one needs a training home): a tiny
     paraphrase cross-encoder and bi-encoder combined by a fixed logistic model."""
-    from simpair.ensemble.stacked import StackSpec
     from simpair.models import save_tiny_model
+    from simpair.models.composite import StackSpec
     from simpair.models.metadata import ModelMetadata
 
     members = ["members/0-cross", "members/1-bi"]

@@ -23,10 +23,10 @@ from typer.testing import CliRunner
 
 from simpair.cli import app
 from simpair.ingest import run_ingest
-from simpair.predictors import load_predictor
 from simpair.registry import CorruptModel, ModelNotFound, registry, resolve_model, tracking
-from simpair.registry.promotion import promote_manual
 from simpair.registry.record import mark_challenger, register_trained_model
+from simpair.runtime.predictors import load_predictor
+from simpair.selection.promotion import promote_manual
 
 PAIRS = pd.DataFrame(
     {

@@ -15,10 +15,10 @@ from test_training_toydata import write_toy_home
 from typer.testing import CliRunner
 
 from simpair.cli import app
-from simpair.evaluation.transfer import transfer_report
+from simpair.evaluation.zero_shot_baseline import zero_shot_model
 from simpair.registry import tracking
-from simpair.registry.gate_baseline import zero_shot_model
-from simpair.registry.promotion import canary_exclusions, evaluate
+from simpair.selection.promotion import canary_exclusions, evaluate
+from simpair.selection.transfer import transfer_report
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

@@ -26,8 +26,8 @@ from simpair import settings
 from simpair.catalog import Catalog
 from simpair.models import ModelMetadata, Predictor
 from simpair.models.tiny import build_tiny
-from simpair.registry.wise_path import apply_wise_ft, canary_frame, walk_path
-from simpair.registry.wise_rule import ChoiceCanary, PathPoint, WiseFtPolicy, choose_alpha
+from simpair.selection.wise_path import apply_wise_ft, canary_frame, walk_path
+from simpair.selection.wise_rule import ChoiceCanary, PathPoint, WiseFtPolicy, choose_alpha
 from simpair.training.config import TrainConfig
 from simpair.training.trainer import train
 

@@ -4,7 +4,7 @@ A cross-encoder reads both sentences together and a bi-encoder compares two inde
 so they make different mistakes; a ridge (graded) or logistic (paraphrase) regression on their raw
 outputs plus two lexical-overlap features, fitted on the members' shared dev split, is the
 "stacked generalisation" of Wolpert (1992). The result is an ordinary model directory
-(`kind: stacked`) that `simpair.predictors.load_predictor`, evaluation, the registry and bulk scoring
+(`kind: stacked`) that `simpair.runtime.predictors.load_predictor`, evaluation, the registry and bulk scoring
 all accept. A cascade (`kind: cascade`, `simpair.ensemble.cascade`) runs a bi-encoder on every pair
 and its cross-encoder only on the pairs a dev-fitted band marks as uncertain.
 
@@ -19,24 +19,25 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from simpair.ensemble.cascade import CASCADE_FILE, CascadePredictor, CascadeSpec, compare_with_cross
+    from simpair.ensemble.cascade import CascadePredictor, compare_with_cross
     from simpair.ensemble.cascade_fit import fit_cascade
     from simpair.ensemble.config import StackConfig, is_stack_config
     from simpair.ensemble.features import LEXICAL_FEATURES, lexical_features
     from simpair.ensemble.fit import fit_stack
     from simpair.ensemble.soup import fit_soup
-    from simpair.ensemble.stacked import STACK_FILE, StackedPredictor, StackSpec
+    from simpair.ensemble.stacked import StackedPredictor
     from simpair.ensemble.train import StackResult, train_stack
+    from simpair.models.composite import CASCADE_FILE, STACK_FILE, CascadeSpec, StackSpec
 
 _EXPORTS = {
-    "CASCADE_FILE": "simpair.ensemble.cascade",
+    "CASCADE_FILE": "simpair.models.composite",
     "CascadePredictor": "simpair.ensemble.cascade",
-    "CascadeSpec": "simpair.ensemble.cascade",
+    "CascadeSpec": "simpair.models.composite",
     "LEXICAL_FEATURES": "simpair.ensemble.features",
-    "STACK_FILE": "simpair.ensemble.stacked",
+    "STACK_FILE": "simpair.models.composite",
     "StackConfig": "simpair.ensemble.config",
     "StackResult": "simpair.ensemble.train",
-    "StackSpec": "simpair.ensemble.stacked",
+    "StackSpec": "simpair.models.composite",
     "StackedPredictor": "simpair.ensemble.stacked",
     "compare_with_cross": "simpair.ensemble.cascade",
     "fit_cascade": "simpair.ensemble.cascade_fit",

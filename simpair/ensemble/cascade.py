@@ -35,87 +35,21 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
 
+from simpair.models.composite import (
+    DEFAULT_BAND_RULE,
+    BandRule,
+    CascadeSpec,
+)
 from simpair.models.metadata import ModelMetadata
 from simpair.models.predictor import ModelFacts
 
-CASCADE_FILE = "cascade.json"
 BI, CROSS = 0, 1  # member indices: the bi stage first, the cross-encoder second
-DEFAULT_MAX_DISAGREEMENT = 0.005  # share of decisions allowed to differ from the full cross-encoder's
-# how many dev misses a band may leave for that share: "crc" (k + 1) / (n + 1) <= share, the default;
-# "point" k <= share * n (cascades fitted before 2026-11-26 19:00 UTC, selection-biased on small dev sets)
-BandRule = Literal["crc", "point"]
-DEFAULT_BAND_RULE: BandRule = "crc"
 # member index -> raw scores for (text_a, text_b) in place of the member's own `predict_raw` (the store)
 MemberRaw = Mapping[int, Callable[[list[str], list[str]], np.ndarray]]
-
-
-class CascadeSpec(BaseModel):
-    """Contents of `cascade.json`: the two stages and the band of bi probabilities sent to the cross.
-
-    A pair goes to the cross-encoder when `band_low < p_bi < band_high` (open interval): a band of
-    width zero sends nothing, the band (-1, 2) sends everything.
-    """
-
-    model_config = ConfigDict(extra="forbid")
-
-    members: list[str] = Field(min_length=2, max_length=2)  # [bi, cross], relative to the model dir
-    band_low: float
-    band_high: float
-    max_disagreement: float = DEFAULT_MAX_DISAGREEMENT
-    band_rule: BandRule = "point"  # absent in cascade.json files written before the rule was recorded
-    # what the band was fitted on, and what it did there
-    dev_pairs: int = 0
-    # misses the rule let the band leave outside, of the pairs fitted on: dev, and the pool (-1: none)
-    dev_allowed_misses: int | None = None
-    dev_share_to_cross: float = 0.0
-    dev_disagreement: float = 0.0
-    bi_calibration: str = ""  # where the bi stage's calibrated probability comes from
-    # unlabeled pairs like the traffic, fitted on beside dev (the cross-encoder's decisions need no label)
-    pool_source: str | None = None
-    pool_pairs: int = 0
-    pool_share_to_cross: float | None = None
-    pool_disagreement: float | None = None
-
-    def write(self, model_dir: Path) -> Path:
-        path = Path(model_dir) / CASCADE_FILE
-        path.write_text(self.model_dump_json(indent=2) + "\n")
-        return path
-
-    @classmethod
-    def read(cls, model_dir: Path) -> CascadeSpec:
-        path = Path(model_dir) / CASCADE_FILE
-        if not path.is_file():
-            raise FileNotFoundError(f"{path}: a cascade model needs {CASCADE_FILE}")
-        try:
-            return cls.model_validate_json(path.read_text())
-        except Exception as exc:
-            raise ValueError(f"{path}: invalid cascade spec: {exc}") from exc
-
-    def tags(self) -> dict[str, str]:
-        """The `cascade.*` tags of an MLflow model version (values are strings)."""
-        tags = {
-            "cascade.band_low": f"{self.band_low:.6g}",
-            "cascade.band_high": f"{self.band_high:.6g}",
-            "cascade.max_disagreement": f"{self.max_disagreement:.6g}",
-            "cascade.band_rule": self.band_rule,
-            "cascade.dev_pairs": str(self.dev_pairs),
-            "cascade.dev_share_to_cross": f"{self.dev_share_to_cross:.6g}",
-            "cascade.dev_disagreement": f"{self.dev_disagreement:.6g}",
-            "cascade.bi_calibration": self.bi_calibration,
-        }
-        if self.dev_allowed_misses is not None:
-            tags["cascade.dev_allowed_misses"] = str(self.dev_allowed_misses)
-        if self.pool_pairs and self.pool_share_to_cross is not None and self.pool_disagreement is not None:
-            tags["cascade.pool_source"] = str(self.pool_source)
-            tags["cascade.pool_pairs"] = str(self.pool_pairs)
-            tags["cascade.pool_share_to_cross"] = f"{self.pool_share_to_cross:.6g}"
-            tags["cascade.pool_disagreement"] = f"{self.pool_disagreement:.6g}"
-        return tags
 
 
 def in_band(p_bi: np.ndarray, low: float, high: float) -> np.ndarray:

@@ -21,20 +21,10 @@ import numpy as np
 
 from simpair.ensemble.backbone_member import is_zero_shot, zero_shot_members
 from simpair.ensemble.band_pool import BandPool
-from simpair.ensemble.cascade import (
-    BI,
-    CROSS,
-    DEFAULT_BAND_RULE,
-    DEFAULT_MAX_DISAGREEMENT,
-    BandRule,
-    CascadePredictor,
-    CascadeSpec,
-    band_figures,
-    compare_with_cross,
-    fit_band,
-)
+from simpair.ensemble.cascade import BI, CROSS, CascadePredictor, band_figures, compare_with_cross, fit_band
 from simpair.ensemble.fit import _merge_versions, dev_split_of, shared_dev_frame, write_composite
-from simpair.evaluation.binary_classification import best_threshold, binary_metrics
+from simpair.metrics.binary_classification import best_threshold, binary_metrics
+from simpair.models.composite import DEFAULT_BAND_RULE, DEFAULT_MAX_DISAGREEMENT, BandRule, CascadeSpec
 from simpair.models.metadata import ModelMetadata
 from simpair.models.predictor import Predictor
 from simpair.training import calibration as calibrate

@@ -17,16 +17,17 @@ from typing import Any, Literal
 
 import numpy as np
 from sklearn.linear_model import LogisticRegression, Ridge
-from sklearn.metrics import roc_auc_score
 from sklearn.model_selection import GridSearchCV, KFold, StratifiedKFold, cross_val_predict
 
 from simpair.atomic import atomic_path
 from simpair.catalog import Catalog
 from simpair.ensemble.backbone_member import is_zero_shot, zero_shot_members
 from simpair.ensemble.features import LEXICAL_FEATURES, product_name, product_pairs
-from simpair.ensemble.stacked import StackedPredictor, StackSpec
-from simpair.evaluation.binary_classification import best_threshold, binary_metrics
-from simpair.evaluation.graded_similarity import graded_metrics
+from simpair.ensemble.stacked import StackedPredictor
+from simpair.metrics.binary_classification import best_threshold, binary_metrics
+from simpair.metrics.graded_similarity import graded_metrics
+from simpair.metrics.threshold_free import roc_auc, spearman
+from simpair.models.composite import StackSpec
 from simpair.models.metadata import ModelMetadata
 from simpair.models.predictor import Predictor
 
@@ -196,9 +197,9 @@ def _fit_stack(
     for i, d in enumerate(member_dirs):
         column = x[:, i]
         if task == "sts":
-            member_dev.append({"member": d.name, "spearman": graded_metrics(column, y)["spearman"]})
+            member_dev.append({"member": d.name, "spearman": spearman(column, y)})
         else:
-            member_dev.append({"member": d.name, "roc_auc": float(roc_auc_score(y, column))})
+            member_dev.append({"member": d.name, "roc_auc": roc_auc(y, column)})
     if task == "sts":
         threshold = 0.5
         dev_metrics = graded_metrics(np.clip(oof, 0, 1), y)

@@ -18,8 +18,8 @@ import numpy as np
 
 from simpair.ensemble.fit import shared_dev_frame
 from simpair.ensemble.postprocess_refit import refit_postprocess, train_sentences
-from simpair.evaluation.binary_classification import best_threshold, binary_metrics
-from simpair.evaluation.graded_similarity import graded_metrics
+from simpair.metrics.binary_classification import best_threshold, binary_metrics
+from simpair.metrics.graded_similarity import graded_metrics
 from simpair.models import ModelMetadata, Predictor, save_model
 from simpair.training import calibration as calibrate
 from simpair.training.averaging import average_states

@@ -11,51 +11,19 @@ Layout of a stacked model directory (everything text or safetensors, nothing pic
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict
 
 from simpair.ensemble.features import LEXICAL_FEATURES, lexical_features, parse_product
+from simpair.models.composite import StackSpec
 from simpair.models.metadata import ModelMetadata
 from simpair.models.predictor import ModelFacts
 
-STACK_FILE = "stack.json"
 # member index -> its raw scores for (text_a, text_b), in place of the member's own `predict_raw`
 MemberRaw = Mapping[int, Callable[[list[str], list[str]], np.ndarray]]
-
-
-class StackSpec(BaseModel):
-    """Contents of `stack.json`: how member outputs and features become one raw score."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    combiner: Literal["ridge", "logistic"]
-    members: list[str]  # directories relative to the stacked model directory
-    features: list[str]  # "member:<i>", LEXICAL_FEATURES and "product:<i>*<j>" names, in column order
-    mean: list[float]
-    scale: list[float]
-    coef: list[float]
-    intercept: float
-    regularisation: float  # ridge alpha or logistic C, chosen by cross-validation on dev
-
-    def write(self, model_dir: Path) -> Path:
-        path = Path(model_dir) / STACK_FILE
-        path.write_text(json.dumps(self.model_dump(mode="json"), indent=2) + "\n")
-        return path
-
-    @classmethod
-    def read(cls, model_dir: Path) -> StackSpec:
-        path = Path(model_dir) / STACK_FILE
-        if not path.is_file():
-            raise FileNotFoundError(f"{path}: a stacked model needs {STACK_FILE}")
-        try:
-            return cls.model_validate_json(path.read_text())
-        except Exception as exc:
-            raise ValueError(f"{path}: invalid stack spec: {exc}") from exc
 
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:

@@ -10,13 +10,10 @@ sub-package or module, imported by name (never from here, which keeps this packa
 labelled file beside the zero-shot backbone) and `transfer` (in its domain and off it).
 """
 
-from simpair.evaluation.binary_classification import (
-    BinaryClassificationEvaluator,
-    best_threshold,
-    binary_metrics,
-)
-from simpair.evaluation.graded_similarity import GradedSimilarityEvaluator, graded_metrics
-from simpair.evaluation.leaked_pairs import leaked_pair_ids
+from simpair.evaluation.evaluators import BinaryClassificationEvaluator, GradedSimilarityEvaluator
+from simpair.metrics.binary_classification import best_threshold, binary_metrics
+from simpair.metrics.graded_similarity import graded_metrics
+from simpair.training.leaked_pairs import leaked_pair_ids
 
 __all__ = [
     "BinaryClassificationEvaluator",

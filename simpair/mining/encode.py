@@ -32,9 +32,9 @@ from simpair.mining.encoder import (
 )
 from simpair.mining.pairs import write_rejects
 from simpair.mining.sentences import DEFAULT_BATCH_ROWS, Rejects, distinct, iter_sentences, open_sentences
-from simpair.model_ref import ModelRef
 from simpair.progress import progress
 from simpair.runtime.embedding_store import release_store
+from simpair.runtime.model_ref import ModelRef
 from simpair.runtime.options import RuntimeOptions
 
 METADATA_KEY = b"simpair.encode"

@@ -21,10 +21,10 @@ from pathlib import Path
 
 import numpy as np
 
-from simpair.model_ref import ModelRef
 from simpair.progress import progress
 from simpair.runtime.embedding_store import StoreCounts
 from simpair.runtime.loading import load_for_run
+from simpair.runtime.model_ref import ModelRef
 from simpair.runtime.options import DEFAULT_BATCH_SIZE, RuntimeOptions
 from simpair.runtime.stored_predict import StoredEncoder, stored_encoder
 

@@ -19,8 +19,8 @@ import pyarrow.parquet as pq
 from simpair.atomic import atomic_path
 from simpair.mining.search import Candidates, MineOptions
 from simpair.mining.sentences import REJECT_SCHEMA, Rejects
-from simpair.model_ref import ModelRef
 from simpair.progress import progress
+from simpair.runtime.model_ref import ModelRef
 
 RERANK_CHUNK = 2048
 METADATA_KEY = b"simpair.mine"

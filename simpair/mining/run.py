@@ -35,8 +35,8 @@ from simpair.mining.encoder import (
 from simpair.mining.pairs import first_ids, pairs_table, rerank, write_pairs, write_rejects
 from simpair.mining.search import Candidates, MineOptions, search_corpus, search_within
 from simpair.mining.sentences import Sentences, distinct, read_sentences
-from simpair.model_ref import ModelRef, resolve_model_ref
 from simpair.runtime.embedding_store import StoreCounts, release_store
+from simpair.runtime.model_ref import ModelRef, resolve_model_ref
 from simpair.settings import home_dir
 from simpair.stages import InProcess, StageRunner
 

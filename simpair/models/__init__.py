@@ -1,7 +1,7 @@
 """Similarity models: cross-encoders and bi-encoders, their saved format, and the single-model predictor.
 
-`Predictor.load(dir)` loads one cross- or bi-encoder directory; `simpair.predictors.load_predictor(dir)`
-is the door other stages (registry, scoring) use for every model kind, stacks included.
+`Predictor.load(dir)` loads one cross- or bi-encoder directory; `simpair.runtime.predictors.load_predictor`
+is the one door every stage (scoring, evaluation, the pyfunc) uses for every model kind, stacks included.
 `save_tiny_model(path)` makes a random 2-layer model in the same format for fast tests.
 
 The names below load on first use: importing a light submodule (`simpair.models.metadata`, which the

@@ -1,6 +1,6 @@
 """A model's precision verdict: which of fp32, bf16 and int8 keep its dev decisions, and how fast each runs.
 
-Written once per model by the precision ladder (`simpair.runtime.precision_ladder`, which measures it on
+Written once per model by the precision ladder (`simpair.selection.precision_ladder`, which measures it on
 the model's recorded dev split) into `precision_verdict.json` beside `simpair.json`, and recorded as
 `simpair.precision.*` tags on its registry version. Everything that runs the model with `--precision
 auto` (scoring, encoding, mining, the MLflow pyfunc, a cascade's stages) reads this file and never

@@ -3,7 +3,7 @@
 Speed matters (nightly bulk scoring), so prediction tokenizes the whole call at once with the fast
 tokenizer, sorts pairs by length so each batch pads little, runs under `torch.inference_mode`, and puts
 results back in input order (`simpair.models.inference`). Bi-encoders encode each distinct sentence once
-per call. Loading any model kind, stacks included, is `simpair.predictors.load_predictor`.
+per call. Loading any model kind, stacks included, is `simpair.runtime.predictors.load_predictor`.
 """
 
 from __future__ import annotations
@@ -179,12 +179,12 @@ class Predictor(ModelFacts):
     def load(cls, model_dir: str | Path, device: str = "auto", precision: str = "fp32") -> Predictor:
         """Load a single-model directory (cross or bi) written by training, `save_tiny_model` or a soup.
 
-        `simpair.predictors.load_predictor` is the door for every model kind, stacks included.
+        `simpair.runtime.predictors.load_predictor` is the door for every model kind, stacks included.
         """
         model_dir = Path(model_dir)
         kind = ModelMetadata.read(model_dir).kind
         if kind in ("stacked", "cascade"):
-            raise ValueError(f"{model_dir} is a {kind} model: use simpair.predictors.load_predictor")
+            raise ValueError(f"{model_dir} is a {kind} model: use simpair.runtime.predictors.load_predictor")
         model, tokenizer, metadata = load_model(model_dir)
         return cls(model, tokenizer, metadata, model_dir=model_dir, device=device, precision=precision)
 

@@ -43,11 +43,11 @@ from simpair.nightly.summary import (
     training_failed,
 )
 from simpair.nightly.train import train_here
-from simpair.registry.gate import GateDecision, GatePolicy
-from simpair.registry.promotion import run_gate
 from simpair.registry.record import RegisteredVersion, mark_challengers, register_trained_model
 from simpair.registry.tracking import check_reachable
-from simpair.runtime.precision_ladder import measure_precision
+from simpair.selection.gate import GateDecision, GatePolicy
+from simpair.selection.precision_ladder import measure_precision
+from simpair.selection.promotion import run_gate
 from simpair.stages import StageRunner
 
 

@@ -15,8 +15,8 @@ import yaml
 from pydantic import BaseModel, Field, ValidationInfo, field_validator, model_validator
 
 from simpair import settings
-from simpair.registry.gate import GatePolicy
-from simpair.registry.wise_rule import WiseFtPolicy
+from simpair.selection.gate import GatePolicy
+from simpair.selection.wise_rule import WiseFtPolicy
 
 PROFILES = {"default": "configs/nightly.yaml", "smoke": "configs/nightly-smoke.yaml"}
 
@@ -38,7 +38,7 @@ class TaskPlan(BaseModel):
     wise_ft: WiseFtPolicy | None = Field(
         None,
         description="after training, register the WiSE-FT interpolation toward the backbone that this "
-        "rule picks on dev and choice canaries (simpair.registry.wise_path); null: the plain fine-tune",
+        "rule picks on dev and choice canaries (simpair.selection.wise_path); null: the plain fine-tune",
     )
 
     @model_validator(mode="after")

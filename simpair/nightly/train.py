@@ -25,8 +25,8 @@ from simpair.nightly.plan import config_dump
 from simpair.nightly.profile import Retries, load_profile
 from simpair.nightly.retry import RetryingInProcess
 from simpair.nightly.summary import Trained
-from simpair.registry.wise_path import apply_wise_ft
-from simpair.registry.wise_rule import WiseFtPolicy
+from simpair.selection.wise_path import apply_wise_ft
+from simpair.selection.wise_rule import WiseFtPolicy
 from simpair.stages import StageRunner
 from simpair.training import TrainConfig
 from simpair.training.pretokenize import pretokenize_config

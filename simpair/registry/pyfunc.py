@@ -1,13 +1,10 @@
 """The servable form of a simpair model: an MLflow pyfunc around a saved model directory.
 
 The model directory (safetensors weights, tokenizer, `config.json`, `simpair.json`) is logged as a pyfunc
-*artifact*, and the wrapper is logged with MLflow's models-from-code (`_pyfunc_entry.py`) instead of
-cloudpickle: nothing executable is unpickled at load time, and the weights are only ever read with
-safetensors. Prediction goes through `simpair.predictors.load_predictor`, the same object `simpair predict`
-uses, so `mlflow.pyfunc.load_model(uri).predict(df)` gives the same numbers as the CLI. It serves in the
-precision the model's cached precision verdict chose (`served_precision`), as `simpair score` does by
-default, among the rungs plain torch runs (fp32, and bf16 where native): int8 needs ONNX Runtime,
-which a served model does not install.
+*artifact*, and the wrapper (`simpair.runtime.pyfunc_model`) is logged with MLflow's models-from-code
+(`simpair/runtime/pyfunc_entry.py`) instead of cloudpickle: nothing executable is unpickled at load
+time, and the weights are only ever read with safetensors. This module only logs it: the signature,
+the pinned requirements and the staged code.
 
 The model also carries simpair's domain package (`code_paths`) and pins only third-party packages in its
 requirements, so it loads and serves (`mlflow models serve`) where simpair is not installed.
@@ -19,17 +16,16 @@ import shutil
 import tempfile
 from importlib import metadata as importlib_metadata
 from pathlib import Path
-from typing import Any
 
 import mlflow
 import pandas as pd
 from mlflow.models import ModelSignature
-from mlflow.pyfunc import PythonModel, PythonModelContext
 from mlflow.types import ColSpec, ParamSchema, ParamSpec, Schema
 
-MODEL_DIR_ARTIFACT = "model_dir"
-ENTRY_FILE = Path(__file__).with_name("_pyfunc_entry.py")
-INPUT_COLUMNS = ("text_a", "text_b")
+from simpair.models.metadata import MODEL_DIR_ARTIFACT
+
+# the models-from-code entry MLflow executes at load time; it lives with the loader (`simpair.runtime`)
+ENTRY_FILE = Path(__file__).resolve().parents[1] / "runtime" / "pyfunc_entry.py"
 
 
 def signature_for(task: str, kind: str | None = None) -> ModelSignature:
@@ -45,69 +41,8 @@ def signature_for(task: str, kind: str | None = None) -> ModelSignature:
     return ModelSignature(inputs=inputs, outputs=Schema(outputs), params=params)
 
 
-def predictions_frame(task: str, out: dict[str, Any]) -> pd.DataFrame:
-    """The predictor's arrays as the pyfunc output frame, in the column order of the signature."""
-    frame = pd.DataFrame({"score": out["score"].astype("float32")})
-    if task == "paraphrase":
-        frame["probability"] = out["probability"].astype("float32")
-        # a model imported with no dev file has no threshold: the label column is there, and empty
-        label = out.get("label")
-        frame["label"] = pd.array([None] * len(frame), "Int32") if label is None else label.astype("int32")
-    if "scored_by" in out:
-        frame["scored_by"] = [str(stage) for stage in out["scored_by"]]
-    return frame
-
-
-def _texts(column: pd.Series) -> list[str]:
-    """Strings of a column; a missing cell (an empty CSV field reads as NaN) is the empty text."""
-    values = column.astype(object)
-    return values.where(values.notna(), "").map(str).tolist()
-
-
-def served_precision(model_dir: Path) -> str:
-    """`auto` for a served model: the verdict's fastest accepted torch rung here; fp32 without one.
-
-    The pyfunc runs the plain torch forward pass, so a rung judged on anything else is not served: one
-    accepted only with an fp32 recheck near the threshold (`simpair.runtime.recheck`; the plain pass is
-    what the ladder refused), or a bf16 rung measured on OpenVINO (whose bf16 kernels round differently
-    from torch's autocast, and which is not among a served model's packages).
-    """
-    import dataclasses
-
-    from simpair.models.device import native_bf16, pick_device
-    from simpair.models.precision_verdict import PrecisionVerdict
-
-    verdict = PrecisionVerdict.read(model_dir)
-    if verdict is None:
-        return "fp32"
-    torch_rungs = tuple(r for r in verdict.rungs if r.recheck_band is None and r.runtime in (None, "torch"))
-    plain = dataclasses.replace(verdict, rungs=torch_rungs)
-    return plain.choose(("fp32", "bf16") if native_bf16(pick_device("auto")) else ("fp32",)).precision
-
-
-class SimpairPyfuncModel(PythonModel):
-    """Loads the predictor from the logged artifact folder once; predicts a frame of text pairs."""
-
-    def load_context(self, context: PythonModelContext) -> None:
-        from simpair.predictors import load_predictor
-
-        model_dir = Path(context.artifacts[MODEL_DIR_ARTIFACT])
-        self._predictor = load_predictor(model_dir, precision=served_precision(model_dir))
-
-    def predict(
-        self, context: PythonModelContext, model_input: pd.DataFrame, params: dict[str, Any] | None = None
-    ) -> pd.DataFrame:
-        missing = [c for c in INPUT_COLUMNS if c not in model_input.columns]
-        if missing:
-            raise ValueError(f"input is missing column(s) {missing}; expected {list(INPUT_COLUMNS)}")
-        batch_size = int((params or {}).get("batch_size", 64))
-        text_a, text_b = _texts(model_input["text_a"]), _texts(model_input["text_b"])
-        out = self._predictor.predict(text_a, text_b, batch_size=batch_size)
-        return predictions_frame(self._predictor.task, out)
-
-
 # The third-party distributions the pyfunc's code imports when it loads and predicts (simpair's domain
-# modules reached from `simpair.predictors`, ensembles included). Pinned to the versions the model was
+# modules reached from `simpair.runtime.predictors`, ensembles included). Pinned to the versions the model was
 # trained with. `simpair` itself is not here: no index serves it, its code travels in the model (`code/`).
 # tests/test_pyfunc_serving.py checks this list against the imports of the modules a served model loads.
 REQUIREMENTS = (

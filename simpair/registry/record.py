@@ -22,6 +22,7 @@ import mlflow
 
 from simpair.catalog import Catalog, CatalogError
 from simpair.models import ModelMetadata
+from simpair.models.composite import CascadeSpec
 from simpair.models.precision_verdict import PrecisionVerdict
 from simpair.registry import registry, tracking
 from simpair.registry.pyfunc import log_pyfunc
@@ -74,8 +75,6 @@ def _cascade_tags(model_dir: Path, meta: ModelMetadata) -> dict[str, str]:
     """A cascade's band and what it did on dev (`cascade.*`), so the version shows them in MLflow."""
     if meta.kind != "cascade":
         return {}
-    from simpair.ensemble.cascade import CascadeSpec
-
     return CascadeSpec.read(model_dir).tags()
 
 

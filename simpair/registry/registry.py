@@ -20,9 +20,10 @@ from mlflow import MlflowClient
 from mlflow.exceptions import MlflowException
 
 from simpair.atomic import commit
+from simpair.models.composite import member_dirs
+from simpair.models.metadata import MODEL_DIR_ARTIFACT
 from simpair.registry import history as hist
 from simpair.registry import tracking
-from simpair.registry.pyfunc import MODEL_DIR_ARTIFACT
 
 MODEL_NAMES: dict[str, str] = {"paraphrase": "simpair-paraphrase", "sts": "simpair-sts"}
 CHAMPION = "champion"
@@ -92,21 +93,12 @@ def _complete(path: Path) -> bool:
     """simpair.json and weights present; for a stacked model or a cascade, in every member directory too."""
     if not (path / "simpair.json").exists():
         return False
-    if (path / "cascade.json").exists():
-        from simpair.ensemble.cascade import CascadeSpec
-
-        try:
-            return all(_complete(path / rel) for rel in CascadeSpec.read(path).members)
-        except ValueError:
-            return False
-    if (path / "stack.json").exists():
-        from simpair.ensemble import StackSpec
-
-        try:
-            members = StackSpec.read(path).members
-        except ValueError:
-            return False
-        return all(_complete(path / rel) for rel in members)
+    try:
+        members = member_dirs(path)
+    except ValueError:
+        return False
+    if members is not None:
+        return all(_complete(member) for member in members)
     return any(path.glob("*.safetensors"))
 
 

@@ -21,7 +21,6 @@ import mlflow
 from mlflow import MlflowClient
 
 from simpair import settings
-from simpair.registry.gate import flatten_metrics
 from simpair.registry.parquet_dataset import ParquetSplit
 
 EXPERIMENT = "simpair"
@@ -148,6 +147,18 @@ def log_history(history: Iterable[Mapping[str, Any]]) -> int:
             mlflow.log_metrics(numbers, step=step)
             count += 1
     return count
+
+
+def flatten_metrics(metrics: Mapping[str, Any], prefix: str = "", sep: str = "/") -> dict[str, float]:
+    """Nested evaluation results -> flat `a/b/metric` floats (non-numeric leaves dropped)."""
+    out: dict[str, float] = {}
+    for key, value in metrics.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            out.update(flatten_metrics(value, prefix=f"{name}{sep}", sep=sep))
+        elif isinstance(value, int | float) and not isinstance(value, bool):
+            out[name] = float(value)  # NaN kept: "undefined" (e.g. Spearman of constant scores) is news
+    return out
 
 
 def log_numeric_metrics(metrics: Mapping[str, Any]) -> dict[str, float]:

@@ -38,7 +38,7 @@ from typing import Protocol
 import numpy as np
 
 from simpair.defaults import DEFAULT_EMBEDDING_MEMORY_MB as DEFAULT_MEMORY_MB
-from simpair.model_ref import ModelRef
+from simpair.runtime.model_ref import ModelRef
 
 _WEIGHT_SUFFIXES = {".safetensors", ".bin", ".pt", ".pth", ".onnx", ".json"}
 _SQL_VARS = 500  # keys per `IN (...)` query (SQLite's host-parameter limit is 999 on old builds)

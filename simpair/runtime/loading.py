@@ -27,7 +27,7 @@ _LOAD_LOCK = threading.Lock()
 
 
 class PairPredictor(Protocol):
-    """What scoring needs from a loaded model (implemented by `simpair.predictors.load_predictor`)."""
+    """What scoring needs from a loaded model (implemented by `simpair.runtime.predictors.load_predictor`)."""
 
     task: str
     kind: str
@@ -128,7 +128,7 @@ def _build(
 ) -> PairPredictor:
     import torch
 
-    from simpair.predictors import load_predictor
+    from simpair.runtime.predictors import load_predictor
 
     torch.set_num_threads(threads)
     if precision == "int8":  # fp32 weights on CPU, quantized for ONNX Runtime's CPU provider

@@ -26,7 +26,7 @@ class RuntimeOptions(BaseModel):
     - `threads`: torch / ONNX Runtime threads per worker; None = CPUs / workers.
     - `backend`: `auto` (ONNX Runtime on CPU when installed, else torch), `torch` or `onnx`.
     - `precision`: `auto` (the fastest rung of the model's cached precision verdict that keeps its dev
-      decisions, `simpair.runtime.precision_ladder`), `fp32`, `bf16` (not with backend `onnx`) or
+      decisions, `simpair.selection.precision_ladder`), `fp32`, `bf16` (not with backend `onnx`) or
       `int8` (not with `torch`; refused unless the model passes the parity guard, `int8_guard`).
       A job resolves it once per model before it loads one (`resolve.resolve`); stages get the result.
     - `embedding_store`: bi-encoders look sentence vectors up in a store kept for the whole run, so

@@ -1,18 +1,63 @@
-"""The one place a run's precision is decided: once, by the process that starts the run.
+"""The one place a run's precision is decided: once, by the process that starts the run, from stored verdicts.
 
-`auto` (the default) takes the pinned model's precision verdict (`precision_ladder`); an explicit
-`bf16` falls back to fp32 where it is not native; an explicit `int8` must pass the parity guard
-(`int8_guard`). The result goes to every chunk and worker, so one run never mixes precisions.
+`auto` (the default) takes the fastest accepted rung of the pinned model's stored precision verdict
+(`precision_verdict.json` beside its metadata, written when the version was registered or imported, or
+by `simpair models verdict`); a model without one scores at fp32 and the run says so in one line. An
+explicit `bf16` falls back to fp32 where it is not native; an explicit `int8` needs a stored int8
+check that accepted it (the version's `simpair.int8.*` tags, or the verdict's int8 rung).
+
+Nothing is measured here: a scoring run never loads the dev split, exports a graph to time it, or
+writes a registry tag before its first batch. Measuring is `simpair.selection`'s job. The result goes
+to every chunk and worker, so one run never mixes precisions.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
-from simpair.model_ref import ModelRef
-from simpair.runtime.int8_guard import require_int8
-from simpair.runtime.precision import check_precision, runnable_precision, warn_fallback
-from simpair.runtime.precision_ladder import auto_precision
+from simpair.models.int8_check import Int8Check, Int8Refused
+from simpair.models.precision_verdict import PrecisionVerdict
+from simpair.runtime.model_ref import ModelRef
+from simpair.runtime.precision import allowed_rungs, check_precision, runnable_precision, warn_fallback
+
+
+def _measure_hint(model: ModelRef) -> str:
+    return f"simpair models verdict {model.local_dir if model.version.startswith('local-') else model.label}"
+
+
+def auto_precision(model: ModelRef | None, backend: str, device: Any) -> tuple[str, str]:
+    """The rung `--precision auto` takes for `model` from its stored verdict, and the line saying why."""
+    if model is None:
+        return "fp32", "auto: fp32 (no pinned model to read a precision verdict of)"
+    verdict = PrecisionVerdict.read(Path(model.local_dir))
+    if verdict is None:
+        return "fp32", f"auto: fp32 (no stored precision verdict; measure one with `{_measure_hint(model)}`)"
+    allowed = allowed_rungs(backend, device)
+    chosen = verdict.choose(allowed)
+    return chosen.precision, verdict.why(chosen, allowed)
+
+
+def int8_refusal(model: ModelRef, home: Path | None) -> str | None:
+    """Why int8 may not be used for `model`, from what is stored (None: a stored check accepted it).
+
+    A registry version's recorded int8 check (`simpair models int8-check`) comes first; else the int8
+    rung of the model's stored precision verdict.
+    """
+    if not model.version.startswith("local-") and home is not None:
+        from simpair.registry import registry  # the registry (MLflow) only for a registry version
+
+        c = registry.client(Path(home))
+        recorded = Int8Check.from_tags(dict(c.get_model_version(model.name, model.version).tags or {}))
+        if recorded is not None:
+            return None if recorded.accepted else recorded.reason
+    verdict = PrecisionVerdict.read(Path(model.local_dir))
+    rung = verdict.rung("int8") if verdict is not None else None
+    if verdict is None or rung is None:
+        return f"no stored int8 check (measure one with `{_measure_hint(model)}`)"
+    if rung.accepted:
+        return None
+    return f"{rung.reason} (measured {verdict.measured_at} on {verdict.pairs} pairs of {verdict.dev_split})"
 
 
 def resolve(
@@ -20,24 +65,23 @@ def resolve(
 ) -> tuple[str, str | None]:
     """Decide a run's precision once, before its first chunk: (precision, why auto chose it, or None).
 
-    `auto` reads the pinned model's precision verdict (measured once and cached when it has none). An
-    explicit bf16 falls back to fp32 with a warning where it is not native.
-
-    Called by the process that starts the run; the result is passed to every chunk (and worker),
-    so all chunks of a run use the same precision. `device` defaults to the one `load_predictor`
-    would pick here (CUDA if available, else CPU). int8 is refused (`int8_guard.Int8Refused`)
-    unless the pinned `model` passes the parity guard (`home` holds its dev split and registry).
+    `device` defaults to the one `load_predictor` would pick here (CUDA if available, else CPU). int8
+    is refused (`Int8Refused`, one line) unless the pinned `model` has a stored int8 check that
+    accepted it; `home` holds its registry.
     """
     from simpair.models.device import pick_device
 
     check_precision(precision, backend)
     device = pick_device("auto") if device is None else device
     if precision == "auto":
-        chosen = auto_precision(model, home, backend, device)
-        return chosen.precision, chosen.why
+        return auto_precision(model, backend, device)
     effective = runnable_precision(precision, device)
     if effective != precision:
         warn_fallback(device)
-    if precision == "int8":  # measured on the model's dev split, or read from its registry version
-        require_int8(model, home)
+    if precision == "int8":
+        if model is None:
+            raise ValueError("precision int8 needs the pinned model (its stored int8 check)")
+        refusal = int8_refusal(model, home)
+        if refusal is not None:
+            raise Int8Refused(f"int8 refused for {model.label}: {refusal}; score with --precision fp32")
     return effective, None

@@ -19,7 +19,6 @@ from typing import Any
 
 import numpy as np
 
-from simpair.model_ref import ModelRef
 from simpair.runtime.embedding_store import (
     DEFAULT_MEMORY_MB,
     EmbeddingStore,
@@ -27,6 +26,7 @@ from simpair.runtime.embedding_store import (
     model_identity,
     open_store,
 )
+from simpair.runtime.model_ref import ModelRef
 from simpair.runtime.options import DEFAULT_BATCH_SIZE
 
 # a bi-encoder's own store; a stack's members' stores are keyed by member index

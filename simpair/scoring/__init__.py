@@ -21,7 +21,7 @@ imports Prefect; `tasks/scoring.py` and `flows/nightly_score.py` wire them):
 - `rescore`: whether batches another model version scored are scored again (`decide_rescore`).
 - `sample`: an inbox built from held-out test pairs (`simpair make-sample-inbox`).
 
-The model is pinned by `simpair.model_ref.resolve_model_ref` (a folder or a registry reference).
+The model is pinned by `simpair.runtime.model_ref.resolve_model_ref` (a folder or a registry reference).
 """
 
 from simpair.scoring.options import ScoringOptions

@@ -14,9 +14,9 @@ from typing import Any
 
 import pyarrow as pa
 
-from simpair.model_ref import ModelRef
 from simpair.runtime.embedding_store import EmbeddingStore, StoreCounts
 from simpair.runtime.loading import load_for_run
+from simpair.runtime.model_ref import ModelRef
 from simpair.runtime.options import RuntimeOptions
 from simpair.runtime.stored_predict import open_stores
 from simpair.scoring.contract import ScoringContract

@@ -11,7 +11,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from simpair.model_ref import ModelRef
+from simpair.runtime.model_ref import ModelRef
 from simpair.scoring.chunk import ChunkResult
 from simpair.scoring.ledger import Ledger
 from simpair.scoring.plan import FilePlan, scored_as

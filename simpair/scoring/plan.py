@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from simpair.model_ref import ModelRef
+from simpair.runtime.model_ref import ModelRef
 from simpair.scoring.contract import ScoringContract
 from simpair.scoring.inbox import InboxFile, content_hash
 from simpair.scoring.ledger import Ledger

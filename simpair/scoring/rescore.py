@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
-from simpair.model_ref import ModelRef
+from simpair.runtime.model_ref import ModelRef
 from simpair.scoring.ledger import Ledger
 from simpair.scoring.options import ScoringOptions
 

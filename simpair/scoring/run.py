@@ -38,8 +38,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from simpair.model_ref import ModelRef, resolve_model_ref
 from simpair.runtime.embedding_store import release_store
+from simpair.runtime.model_ref import ModelRef, resolve_model_ref
 from simpair.runtime.resolve import resolve
 from simpair.scoring.chunk import ChunkResult, run_store, score_chunk
 from simpair.scoring.commit import finalize_file

@@ -17,9 +17,9 @@ from functools import partial
 import numpy as np
 import pyarrow as pa
 
-from simpair.model_ref import ModelRef
 from simpair.runtime.embedding_store import EmbeddingStore, StoreCounts
 from simpair.runtime.loading import PairPredictor
+from simpair.runtime.model_ref import ModelRef
 from simpair.runtime.stored_predict import predict_stored
 
 SCORE_COLUMNS = (

@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from simpair.model_ref import ModelRef
 from simpair.runtime.embedding_store import store_line
+from simpair.runtime.model_ref import ModelRef
 from simpair.scoring.chunk import ChunkResult
 from simpair.scoring.commit import FileResult
 from simpair.scoring.plan import FilePlan

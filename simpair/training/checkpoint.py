@@ -17,8 +17,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from simpair.evaluation.binary_classification import best_threshold, binary_metrics
-from simpair.evaluation.graded_similarity import graded_metrics
+from simpair.metrics.binary_classification import best_threshold, binary_metrics
+from simpair.metrics.graded_similarity import graded_metrics
 from simpair.pair_tokens import PairTokens
 from simpair.training.averaging import average_states
 from simpair.training.config import TrainConfig

@@ -18,8 +18,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import torch
 
-from simpair.evaluation.binary_classification import best_threshold, binary_metrics
-from simpair.evaluation.graded_similarity import graded_metrics
+from simpair.metrics.binary_classification import best_threshold, binary_metrics
+from simpair.metrics.graded_similarity import graded_metrics
 from simpair.models.bi_encoder import BiEncoder
 from simpair.models.cross_encoder import CrossEncoder
 from simpair.models.embedding_postprocess import EmbeddingPostprocess

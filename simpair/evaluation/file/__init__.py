@@ -6,7 +6,7 @@ the scoring-input contract does (`text_a`/`text_b` required; null or blank texts
 scored) plus the labels, and reports the same metrics, plots and markdown as `simpair.evaluation.splits`.
 
 Why a zero-shot column: a model's number alone does not say whether training was worth it; the same
-untrained backbone the promotion gate uses as its first bar (`simpair.registry.gate_baseline`) is
+untrained backbone the promotion gate uses as its first bar (`simpair.evaluation.zero_shot_baseline`) is
 scored on the same rows, and the verdict rests on a paired bootstrap of the difference, so a gain that
 a different draw of the same few hundred pairs would erase is called unclear instead of a win.
 

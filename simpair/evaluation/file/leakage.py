@@ -12,10 +12,10 @@ import numpy as np
 import polars as pl
 
 from simpair.catalog import Catalog
-from simpair.evaluation.leaked_pairs import trained_pairs
 from simpair.ingest.clean import CleanStats, clean_text
 from simpair.models.metadata import ModelMetadata
 from simpair.pairs import pair_key
+from simpair.training.leaked_pairs import trained_pairs
 
 
 def training_overlap(

@@ -9,8 +9,9 @@ from typing import Any
 
 import numpy as np
 
-from simpair.evaluation.binary_classification import binary_metrics
-from simpair.evaluation.graded_similarity import graded_metrics
+from simpair.metrics.binary_classification import binary_metrics
+from simpair.metrics.graded_similarity import graded_metrics
+from simpair.metrics.threshold_free import roc_auc
 
 # the verdict's metric per label kind: threshold-free, so a baseline with no threshold has it too
 HEADLINE = {"graded": "spearman", "binary": "roc_auc"}
@@ -37,10 +38,9 @@ def file_metrics(
         if threshold is not None:
             out = binary_metrics(score, gold, threshold)
             if raw is not None:
-                out["roc_auc"] = binary_metrics(raw, gold, threshold)["roc_auc"]
+                out["roc_auc"] = roc_auc(gold, raw)
             return out
-        auc = binary_metrics(ranked, gold, 0.5)["roc_auc"]
-        return {"roc_auc": auc, "n": len(gold), "threshold": None}
+        return {"roc_auc": roc_auc(gold, ranked), "n": len(gold), "threshold": None}
     out = graded_metrics(ranked, gold)
     if raw is not None:  # an uncalibrated cosine is no 0-1 score: only its order and linearity count
         out = {k: out[k] for k in ("spearman", "pearson", "n")}

@@ -16,7 +16,6 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from simpair.evaluation.file.bootstrap import paired_bootstrap, verdict_line
 from simpair.evaluation.file.leakage import training_overlap
 from simpair.evaluation.file.metrics import HEADLINE, MODEL_KEYS, file_metrics
 from simpair.evaluation.file.plots import draw_plots
@@ -24,9 +23,10 @@ from simpair.evaluation.file.read import FileEvalError, read_pairs_file
 from simpair.evaluation.file.report import finite, render_file_report
 from simpair.evaluation.file.validate import DEFAULT_LABEL_COLUMN, describe_drops, drop_rows, validate_pairs
 from simpair.evaluation.file.zero_shot import score_zero_shot
-from simpair.model_ref import resolve_model_ref
+from simpair.metrics.bootstrap import paired_bootstrap, verdict_line
 from simpair.models.metadata import ModelMetadata
-from simpair.predictors import load_predictor
+from simpair.runtime.model_ref import resolve_model_ref
+from simpair.runtime.predictors import load_predictor
 from simpair.settings import home_dir
 
 log = logging.getLogger(__name__)

@@ -17,7 +17,7 @@ from simpair.catalog import Catalog
 from simpair.evaluation.file.metrics import file_metrics
 from simpair.evaluation.file.validate import LabelledRows
 from simpair.models.metadata import ModelMetadata
-from simpair.predictors import load_predictor
+from simpair.runtime.predictors import load_predictor
 
 
 @dataclass
@@ -44,7 +44,7 @@ def score_zero_shot(
 ) -> ZeroShotScores:
     """Build (or reuse) the model's zero-shot backbone, score the kept rows with it, measure it."""
     # the registry package brings MLflow in: only when a baseline is asked for
-    from simpair.registry.gate_baseline import zero_shot_model
+    from simpair.evaluation.zero_shot_baseline import zero_shot_model
 
     dataset = threshold_dataset(home, meta) if meta.task == "paraphrase" else None
     zs_dir = zero_shot_model(meta.backbone, meta.task, home, threshold_dataset=dataset)

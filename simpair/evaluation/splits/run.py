@@ -19,17 +19,17 @@ import numpy as np
 import polars as pl
 
 from simpair.catalog import Catalog, CatalogError
-from simpair.evaluation.binary_classification import binary_metrics
-from simpair.evaluation.graded_similarity import graded_metrics
-from simpair.evaluation.groups import compile_group_pattern, metrics_by_group, pair_groups
-from simpair.evaluation.leaked_pairs import leaked_pair_ids, trained_pairs
 from simpair.evaluation.plots import confusion_matrix_png, histogram_png, scatter_png
 from simpair.evaluation.splits.report import render_report
+from simpair.metrics.binary_classification import binary_metrics
+from simpair.metrics.graded_similarity import graded_metrics
+from simpair.metrics.groups import compile_group_pattern, metrics_by_group, pair_groups
 from simpair.models.inference import raw_outputs
 from simpair.models.metadata import COMPOSITE_KINDS
 from simpair.pair_tokens import PairTokens, open_pairs
-from simpair.predictors import load_predictor
+from simpair.runtime.predictors import load_predictor
 from simpair.tokens import pretokenize
+from simpair.training.leaked_pairs import leaked_pair_ids, trained_pairs
 
 # what evaluation reads whole from a token-cache file (the ids are read a batch at a time)
 SCALAR_COLUMNS = ["pair_id", "label", "score", "truncated"]

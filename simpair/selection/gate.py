@@ -28,10 +28,11 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from simpair.evaluation.common_set import THRESHOLD_FREE_BINARY
+
 DEFAULT_PRIMARY = {"paraphrase": "f1", "sts": "spearman"}
 DEFAULT_GUARDRAILS = {"paraphrase": {"accuracy": 0.01}, "sts": {"pearson": 0.01}}
 # A graded model tunes no decision threshold, so on a binary split only these figures mean anything.
-THRESHOLD_FREE_BINARY = ("roc_auc", "n", "evaluated")
 CANARY_TOLERANCE = 1e-12  # float noise: a challenger exactly `margin` below the backbone passes
 
 
@@ -184,7 +185,7 @@ class GateDecision:
     canaries: list[CanaryResult] = field(default_factory=list)
     # a cascade challenger against its own cross-encoder, per evaluation split (empty for other kinds)
     cascade: list[CascadeCheck] = field(default_factory=list)
-    # the WiSE-FT path the challenger was chosen from (`simpair.registry.wise_path`), when it was
+    # the WiSE-FT path the challenger was chosen from (`simpair.selection.wise_path`), when it was
     wise_ft: dict[str, Any] | None = None
     # the rung `--precision auto` scores the challenger in, and why (`precision_verdict.report_line`)
     precision: str | None = None
@@ -340,18 +341,6 @@ def metric(metrics: Mapping[str, float], name: str) -> float:
     if not hits:
         raise KeyError(f"metric {name!r} not among {sorted(metrics)}")
     return float(sum(hits) / len(hits))
-
-
-def flatten_metrics(metrics: Mapping[str, Any], prefix: str = "", sep: str = "/") -> dict[str, float]:
-    """Nested evaluation results -> flat `a/b/metric` floats (non-numeric leaves dropped)."""
-    out: dict[str, float] = {}
-    for key, value in metrics.items():
-        name = f"{prefix}{key}"
-        if isinstance(value, Mapping):
-            out.update(flatten_metrics(value, prefix=f"{name}{sep}", sep=sep))
-        elif isinstance(value, int | float) and not isinstance(value, bool):
-            out[name] = float(value)  # NaN kept: "undefined" (e.g. Spearman of constant scores) is news
-    return out
 
 
 def decide(

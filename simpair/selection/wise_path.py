@@ -30,10 +30,11 @@ import torch
 from simpair.catalog import Catalog
 from simpair.ensemble.fit import dev_split_of, shared_dev_frame
 from simpair.ensemble.soup import fit_on_dev
+from simpair.metrics.threshold_free import rank_figure
 from simpair.models import ModelMetadata, Predictor, build_model, save_model
 from simpair.models.inference import first_output, forward_sorted, normalized
 from simpair.pairs import sorted_texts
-from simpair.registry.wise_rule import DEV_METRIC, RULE, ChoiceCanary, PathPoint, WiseFtPolicy, choose_alpha
+from simpair.selection.wise_rule import DEV_METRIC, RULE, ChoiceCanary, PathPoint, WiseFtPolicy, choose_alpha
 from simpair.training.averaging import interpolate
 
 
@@ -78,14 +79,7 @@ def _texts(frame: pl.DataFrame) -> tuple[list[str], list[str]]:
 
 def _figure(raw: np.ndarray, frame: pl.DataFrame, binary: bool) -> float:
     """Threshold-free: ROC-AUC on 0/1 labels, Spearman on graded scores (rank figures of raw outputs)."""
-    from scipy.stats import spearmanr
-    from sklearn.metrics import roc_auc_score
-
-    if binary:
-        labels = frame["label"].to_numpy()
-        return float(roc_auc_score(labels, raw)) if len(set(labels.tolist())) == 2 else float("nan")
-    value = spearmanr(raw, frame["score"].to_numpy()).statistic
-    return float(value)
+    return rank_figure(raw, frame["label" if binary else "score"].to_numpy(), binary)
 
 
 def _is_test(catalog: Catalog, dataset: str, split: str) -> bool:
@@ -95,8 +89,8 @@ def _is_test(catalog: Catalog, dataset: str, split: str) -> bool:
 def trained_groups(home: Path, model_dir: Path, pattern: str) -> set[str]:
     """Groups (first capture group of `pattern` over pair ids) of the pairs the model trained on: its
     `train_pairs.txt` where it has one (exact, after `exclude_pair_ids`), else its training splits whole."""
-    from simpair.evaluation.groups import UNMATCHED, compile_group_pattern, pair_groups
-    from simpair.evaluation.leaked_pairs import trained_pairs
+    from simpair.metrics.groups import UNMATCHED, compile_group_pattern, pair_groups
+    from simpair.training.leaked_pairs import trained_pairs
 
     meta = ModelMetadata.read(model_dir)
     scan, splits = trained_pairs(model_dir, meta)
@@ -122,7 +116,7 @@ def _unseen_group_mask(
     home: Path, model_dir: Path, canary: ChoiceCanary, pair_ids: list[str]
 ) -> tuple[np.ndarray, list[str]]:
     """(mask of pairs whose group the model never trained on, those groups); errors name the field."""
-    from simpair.evaluation.groups import UNMATCHED, compile_group_pattern, pair_groups
+    from simpair.metrics.groups import UNMATCHED, compile_group_pattern, pair_groups
 
     assert canary.unseen_groups is not None
     where = f"wise_ft canary {canary.split_label}: unseen_groups '{canary.unseen_groups}'"
@@ -153,7 +147,7 @@ def canary_frame(home: Path, model_dir: Path, canary: ChoiceCanary, seed: int = 
     """The canary's pairs minus any whose texts sit in a train-role split or that the model trained on,
     only those of unseen groups (`unseen_groups`), sampled to `max_pairs`. Refuses test splits and
     splits trained on."""
-    from simpair.registry.promotion import canary_exclusions
+    from simpair.selection.promotion import canary_exclusions
 
     catalog = Catalog(home)
     meta = ModelMetadata.read(model_dir)
@@ -197,7 +191,7 @@ def dev_criterion(
 ) -> tuple[pl.DataFrame, list[str]]:
     """The dev pairs the rule compares alphas on: the model's dev split minus the unseen groups of any
     canary drawn from that same split, so no pair counts both as dev and as a canary."""
-    from simpair.evaluation.groups import compile_group_pattern, pair_groups
+    from simpair.metrics.groups import compile_group_pattern, pair_groups
 
     dropped: list[str] = []
     keep = np.ones(dev.height, dtype=bool)
@@ -218,9 +212,9 @@ def dev_criterion(
 
 def _backbone_start(meta: ModelMetadata, model_dir: Path) -> dict[str, torch.Tensor]:
     """The encoder's pre-trained weights (the tiny test backbone: its seeded random init)."""
+    from simpair.evaluation.zero_shot_baseline import TINY_NAMES
     from simpair.models.tiny import build_tiny
-    from simpair.registry.gate_baseline import TINY_NAMES
-    from simpair.registry.promotion import _train_seed
+    from simpair.selection.promotion import _train_seed
 
     if meta.backbone in TINY_NAMES:
         model, _ = build_tiny(meta.kind, seed=_train_seed(model_dir), cross_head=meta.cross_head)
@@ -235,8 +229,8 @@ def walk_path(model_dir: Path, home: Path, policy: WiseFtPolicy) -> tuple[Predic
     Returns the predictor holding the chosen interpolation (threshold / calibration refitted on dev)
     and the record that goes into the model's metrics.json, its registry version and the gate report.
     """
-    from simpair.registry.gate_baseline import zero_shot_model
-    from simpair.registry.promotion import _train_seed
+    from simpair.evaluation.zero_shot_baseline import zero_shot_model
+    from simpair.selection.promotion import _train_seed
 
     started = time.perf_counter()
     model_dir, home = Path(model_dir), Path(home)

@@ -5,6 +5,6 @@ Never imported by simpair itself (importing it registers the model object with M
 
 from mlflow.models import set_model
 
-from simpair.registry.pyfunc import SimpairPyfuncModel
+from simpair.runtime.pyfunc_model import SimpairPyfuncModel
 
 set_model(SimpairPyfuncModel())

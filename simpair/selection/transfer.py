@@ -9,7 +9,7 @@ backbone, mean pooling, cosine) are scored on the same pairs of
 with pairs the model trained on, or that sit in any train-role split, excluded for both (the gate's
 exclusion rule). A model below the backbone off its domain has traded generality for its home domain.
 
-The report also shows the model's WiSE-FT path (`simpair.registry.wise_path`): dev and choice-canary
+The report also shows the model's WiSE-FT path (`simpair.selection.wise_path`): dev and choice-canary
 figures at each alpha between the backbone and the fine-tune, as a table and `wise_path.png`. A model
 the night chose an alpha for carries the path it was chosen from; for any other, the path is walked
 here with the shipped nightly profile's grid and canaries for the model's task (STS model: MSRP train
@@ -26,12 +26,12 @@ from pathlib import Path
 from simpair import settings
 from simpair.catalog import Catalog
 from simpair.evaluation.splits import default_eval_splits
+from simpair.evaluation.zero_shot_baseline import zero_shot_model
 from simpair.models import ModelMetadata
 from simpair.registry import tracking
-from simpair.registry.gate import DEFAULT_PRIMARY, wise_ft_markdown
-from simpair.registry.gate_baseline import zero_shot_model
-from simpair.registry.promotion import canary_exclusions, evaluate, wise_ft_record
-from simpair.registry.wise_rule import ChoiceCanary, WiseFtPolicy
+from simpair.selection.gate import DEFAULT_PRIMARY, wise_ft_markdown
+from simpair.selection.promotion import canary_exclusions, evaluate, wise_ft_record
+from simpair.selection.wise_rule import ChoiceCanary, WiseFtPolicy
 
 CROSS_TASK = {"sts": ("msrp", "test"), "paraphrase": ("stsb", "test")}
 # What each kind of split is read with when it is the other task's: threshold-free figures only.
@@ -62,7 +62,7 @@ class TransferReport:
     backbone: str
     rows: list[TransferRow] = field(default_factory=list)
     out_dir: str = ""
-    wise_ft: dict | None = None  # the WiSE-FT path record (`simpair.registry.wise_path.walk_path`)
+    wise_ft: dict | None = None  # the WiSE-FT path record (`simpair.selection.wise_path.walk_path`)
     wise_ft_note: str = ""  # why there is no path, when there is none
 
     def to_markdown(self) -> str:
@@ -136,7 +136,7 @@ def transfer_report(
     if wise_path:
         report.wise_ft, report.wise_ft_note = wise_path_of(model_dir, home)
     if report.wise_ft:
-        from simpair.registry.wise_path import path_png
+        from simpair.selection.wise_path import path_png
 
         path_png(report.wise_ft, out / "wise_path.png")
     rows = [asdict(r) | {"delta": r.delta} for r in report.rows]
@@ -151,7 +151,7 @@ def wise_path_of(model_dir: Path, home: Path) -> tuple[dict | None, str]:
     record = wise_ft_record(model_dir)
     if record:
         return record, ""
-    from simpair.registry.wise_path import walk_path
+    from simpair.selection.wise_path import walk_path
 
     policy = shipped_policy(ModelMetadata.read(model_dir).task, home)
     try:

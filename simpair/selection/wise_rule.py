@@ -1,6 +1,6 @@
 """The rule that picks a WiSE-FT alpha, and its settings: pure, so the profile and the tests load it cheaply.
 
-The night walks an alpha grid (`simpair.registry.wise_path`) and keeps the largest alpha whose every
+The night walks an alpha grid (`simpair.selection.wise_path`) and keeps the largest alpha whose every
 choice canary is at or above the untrained backbone minus `canary_margin`, with dev within
 `dev_tolerance` of the best alpha's dev. Choice canaries are never test splits: the choice tunes alpha.
 """
@@ -49,7 +49,7 @@ class ChoiceCanary(BaseModel):
     @field_validator("unseen_groups")
     @classmethod
     def _group_pattern(cls, value: str | None) -> str | None:
-        from simpair.evaluation.groups import compile_group_pattern
+        from simpair.metrics.groups import compile_group_pattern
 
         if value is not None:
             compile_group_pattern(value)  # pydantic names the field: `...canaries.0.unseen_groups`

@@ -41,7 +41,8 @@ def load_predictor(
 def load_stacked(model_dir: str | Path, device: str = "auto", precision: str = "fp32") -> StackedPredictor:
     """Load a `kind: stacked` directory and its members (each through `load_predictor`)."""
     # imported here: loading a plain model (scoring, the MLflow pyfunc) never pulls in the ensemble code
-    from simpair.ensemble.stacked import StackedPredictor, StackSpec
+    from simpair.ensemble.stacked import StackedPredictor
+    from simpair.models.composite import StackSpec
 
     model_dir = Path(model_dir)
     meta = ModelMetadata.read(model_dir)
@@ -57,7 +58,8 @@ def load_stacked(model_dir: str | Path, device: str = "auto", precision: str = "
 
 def load_cascade(model_dir: str | Path, device: str = "auto", precision: str = "fp32") -> CascadePredictor:
     """Load a `kind: cascade` directory: its bi stage and cross-encoder (each through `load_predictor`)."""
-    from simpair.ensemble.cascade import CASCADE_FILE, CascadePredictor, CascadeSpec
+    from simpair.ensemble.cascade import CascadePredictor
+    from simpair.models.composite import CASCADE_FILE, CascadeSpec
 
     model_dir = Path(model_dir)
     meta = ModelMetadata.read(model_dir)

@@ -16,7 +16,7 @@ from pathlib import Path
 import polars as pl
 
 from simpair.catalog import Catalog
-from simpair.evaluation.binary_classification import best_threshold
+from simpair.metrics.binary_classification import best_threshold
 from simpair.models import ModelMetadata, Predictor, build_model, save_model, save_tiny_model
 from simpair.models.tiny import TINY_BACKBONE, default_backbone
 from simpair.models.tokenizer import load_tokenizer

@@ -10,8 +10,9 @@ flip and the metric moves by at most 0.002; a graded model has no labels, so onl
 bf16 is skipped where it is not native (`simpair.models.device.native_bf16`). `--precision auto`
 scores in the fastest accepted rung.
 
-The verdict is cached beside the model's metadata (`simpair.models.precision_verdict`), written at
-registration or on the first `auto` run of a model that has none, and never measured again. The int8
+The verdict is stored beside the model's metadata (`simpair.models.precision_verdict`), written when a
+version is registered or imported, or by `simpair models verdict`; a scoring run only reads it
+(`simpair.runtime.resolve`), and scores a model without one at fp32. The int8
 parity guard behind an explicit `--precision int8` (`int8_guard`) is the int8 rung of this same check.
 """
 
@@ -28,11 +29,10 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from simpair.model_ref import ModelRef
+from simpair.models.parity_limits import ParityLimits
 from simpair.models.precision_verdict import RUNGS, PrecisionVerdict, RungCheck
 from simpair.runtime import recheck
-from simpair.runtime.parity_limits import ParityLimits
-from simpair.runtime.precision import allowed_rungs
+from simpair.runtime.model_ref import ModelRef
 
 log = logging.getLogger(__name__)
 
@@ -99,8 +99,8 @@ def dev_pairs(model_dir: Path, home: Path) -> tuple[str, Any]:
 
 def dev_metric(predictor: Any, out: dict[str, np.ndarray], frame: Any) -> float:
     """The model's primary dev metric of `out`: F1 at its own threshold, or Spearman for graded pairs."""
-    from simpair.evaluation.binary_classification import binary_metrics
-    from simpair.evaluation.graded_similarity import graded_metrics
+    from simpair.metrics.binary_classification import binary_metrics
+    from simpair.metrics.graded_similarity import graded_metrics
 
     if predictor.task == "paraphrase" and frame["label"].null_count() == 0:
         gold = frame["label"].to_numpy().astype(np.int64)
@@ -330,28 +330,20 @@ def measure_precision(home: Path, model_dir: Path) -> str | None:
     return verdict.why(verdict.choose())
 
 
-def auto_precision(model: ModelRef | None, home: Path | None, backend: str, device: Any) -> Auto:
-    """What `--precision auto` scores `model` in: the fastest accepted rung of its cached verdict.
+def verdict_for(model: ModelRef, home: Path, force: bool = False) -> PrecisionVerdict:
+    """`simpair models verdict`: the model's verdict, measured here when it has none (or `force`).
 
-    A model with no verdict is measured once here (and the verdict cached, and recorded on its registry
-    version); one whose dev split cannot be read scores in fp32, and the line says why.
+    Stored beside the model (so scoring reads it) and, for a registry version, as its
+    `simpair.precision.*` tags. Raises `NoDevSplit` when the model records no readable dev split.
     """
-    if model is None:
-        return Auto("fp32", "auto: fp32 (no pinned model to read a precision verdict of)")
     model_dir = Path(model.local_dir)
-    had_one = PrecisionVerdict.read(model_dir) is not None
-    try:
-        verdict = ensure_verdict(model_dir, home)
-    except NoDevSplit as exc:
-        log.info("auto precision for %s: fp32, %s", model.label, exc)
-        return Auto("fp32", f"auto: fp32 (no precision verdict: {exc})")
-    if not had_one:
-        log.warning("%s had no precision verdict: measured it once on %s", model.label, verdict.dev_split)
-        if not model.version.startswith("local-") and home is not None:
+    verdict = None if force else PrecisionVerdict.read(model_dir)
+    if verdict is None:
+        verdict = measure(model_dir, home)
+        verdict.write(model_dir)
+        if not model.version.startswith("local-"):
             _tag_version(home, model, verdict)
-    allowed = allowed_rungs(backend, device)
-    chosen = verdict.choose(allowed)
-    return Auto(chosen.precision, verdict.why(chosen, allowed))
+    return verdict
 
 
 def _tag_version(home: Path, model: ModelRef, verdict: PrecisionVerdict) -> None:

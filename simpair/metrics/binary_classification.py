@@ -1,14 +1,11 @@
-"""Paraphrase (binary) evaluation: accuracy, F1, precision, recall, ROC-AUC, confusion matrix.
+"""Paraphrase (binary) metrics: accuracy, F1, precision, recall, ROC-AUC, confusion matrix.
 
-The decision threshold is a model parameter, so it is chosen on the data this evaluator is given when
-it is built (dev), then frozen and applied unchanged to test, as in sentence-transformers'
-`BinaryClassificationEvaluator`. Choosing it on test would report an optimistic number.
+The decision threshold is a model parameter: `best_threshold` chooses it on dev, and `binary_metrics`
+applies it unchanged to test, as sentence-transformers' `BinaryClassificationEvaluator` does. Choosing
+it on test would report an optimistic number.
 """
 
 from __future__ import annotations
-
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 import numpy as np
 from sklearn.metrics import (
@@ -17,11 +14,9 @@ from sklearn.metrics import (
     f1_score,
     precision_score,
     recall_score,
-    roc_auc_score,
 )
 
-if TYPE_CHECKING:
-    from simpair.models.predictor import Predictor
+from simpair.metrics.threshold_free import roc_auc
 
 
 def best_threshold(scores: np.ndarray, labels: np.ndarray, metric: str = "accuracy") -> float:
@@ -76,39 +71,5 @@ def binary_metrics(scores: np.ndarray, labels: np.ndarray, threshold: float) -> 
         "tp": int(tp),
         "n": len(labels),
     }
-    out["roc_auc"] = float(roc_auc_score(labels, scores)) if len(set(labels.tolist())) == 2 else float("nan")
+    out["roc_auc"] = roc_auc(labels, scores)
     return out
-
-
-class BinaryClassificationEvaluator:
-    """Scores pairs with a predictor and reports classification metrics at a fixed threshold.
-
-    Built on dev without a threshold, it picks the best one there (`threshold_metric`); pass that
-    threshold when building the test evaluator.
-    """
-
-    def __init__(
-        self,
-        text_a: Sequence[str],
-        text_b: Sequence[str],
-        labels: Sequence[int],
-        threshold: float | None = None,
-        threshold_metric: str = "accuracy",
-        name: str = "",
-        batch_size: int = 64,
-    ) -> None:
-        self.text_a, self.text_b = list(text_a), list(text_b)
-        self.labels = np.asarray(labels, dtype=np.int64)
-        self.threshold = threshold
-        self.threshold_metric = threshold_metric
-        self.name = name
-        self.batch_size = batch_size
-        self.probabilities: np.ndarray | None = None
-
-    def __call__(self, predictor: Predictor) -> dict[str, float]:
-        out = predictor.predict(self.text_a, self.text_b, batch_size=self.batch_size)
-        self.probabilities = out.get("probability", out["score"])
-        threshold = self.threshold
-        if threshold is None:
-            threshold = best_threshold(self.probabilities, self.labels, self.threshold_metric)
-        return binary_metrics(self.probabilities, self.labels, threshold)
