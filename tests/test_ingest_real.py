@@ -1,12 +1,22 @@
 """Ingest of the real MSRP and STS-B files in ../shared/data: nothing lost, everything counted.
 
-One ingest per module (about 2 s) is shared by the assertions; each test checks one promise.
+One ingest per module (about 2 s) is shared by the assertions; each test checks one promise. The
+numbers they expect come from an oracle in this file, not from simpair's reader: the raw files read
+as plain lines split on tabs (both contracts say `quoting: none`), with the columns written out
+here. Its pair identity is the texts NFC-normalised, stripped of control characters and with their
+whitespace collapsed, compared either way round; it leaves mojibake alone, which changes no count
+in these files.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
+import unicodedata
+from collections import Counter, defaultdict
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import polars as pl
@@ -22,14 +32,89 @@ from simpair.schema import PAIR_SCHEMA, QUARANTINE_SCHEMA
 REPO = Path(__file__).resolve().parents[1]
 CONTRACTS = REPO / "data_contracts"
 
-# From each PROVENANCE.md: data records per file.
-RAW_ROWS = {
-    ("msrp", "train"): 4076,
-    ("msrp", "test"): 1725,
-    ("stsb", "train"): 5749,
-    ("stsb", "dev"): 1500,
-    ("stsb", "test"): 1379,
+# Where each file's records, label and texts sit (from each PROVENANCE.md), restated for the oracle.
+FILES = {
+    ("msrp", "train"): "msrp/msr_paraphrase_train.txt",
+    ("msrp", "test"): "msrp/msr_paraphrase_test.txt",
+    ("stsb", "train"): "stsb/sts-train.csv",
+    ("stsb", "dev"): "stsb/sts-dev.csv",
+    ("stsb", "test"): "stsb/sts-test.csv",
 }
+HEADER = {"msrp": True, "stsb": False}  # MSRP line 1 is "Quality  #1 ID  #2 ID  #1 String  #2 String"
+LABEL = {"msrp": 0, "stsb": 4}
+TEXTS = {"msrp": (3, 4), "stsb": (5, 6)}
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ufeff]")  # Unicode Cc but whitespace, BOM
+
+
+def _tidy(text: str) -> str:
+    return " ".join(_CONTROL.sub("", unicodedata.normalize("NFC", text)).split())
+
+
+@dataclass
+class RawFile:
+    """One raw file read as plain lines: the oracle for what ingest must report about it."""
+
+    bom: bool
+    crlf_lines: int  # lines ending in CR LF, header included
+    first_line: int  # the physical line of the first data record
+    records: list[list[str]]  # every data record's fields
+    label: int
+    texts: tuple[int, int]
+
+    def text_fields(self) -> Iterator[str]:
+        return (r[i] for r in self.records for i in self.texts)
+
+    def copies(self) -> dict[frozenset[str], list[str]]:
+        """Pair (either order) -> the labels of its copies, in file order."""
+        found: dict[frozenset[str], list[str]] = defaultdict(list)
+        for r in self.records:
+            found[frozenset(_tidy(r[i]) for i in self.texts)].append(r[self.label])
+        return found
+
+    def reasons(self) -> dict[str, int]:
+        """The quarantine reasons the duplicate rules must give: a repeat with the first copy's label is
+        a "duplicate" (the first copy kept); every copy of a pair whose labels differ is conflicting."""
+        out: Counter[str] = Counter()
+        for labels in self.copies().values():
+            if len({float(label) for label in labels}) > 1:
+                out["conflicting_duplicate"] += len(labels)
+            elif len(labels) > 1:
+                out["duplicate"] += len(labels) - 1
+        return dict(out)
+
+    def conflicts(self) -> int:
+        return sum(len({float(x) for x in labels}) > 1 for labels in self.copies().values())
+
+    def kept(self) -> dict[frozenset[str], str]:
+        """The pairs that stay clean, with their label: every pair whose copies agree."""
+        return {
+            pair: labels[0] for pair, labels in self.copies().items() if len({float(x) for x in labels}) == 1
+        }
+
+
+def _read_raw(path: Path, dataset: str) -> RawFile:
+    data = path.read_bytes()
+    body = data.removeprefix(b"\xef\xbb\xbf")
+    lines = body.split(b"\n")
+    if lines[-1] == b"":
+        lines.pop()  # the final newline ends the last line; it starts none
+    records = [line.removesuffix(b"\r").decode("utf-8").split("\t") for line in lines]
+    skip = 1 if HEADER[dataset] else 0
+    return RawFile(
+        bom=len(body) < len(data),
+        crlf_lines=sum(line.endswith(b"\r") for line in lines),
+        first_line=1 + skip,
+        records=records[skip:],
+        label=LABEL[dataset],
+        texts=TEXTS[dataset],
+    )
+
+
+@pytest.fixture(scope="module")
+def raw(shared_data: Path) -> dict[tuple[str, str], RawFile]:
+    return {
+        (dataset, split): _read_raw(shared_data / name, dataset) for (dataset, split), name in FILES.items()
+    }
 
 
 @pytest.fixture(scope="module")
@@ -43,59 +128,87 @@ def _split(report: IngestReport, dataset: str, split: str):  # noqa: ANN202 - Sp
     return next(s for s in ds.splits if s.split == split)
 
 
-def test_every_raw_record_is_clean_or_quarantined(ingested: tuple[Path, IngestReport]) -> None:
+def test_every_raw_record_is_clean_or_quarantined(
+    ingested: tuple[Path, IngestReport], raw: dict[tuple[str, str], RawFile]
+) -> None:
     home, report = ingested
     assert report.ok and [d.status for d in report.datasets] == ["ingested", "ingested"]
     catalog = Catalog(home)
     quarantine = {d: catalog.quarantine(d) for d in ("msrp", "stsb")}
-    for (dataset, split), expected in RAW_ROWS.items():
+    for (dataset, split), oracle in raw.items():
+        expected = len(oracle.records)
         clean = catalog.read_split(dataset, split)
         rejected = quarantine[dataset].filter(pl.col("split") == split)
         assert clean.height + rejected.height == expected, (dataset, split)
         assert _split(report, dataset, split).data_records == expected
+        assert clean.height == len(oracle.kept()), (dataset, split)
         # every raw line number appears exactly once across clean and quarantine
         lines = sorted(clean["source_line"].to_list() + rejected["source_line"].to_list())
-        first = 2 if dataset == "msrp" else 1  # MSRP line 1 is the header
+        first = oracle.first_line
         assert lines == list(range(first, first + expected)), (dataset, split)
 
 
-def test_msrp_loses_nothing_and_keeps_quotes(ingested: tuple[Path, IngestReport]) -> None:
+def test_msrp_loses_nothing_and_keeps_quotes(
+    ingested: tuple[Path, IngestReport], raw: dict[tuple[str, str], RawFile]
+) -> None:
     home, _ = ingested
+    for split in ("train", "test"):
+        clean = Catalog(home).read_split("msrp", split)
+        oracle = raw[("msrp", split)]
+        assert clean.height == len(oracle.records)  # no MSRP pair repeats: nothing quarantined
+        labels = Counter(int(label) for label in oracle.kept().values())
+        assert dict(clean["label"].value_counts().rows()) == labels
+        assert clean["score"].null_count() == clean.height
     train = Catalog(home).read_split("msrp", "train")
-    assert train.height == 4076
-    assert train["label"].value_counts().sort("label").rows() == [(0, 1323), (1, 2753)]
-    assert train["score"].null_count() == 4076
     # quotes are text: pandas' default quoting would have stripped or merged these
-    assert train.filter(pl.col("text_a").str.contains('"') | pl.col("text_b").str.contains('"')).height > 500
+    quoted = sum(any('"' in text for text in (r[3], r[4])) for r in raw[("msrp", "train")].records)
+    assert quoted > 500
+    assert (
+        train.filter(pl.col("text_a").str.contains('"') | pl.col("text_b").str.contains('"')).height == quoted
+    )
     assert not train["text_a"].str.contains("\n").any()
-    test = Catalog(home).read_split("msrp", "test")
-    assert test.height == 1725 and test["label"].sum() == 1147
 
 
-def test_stsb_scores_are_normalised_and_original_kept(ingested: tuple[Path, IngestReport]) -> None:
+def test_stsb_scores_are_normalised_and_original_kept(
+    ingested: tuple[Path, IngestReport], raw: dict[tuple[str, str], RawFile]
+) -> None:
     home, report = ingested
     train = Catalog(home).read_split("stsb", "train")
     assert train["label"].null_count() == train.height
     assert train["score"].min() == 0.0 and train["score"].max() == 1.0
     assert ((train["score"] - train["score_raw"] / 5).abs() < 1e-6).all()
-    # 43 exact repeats and 14 with the texts swapped (one pair, symmetric task): 13 of those pairs have
-    # a copy with another score, so all 31 of their copies are "conflicting_duplicate"; the 39 other
-    # repeats are "duplicate", first copy kept
-    assert _split(report, "stsb", "train").reasons == {"duplicate": 39, "conflicting_duplicate": 31}
-    assert _split(report, "stsb", "train").label_conflicts == 13
-    assert _split(report, "stsb", "dev").reasons == {"duplicate": 3}
-    assert _split(report, "stsb", "test").reasons == {"conflicting_duplicate": 2, "duplicate": 1}
+    # Repeats, some with the texts swapped (one pair, symmetric task): a pair with a copy of another
+    # score has all its copies "conflicting_duplicate"; other repeats are "duplicate", first copy kept.
+    # In train the oracle finds 39 duplicates and 31 conflicting copies of 13 pairs.
+    for split in ("train", "dev", "test"):
+        oracle = raw[("stsb", split)]
+        assert _split(report, "stsb", split).reasons == oracle.reasons(), split
+        assert _split(report, "stsb", split).label_conflicts == oracle.conflicts(), split
+    assert (
+        raw[("stsb", "train")].conflicts() > 0 and raw[("stsb", "dev")].reasons()
+    )  # the rules are exercised
+    kept = raw[("stsb", "train")].kept()
+    assert sorted(train["score_raw"].to_list()) == sorted(float(score) for score in kept.values())
     assert train.filter(pl.col("pair_id") == "MSRpar-2012test-0698").height == 1
 
 
-def test_quirks_are_fixed_and_counted(ingested: tuple[Path, IngestReport]) -> None:
+def test_quirks_are_fixed_and_counted(
+    ingested: tuple[Path, IngestReport], raw: dict[tuple[str, str], RawFile]
+) -> None:
     home, report = ingested
-    assert _split(report, "msrp", "train").stats["bom"] == 1
-    assert _split(report, "msrp", "train").stats["crlf_lines"] == 4077  # header included
-    assert _split(report, "msrp", "train").stats["control_chars_removed"] == 1
-    assert _split(report, "stsb", "train").stats["control_chars_removed"] == 1
-    assert _split(report, "stsb", "train").stats["mojibake_fixes"] == 40
-    assert _split(report, "stsb", "train").stats["bom"] == 0
+    for (dataset, split), oracle in raw.items():
+        stats = _split(report, dataset, split).stats
+        where = (dataset, split)
+        assert stats.get("bom", 0) == int(oracle.bom), where
+        assert stats.get("crlf_lines", 0) == oracle.crlf_lines, where
+        control = sum(len(_CONTROL.findall(text)) for text in oracle.text_fields())
+        assert stats.get("control_chars_removed", 0) == control, where
+        # every mojibake sequence in these files starts with "‚Ä" (UTF-8 read as Mac Roman)
+        assert stats.get("mojibake_fixes", 0) == sum(t.count("‚Ä") for t in oracle.text_fields()), where
+    # the quirks are there to be found: MSRP has a BOM and CR LF lines, STS-B train mojibake
+    assert raw[("msrp", "train")].bom and raw[("msrp", "train")].crlf_lines
+    assert any("‚Ä" in text for text in raw[("stsb", "train")].text_fields())
+    assert any(_CONTROL.search(text) for text in raw[("stsb", "train")].text_fields())
     catalog = Catalog(home)
     for dataset in ("msrp", "stsb"):
         for split in catalog.splits(dataset):
@@ -113,7 +226,9 @@ def test_quirks_are_fixed_and_counted(ingested: tuple[Path, IngestReport]) -> No
     )
 
 
-def test_leakage_finds_msrp_test_pairs_in_stsb_train(ingested: tuple[Path, IngestReport]) -> None:
+def test_leakage_finds_msrp_test_pairs_in_stsb_train(
+    ingested: tuple[Path, IngestReport], raw: dict[tuple[str, str], RawFile]
+) -> None:
     home, report = ingested
     leakage = Catalog(home).leakage()
     assert leakage.columns == [
@@ -125,20 +240,28 @@ def test_leakage_finds_msrp_test_pairs_in_stsb_train(ingested: tuple[Path, Inges
         "train_split",
         "train_pair_id",
     ]
+
+    def shared(evaluated: tuple[str, str], trained: tuple[str, str]) -> int:
+        """Clean pairs of an evaluation split that are also clean pairs of a training split."""
+        return len(raw[evaluated].kept().keys() & raw[trained].kept().keys())
+
     msrp_test = leakage.filter(
         (pl.col("dataset") == "msrp")
         & (pl.col("split") == "test")
         & (pl.col("train_dataset") == "stsb")
         & (pl.col("train_split") == "train")
     )
-    assert msrp_test["pair_id"].n_unique() == 498
+    assert msrp_test["pair_id"].n_unique() == shared(("msrp", "test"), ("stsb", "train")) > 0
     counts = {(c.dataset, c.split, c.train_dataset, c.train_split): c.pairs for c in report.leakage.counts}
-    assert counts[("stsb", "test", "msrp", "train")] == 127
-    assert counts[("stsb", "dev", "msrp", "train")] == 121
-    assert ("msrp", "test", "msrp", "train") not in counts  # PROVENANCE: no MSRP train/test overlap
-    # dev splits count as training data too (a refit on train + dev must not see test pairs)
-    assert counts[("stsb", "test", "stsb", "dev")] == 3
-    assert counts[("msrp", "test", "stsb", "dev")] == 129
+    for evaluated, trained in [
+        (("stsb", "test"), ("msrp", "train")),
+        (("stsb", "dev"), ("msrp", "train")),
+        (("stsb", "test"), ("stsb", "dev")),  # dev splits count as training data too (a refit on train +
+        (("msrp", "test"), ("stsb", "dev")),  # dev must not see test pairs)
+    ]:
+        assert counts[(*evaluated, *trained)] == shared(evaluated, trained) > 0, (evaluated, trained)
+    assert shared(("msrp", "test"), ("msrp", "train")) == 0  # PROVENANCE: no MSRP train/test overlap
+    assert ("msrp", "test", "msrp", "train") not in counts
     assert not leakage.filter(
         (pl.col("dataset") == pl.col("train_dataset")) & (pl.col("split") == pl.col("train_split"))
     ).height, "a split is never reported as its own training data"
