@@ -62,9 +62,14 @@ stack-restart:
 # SQLite, so more workers than cores fill the waits (2 cores, 2026-11-26: 18 min 51 s and 21 min 10 s of
 # tests with four on two fresh clones, 22 min 14 s with three, 25 min with two). TEST_WORKERS=0 runs it in
 # one process.
+# env -u PYTHONDONTWRITEBYTECODE: the install skips byte-compiling (--no-compile above) because Python
+# writes each module's bytecode on its first import; an environment that forbids that (some CI images
+# set PYTHONDONTWRITEBYTECODE=1) makes every Python process the suite starts (CLI runs, servers,
+# workers) compile torch, transformers, MLflow and Prefect from source again, about
+# 6 CPU s each (2026-11-29: the S3 scoring test 43 s with it, 25 s without).
 TEST_WORKERS ?= 4
 test: lint
-	$(BIN)/python -m pytest -q --timeout=900 --durations=30 $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder)
+	env -u PYTHONDONTWRITEBYTECODE $(BIN)/python -m pytest -q --timeout=900 --durations=30 $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder)
 
 test-fast: install
 	$(BIN)/python -m pytest -q -m "not slow and not integration"
