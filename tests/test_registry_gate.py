@@ -113,31 +113,37 @@ def test_gate_lifecycle_zero_shot_bar_promotion_margin_corrupt_champion_and_roll
     assert _champion(store) == v2.version
 
     # 3. the same model again gains exactly 0: below the margin, champion stays
-    v3 = _register(store, _model(tmp_path / "always-again", store, threshold=0.0))
+    _register(store, _model(tmp_path / "always-again", store, threshold=0.0))
     third = run_gate(store, "paraphrase", PARAPHRASE, MSRP_TEST)
     assert not third.promote and "below the margin" in third.reason
     assert third.challenger == third.champion
     assert _champion(store) == v2.version
 
-    # 4. the champion's weights vanish from the artifact store: reported, zero-shot bar applies
+    # 4. the champion's weights vanish from the artifact store: the gate reports it and holds the
+    # challenger to the zero-shot bar instead. The challenger is v1 again (F1 0), which no bar lets
+    # through, so the outcome is certain: rejected, and the champion alias stays where it was (moving
+    # it off an unusable champion is an operator's rollback, step 5).
     model_id = c.get_model_version(v2.name, v2.version).source.rsplit("/", 1)[-1]
     weights = [p for p in (store / "mlflow" / "artifacts").rglob("model.safetensors") if model_id in str(p)]
     assert len(weights) == 1
     weights[0].unlink()
+    mark_challenger(store, v1)
     fourth = run_gate(store, "paraphrase", PARAPHRASE, MSRP_TEST)
-    assert fourth.champion_error and "CorruptModel" in fourth.champion_error
-    assert f"champion v{v2.version} is unusable" in fourth.reason and fourth.zero_shot is not None
-    beats = metric(fourth.challenger, "f1") > metric(fourth.zero_shot, "f1")
-    assert fourth.promote == beats
-    assert _champion(store) == (v3.version if beats else v2.version)
+    assert (fourth.challenger_version, fourth.champion_version) == (v1.version, v2.version)
+    assert fourth.champion is None and fourth.champion_error and "CorruptModel" in fourth.champion_error
+    assert fourth.reason.startswith(f"champion v{v2.version} is unusable (CorruptModel")
+    assert "does not beat the untrained backbone zero-shot" in fourth.reason and not fourth.promote
+    assert metric(fourth.challenger, "f1") == 0.0 and metric(fourth.zero_shot, "f1") > 0.5
+    assert _champion(store) == v2.version
+    mv1 = c.get_model_version(v1.name, v1.version)
+    assert mv1.tags["gate.decision"] == "rejected" and mv1.tags["gate.reason"] == fourth.reason
 
     # 5. `simpair models` shows it all; `simpair rollback` walks the recorded history back
     code, out = _cli("models", "--home", home)
     assert code == 0 and "simpair-paraphrase" in out and "champion" in out and "promoted" in out, out
     code, out = _cli("rollback", "--task", "paraphrase", "--reason", "regression seen", "--home", home)
     assert code == 0, out
-    expected_back = v2.version if beats else v1.version
-    assert _champion(store) == expected_back
+    assert _champion(store) == v1.version
     history = registry.read_history(registry.client(store), "simpair-paraphrase")
     assert history[-1].action == "rollback" and history[-1].reason == "regression seen"
 
