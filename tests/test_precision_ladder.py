@@ -1,4 +1,5 @@
-"""`--precision auto`: the fp32 -> bf16 -> int8 ladder, measured once per model on its dev split.
+"""`--precision auto`: the fp32 -> bf16 -> int8 ladder, measured once per model on its dev split
+(at registration or by `simpair models verdict`), and only read by scoring.
 
 Real tiny models, a toy dataset ingested into the test's home (its dev split is what the ladder
 measures on), the embedded MLflow registry, real scoring runs and a real SIGKILL. Two tiny
@@ -25,10 +26,10 @@ from simpair.models import save_tiny_model
 from simpair.models.precision_verdict import VERDICT_FILE, PrecisionVerdict
 from simpair.registry import registry
 from simpair.registry.record import register_trained_model
-from simpair.runtime.loading import load_pinned
+from simpair.runtime.loader import load_predictor
 from simpair.runtime.model_ref import local_model_ref
-from simpair.runtime.precision import DEFAULT_PRECISION
-from simpair.runtime.predictors import load_predictor
+from simpair.runtime.precision import DEFAULT_PRECISION, allowed_rungs
+from simpair.runtime.resolve import resolve
 from simpair.scoring import ScoringOptions, score_inbox
 from simpair.selection import precision_ladder as ladder
 
@@ -49,32 +50,49 @@ def _knife_edge(path: Path, dev_ids: list[str], home: Path) -> Path:
     return _tiny_with_dev(path, dev_ids, threshold=float(np.median(scores["score"])))
 
 
-def test_auto_is_the_default_measures_once_caches_and_scores_in_the_chosen_rung(
+def _no_dev_reads(*args: object, **kwargs: object) -> None:
+    raise AssertionError("a scoring run must not read a dev split")
+
+
+def test_auto_is_the_default_reads_the_stored_verdict_and_never_measures(
     home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, one_thread: None
 ) -> None:
+    from simpair.catalog import Catalog
+
     assert DEFAULT_PRECISION == "auto" and ScoringOptions().precision == "auto"
     dev_ids = _ingest_toy(home, tmp_path)
     model = _tiny_with_dev(tmp_path / "steady", dev_ids)
     inbox = tmp_path / "inbox"
     write_batch(make_pairs(80, seed=30), inbox / "night1.parquet")
 
-    first = score_inbox(str(inbox), tmp_path / "out", str(model), home, threads=1)
-    verdict = PrecisionVerdict.read(model)
-    assert verdict is not None and (model / VERDICT_FILE).is_file()  # measured once, cached by the model
+    # no stored verdict: fp32, one line saying so and how to measure; set-up reads no dev split
+    with monkeypatch.context() as m:
+        m.setattr(Catalog, "read_split", _no_dev_reads)
+        m.setattr(ladder, "measure", _no_measuring)
+        first = score_inbox(str(inbox), tmp_path / "out0", str(model), home, threads=1)
+    assert first.precision == "fp32" and first.precision_requested == "auto"
+    assert first.precision_why == (
+        f"auto: fp32 (no stored precision verdict; measure one with `simpair models verdict {model}`)"
+    )
+    assert not (model / VERDICT_FILE).exists()
+
+    # measured once, by `simpair models verdict`, and stored beside the model
+    verdict = ladder.verdict_for(local_model_ref(model), home)
+    assert PrecisionVerdict.read(model) == verdict and (model / VERDICT_FILE).is_file()
     assert [r.precision for r in verdict.rungs] == ["fp32", "bf16", "int8"] and verdict.pairs == 120
     for rung in verdict.rungs:  # every rung measured against fp32, throughput included
         assert rung.verdict in ("accepted", "skipped") and (rung.verdict == "skipped" or rung.pairs_per_s)
         assert rung.label_flip_share in (0.0, None)  # threshold 0.5: no rung flips a dev label
-    chosen = verdict.choose(ladder.allowed_rungs("auto", load_predictor(model, device="cpu").device))
-    assert first.precision == chosen.precision and first.precision_requested == "auto"
-    assert first.precision_why.startswith(f"auto: {chosen.precision}")
-    assert set(read_outputs(tmp_path / "out").column("precision").to_pylist()) == {chosen.precision}
 
-    # the next run reads the cached verdict: nothing is measured again
+    # scoring reads it: the chosen rung, nothing measured, no dev split read
+    monkeypatch.setattr(Catalog, "read_split", _no_dev_reads)
     monkeypatch.setattr(ladder, "measure", _no_measuring)
     write_batch(make_pairs(40, seed=31, prefix="q"), inbox / "night2.parquet")
     again = score_inbox(str(inbox), tmp_path / "out", str(model), home, threads=1)
-    assert again.precision == first.precision and again.precision_why == first.precision_why
+    chosen = verdict.choose(allowed_rungs("auto", load_predictor(model, device="cpu").device))
+    assert again.precision == chosen.precision and again.precision_why.startswith(f"auto: {chosen.precision}")
+    assert set(read_outputs(tmp_path / "out").column("precision").to_pylist()) == {chosen.precision}
+    assert ladder.verdict_for(local_model_ref(model), home) == verdict  # stored: shown, not re-measured
 
 
 def test_refused_int8_and_skipped_bf16_leave_fp32_with_scores_equal_to_fp32(
@@ -109,12 +127,16 @@ def test_refused_int8_and_skipped_bf16_leave_fp32_with_scores_equal_to_fp32(
     np.testing.assert_allclose(output.column("score").to_numpy(), want, atol=1e-5)
 
 
-def test_no_dev_split_scores_fp32_and_says_why(home: Path, tmp_path: Path, one_thread: None) -> None:
+def test_no_dev_split_scores_fp32_and_the_verdict_command_says_why(
+    home: Path, tmp_path: Path, one_thread: None
+) -> None:
     bare = save_tiny_model(tmp_path / "bare", task="paraphrase", kind="cross")
     inbox = tmp_path / "inbox"
     write_batch(make_pairs(30, seed=33), inbox / "night1.parquet")
     summary = score_inbox(str(inbox), tmp_path / "out", str(bare), home, threads=1)
-    assert summary.precision == "fp32" and "records no dev split" in summary.precision_why
+    assert summary.precision == "fp32" and "no stored precision verdict" in summary.precision_why
+    with pytest.raises(ladder.NoDevSplit, match="records no dev split"):
+        ladder.verdict_for(local_model_ref(bare), home)
     assert not (bare / VERDICT_FILE).exists()  # nothing measured, nothing cached (the home may change)
 
 
@@ -135,20 +157,30 @@ def test_registration_records_the_verdict_and_a_version_without_one_is_measured_
     assert tags["simpair.precision.why"] == why and why.startswith("auto: ")
     assert "simpair.precision.int8.speedup" in tags
 
-    # a version registered without a verdict: its first auto run measures it once, caches and tags it
+    # a version registered without a verdict scores at fp32 until `simpair models verdict` measures it
     plain = _tiny_with_dev(tmp_path / "plain", dev_ids)
     v2 = register_trained_model(home, plain, {"name": "p"}, {"dev_f1": 0.5}).version
     assert "simpair.precision.chosen" not in registry.client(home).get_model_version(NAME, v2).tags
     inbox = tmp_path / "inbox"
     write_batch(make_pairs(30, seed=34), inbox / "night1.parquet")
     summary = score_inbox(str(inbox), tmp_path / "out2", f"{NAME}/{v2}", home, threads=1)
+    assert summary.precision == "fp32" and f"simpair models verdict {NAME}/{v2}" in summary.precision_why
+    assert "simpair.precision.chosen" not in registry.client(home).get_model_version(NAME, v2).tags
+    from simpair.runtime.model_ref import resolve_model_ref
+
+    measured_later = ladder.verdict_for(resolve_model_ref(f"{NAME}/{v2}", home), home)
     tags = registry.client(home).get_model_version(NAME, v2).tags
-    assert tags["simpair.precision.chosen"] == summary.precision
+    assert tags["simpair.precision.chosen"] == measured_later.choose().precision
+    rescored = score_inbox(str(inbox), tmp_path / "out3", f"{NAME}/{v2}", home, threads=1)
+    assert (
+        rescored.precision_why.startswith(f"auto: {rescored.precision}")
+        and "no stored" not in rescored.precision_why
+    )
 
     # the registered artifact carries the verdict: scoring version 1 never measures
     monkeypatch.setattr(ladder, "measure", _no_measuring)
     first = score_inbox(str(inbox), tmp_path / "out1", f"{NAME}/{v1}", home, threads=1)
-    allowed = ladder.allowed_rungs("auto", load_predictor(measured).device)
+    allowed = allowed_rungs("auto", load_predictor(measured).device)
     assert first.precision_why == verdict.why(verdict.choose(allowed), allowed)
 
 
@@ -158,7 +190,8 @@ def test_sigkill_under_auto_resumes_in_the_same_precision_with_identical_scores(
 ) -> None:
     dev_ids = _ingest_toy(home, tmp_path)
     model = _tiny_with_dev(tmp_path / "steady", dev_ids)
-    chosen = ladder.auto_precision(local_model_ref(model), home, "auto", load_predictor(model).device)
+    ladder.verdict_for(local_model_ref(model), home)  # `simpair models verdict`: stored beside the model
+    chosen = resolve("auto", "auto", load_predictor(model).device, local_model_ref(model), home)
     inbox, out = tmp_path / "inbox", tmp_path / "out"
     table = make_pairs(1_500, seed=35)
     write_batch(table, inbox / "big.parquet", row_group_size=300)
@@ -172,17 +205,17 @@ def test_sigkill_under_auto_resumes_in_the_same_precision_with_identical_scores(
     done = subprocess.run([*cmd, "--json", str(tmp_path / "s.json")], capture_output=True, text=True)
     assert done.returncode == 0, done.stdout + done.stderr
     summary = json.loads((tmp_path / "s.json").read_text())
-    assert summary["precision"] == chosen.precision and summary["rows_scored_this_run"] < 1_500
-    assert summary["precision_why"] == chosen.why
+    assert summary["precision"] == chosen[0] and summary["rows_scored_this_run"] < 1_500
+    assert summary["precision_why"] == chosen[1]
 
     output = read_outputs(out)
     assert_exactly_once(table, output)
-    assert set(output.column("precision").to_pylist()) == {chosen.precision}
+    assert set(output.column("precision").to_pylist()) == {chosen[0]}
     assert len(set(output.column("run_id").to_pylist())) == 2  # the killed run's chunks were kept
     # identical to an uninterrupted run: int8's activation ranges depend on the batch, so the same
     # chunks in the same precision is what makes a resumed file equal to one scored in one go
     reference = score_inbox(str(inbox), tmp_path / "ref", str(model), home, chunk_rows=150, threads=1)
-    assert reference.precision == chosen.precision
+    assert reference.precision == chosen[0]
     want = read_outputs(tmp_path / "ref").column("score").to_numpy()
     np.testing.assert_array_equal(output.column("score").to_numpy(), want)
 
@@ -218,8 +251,8 @@ def test_encode_runs_in_the_precision_the_cached_verdict_chose(
     source, target = tmp_path / "sentences.parquet", tmp_path / "vectors.parquet"
     encode_file(source, target, local_model_ref(bi), runtime=runtime)
     got = np.stack(pq.read_table(target).column("embedding").to_numpy(zero_copy_only=False))
-    int8 = load_pinned(str(bi), 1, "auto", "int8").embed(sentences)
-    fp32 = load_pinned(str(bi), 1, "auto", "fp32").embed(sentences)
+    int8 = load_predictor(str(bi), precision="int8", backend="auto", threads=1).embed(sentences)
+    fp32 = load_predictor(str(bi), precision="fp32", backend="auto", threads=1).embed(sentences)
     # int8 quantizes activations per batch, so a row batched with other texts may move by ~1e-4
     np.testing.assert_allclose(got, int8, atol=1e-3)
     assert np.mean(np.all(got == int8, axis=1)) > 0.8 and np.mean(np.all(got == fp32, axis=1)) < 0.2

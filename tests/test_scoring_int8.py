@@ -30,7 +30,7 @@ from simpair.registry.record import register_trained_model
 from simpair.runtime.int8_backend import use_int8
 from simpair.runtime.model_ref import local_model_ref
 from simpair.runtime.precision import check_precision
-from simpair.runtime.predictors import load_predictor
+from simpair.runtime.loader import load_predictor
 from simpair.scoring import ScoringOptions, score_inbox
 from simpair.selection import int8_guard as guard
 
@@ -144,11 +144,19 @@ def test_guard_accepts_records_and_caches_then_refuses_a_version_whose_labels_fl
     def no_second_measurement(*args: object, **kwargs: object) -> None:
         raise AssertionError("the recorded check must be reused, not measured again")
 
-    # version 2 is measured (and refused) by the CLI's first int8 use; after that, nothing re-measures
+    # version 2 has no stored check: scoring refuses at once and says how to measure; it measures nothing
     inbox = tmp_path / "inbox"
     write_batch(make_pairs(60, seed=30), inbox / "night1.parquet")
     runner = CliRunner()
     argv = ["score", "--inbox", str(inbox), "--home", str(home), "--precision", "int8", "--no-prefect"]
+    with monkeypatch.context() as m:
+        m.setattr(guard, "measure", no_second_measurement)
+        unmeasured = runner.invoke(app, [*argv, "--out", str(tmp_path / "out2"), "--model", f"{NAME}/{v2}"])
+    assert unmeasured.exit_code == 1 and "no stored int8 check" in unmeasured.output, unmeasured.output
+    assert f"simpair models verdict {NAME}/{v2}" in unmeasured.output
+    # `simpair models int8-check` measures it (refused) and records it; scoring then reads the refusal
+    measured = runner.invoke(app, ["models", "int8-check", NAME, v2, "--home", str(home)])
+    assert measured.exit_code == 1 and "int8 refused" in measured.output, measured.output
     refused = runner.invoke(app, [*argv, "--out", str(tmp_path / "out2"), "--model", f"{NAME}/{v2}"])
     assert refused.exit_code == 1 and refused.stdout == "", refused.output
     assert "Traceback" not in refused.output
@@ -182,15 +190,23 @@ def test_guard_accepts_records_and_caches_then_refuses_a_version_whose_labels_fl
     assert strict.exit_code == 1 and "int8 refused" in strict.output
 
 
-def test_plain_folder_is_measured_on_its_dev_split_or_refused_saying_why(
+def test_plain_folder_scores_int8_only_with_a_stored_verdict_that_accepts_it(
     home: Path, tmp_path: Path, one_thread: None
 ) -> None:
+    from simpair.runtime.resolve import int8_refusal
+    from simpair.selection.precision_ladder import NoDevSplit, verdict_for
+
     dev_ids = _ingest_toy(home, tmp_path)
     folder = local_model_ref(_tiny_with_dev(tmp_path / "folder", dev_ids))
-    assert guard.require_int8(folder, home).accepted
+    assert int8_refusal(folder, home) == (
+        f"no stored int8 check (measure one with `simpair models verdict {folder.local_dir}`)"
+    )
+    assert verdict_for(folder, home).rung("int8").accepted
+    assert int8_refusal(folder, home) is None  # read from the verdict stored beside the model
 
     bare = local_model_ref(save_tiny_model(tmp_path / "bare", task="paraphrase", kind="cross"))
-    with pytest.raises(guard.Int8Refused, match="records no dev split"):
-        guard.require_int8(bare, home)
-    with pytest.raises(guard.Int8Refused, match=r"toy/dev is not in the pipeline home"):
-        guard.require_int8(folder, tmp_path / "empty-home")
+    with pytest.raises(NoDevSplit, match="records no dev split"):
+        verdict_for(bare, home)
+    other = local_model_ref(_tiny_with_dev(tmp_path / "other", dev_ids))
+    with pytest.raises(NoDevSplit, match=r"toy/dev is not in the pipeline home"):
+        verdict_for(other, tmp_path / "empty-home")
