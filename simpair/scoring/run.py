@@ -87,7 +87,7 @@ def run_scoring(
     contract = load_contract(options.contract)
     with run_lock(out_dir, options.lock_wait):
         model = runner.run(resolve_model_ref, spec=options.model, home=home_dir(options.home))
-        precision, why = resolve(  # auto reads the model's verdict; int8: the parity guard, once per run
+        precision, why = resolve(  # read from the stored verdict (int8: its stored check), once per run
             options.precision, options.backend, model=model, home=home_dir(options.home)
         )
         run_id = run_id or new_run_id()
