@@ -21,12 +21,18 @@ from simpair.evaluation.file.metrics import HEADLINE, MODEL_KEYS, file_metrics
 from simpair.evaluation.file.plots import draw_plots
 from simpair.evaluation.file.read import FileEvalError, read_pairs_file
 from simpair.evaluation.file.report import finite, render_file_report
-from simpair.evaluation.file.validate import DEFAULT_LABEL_COLUMN, describe_drops, drop_rows, validate_pairs
-from simpair.evaluation.file.zero_shot import score_zero_shot
+from simpair.evaluation.file.validate import (
+    DEFAULT_LABEL_COLUMN,
+    LabelledRows,
+    describe_drops,
+    drop_rows,
+    validate_pairs,
+)
+from simpair.evaluation.file.zero_shot import ZeroShotScores, score_zero_shot
 from simpair.metrics.bootstrap import paired_bootstrap, verdict_line
 from simpair.models.metadata import ModelMetadata
 from simpair.runtime.model_ref import resolve_model_ref
-from simpair.runtime.predictors import load_predictor
+from simpair.runtime.loader import load_predictor
 from simpair.settings import home_dir
 
 log = logging.getLogger(__name__)
@@ -41,6 +47,113 @@ class FileEvalResult:
     plot_paths: list[Path] = field(default_factory=list)
     dropped: dict[str, int] = field(default_factory=dict)
     verdict: str = ""
+
+
+@dataclass
+class _ModelScores:
+    """The model's outputs on the kept rows and their metrics against the file's labels."""
+
+    raw: np.ndarray
+    scored: dict[str, np.ndarray]
+    score: np.ndarray  # the probability (paraphrase) or score (sts), as float64
+    threshold: float | None
+    metrics: dict[str, Any]
+
+
+def _drop_trained_pairs(
+    data: LabelledRows,
+    home: Path,
+    model_dir: Path,
+    meta: ModelMetadata,
+    label: str,
+    path: Path,
+    exclude: bool,
+) -> tuple[LabelledRows, dict[str, Any]]:
+    """Find the rows the model was trained on; drop them (or, with `exclude=False`, only count them).
+
+    Returns the rows left and the overlap summary for metrics.json.
+    """
+    seen, checked, unchecked = training_overlap(home, model_dir, meta, data.text_a, data.text_b)
+    overlap = {"found": int(seen.sum()), "excluded": exclude, "checked": checked, "not_checked": unchecked}
+    if exclude and seen.any():
+        if seen.all():
+            raise FileEvalError(
+                f"{path}: all {len(seen)} valid pairs are pairs {label} was trained on; "
+                "nothing unseen is left to evaluate (--no-exclude-leaked keeps them)"
+            )
+        data = drop_rows(data, seen, "in_training_data")
+    if data.dropped:  # counted in the result, the report and dropped.parquet; the log says it once
+        log.info(
+            "%s: dropped %d of %d rows (%s)",
+            path,
+            data.drops.height,
+            data.rows_read,
+            describe_drops(data.dropped),
+        )
+    return data, overlap
+
+
+def _score_with_model(
+    model_dir: Path, meta: ModelMetadata, data: LabelledRows, kind: str, batch_size: int
+) -> _ModelScores:
+    """Score the kept rows with the model and measure it at its own frozen threshold."""
+    predictor = load_predictor(model_dir)
+    raw = predictor.predict_raw(data.text_a, data.text_b, batch_size=batch_size)
+    scored = predictor.from_raw(raw)
+    score = np.asarray(scored.get("probability", scored["score"]), dtype=np.float64)
+    truncated = int(np.asarray(predictor.truncated(data.text_a, data.text_b)).sum())
+    # a frozen threshold exists only for paraphrase models; an sts model's 0.5 was never chosen on anything
+    threshold = float(meta.threshold) if meta.task == "paraphrase" else None
+    metrics = file_metrics(kind, score, data.gold, threshold)
+    metrics["truncated"] = truncated
+    return _ModelScores(raw, scored, score, threshold, metrics)
+
+
+def _compare_with_zero_shot(
+    kind: str, model: _ModelScores, baseline: ZeroShotScores | None, gold: np.ndarray
+) -> tuple[dict[str, float], tuple[float, float] | None, str]:
+    """The model's metric gains over its zero-shot backbone, the paired bootstrap interval and the verdict."""
+    headline = HEADLINE[kind]
+    interval = None
+    deltas: dict[str, float] = {}
+    baseline_value = None
+    if baseline is not None:
+        zs_metrics = baseline.summary["metrics"]
+        deltas = {
+            k: float(model.metrics[k] - zs_metrics[k])
+            for k in MODEL_KEYS[kind]
+            if k in zs_metrics and model.metrics.get(k) is not None
+        }
+        interval = paired_bootstrap(kind, model.score, baseline.raw.astype(np.float64), gold)
+        baseline_value = float(zs_metrics[headline])
+    verdict = verdict_line(headline, float(model.metrics[headline]), baseline_value, interval, len(gold))
+    return deltas, interval, verdict
+
+
+def _write_predictions(
+    out: Path, data: LabelledRows, kind: str, model: _ModelScores, baseline: ZeroShotScores | None
+) -> Path:
+    """predictions.parquet (both models' scores per kept row) and, if rows were dropped, dropped.parquet."""
+    predictions = {
+        "row": data.rows,
+        **({"pair_id": data.pair_id} if data.pair_id is not None else {}),
+        "text_a": data.text_a,
+        "text_b": data.text_b,
+        "gold": data.gold_raw,
+        **({"gold_01": data.gold} if kind == "graded" else {}),
+        "model_raw": model.raw,
+        **{f"model_{k}": v for k, v in model.scored.items()},
+    }
+    if baseline is not None:
+        zs_score = baseline.score
+        predictions |= {"zero_shot_cosine": baseline.raw, "zero_shot_score": zs_score.astype(np.float32)}
+        if baseline.summary["threshold"] is not None:
+            predictions["zero_shot_label"] = (zs_score >= baseline.summary["threshold"]).astype(np.int8)
+    pred_path = out / "predictions.parquet"
+    pl.DataFrame(predictions).write_parquet(pred_path)
+    if data.drops.height:
+        data.drops.write_parquet(out / "dropped.parquet")
+    return pred_path
 
 
 def evaluate_file(
@@ -70,89 +183,22 @@ def evaluate_file(
     meta = ModelMetadata.read(model_dir)
     kind = label_kind or ("binary" if meta.task == "paraphrase" else "graded")
     data = validate_pairs(read_pairs_file(path), path, kind, label_column, score_range)
-    seen, checked, unchecked = training_overlap(home_path, model_dir, meta, data.text_a, data.text_b)
-    overlap = {
-        "found": int(seen.sum()),
-        "excluded": exclude_trained,
-        "checked": checked,
-        "not_checked": unchecked,
-    }
-    if exclude_trained and seen.any():
-        if seen.all():
-            raise FileEvalError(
-                f"{path}: all {len(seen)} valid pairs are pairs {ref.label} was trained on; "
-                "nothing unseen is left to evaluate (--no-exclude-leaked keeps them)"
-            )
-        data = drop_rows(data, seen, "in_training_data")
-    if data.dropped:  # counted in the result, the report and dropped.parquet; the log says it once
-        log.info(
-            "%s: dropped %d of %d rows (%s)",
-            path,
-            data.drops.height,
-            data.rows_read,
-            describe_drops(data.dropped),
-        )
+    data, overlap = _drop_trained_pairs(data, home_path, model_dir, meta, ref.label, path, exclude_trained)
 
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     out = Path(out_dir) if out_dir else home_path / "evaluations" / f"file-{path.stem}-{stamp}"
     out.mkdir(parents=True, exist_ok=True)
 
-    predictor = load_predictor(model_dir)
-    raw = predictor.predict_raw(data.text_a, data.text_b, batch_size=batch_size)
-    scored = predictor.from_raw(raw)
-    model_score = np.asarray(scored.get("probability", scored["score"]), dtype=np.float64)
-    truncated = int(np.asarray(predictor.truncated(data.text_a, data.text_b)).sum())
-    # a frozen threshold exists only for paraphrase models; an sts model's 0.5 was never chosen on anything
-    model_threshold = float(meta.threshold) if meta.task == "paraphrase" else None
-    model_metrics = file_metrics(kind, model_score, data.gold, model_threshold)
-    model_metrics["truncated"] = truncated
-
-    zs: dict[str, Any] | None = None
-    zs_raw: np.ndarray | None = None
-    zs_score: np.ndarray | None = None
-    if zero_shot:
-        baseline = score_zero_shot(meta, home_path, data, kind, batch_size)
-        zs, zs_raw, zs_score = baseline.summary, baseline.raw, baseline.score
-
-    headline = HEADLINE[kind]
-    interval = None
-    deltas: dict[str, float] = {}
-    if zs is not None and zs_raw is not None:
-        deltas = {
-            k: float(model_metrics[k] - zs["metrics"][k])
-            for k in MODEL_KEYS[kind]
-            if k in zs["metrics"] and model_metrics.get(k) is not None
-        }
-        interval = paired_bootstrap(kind, model_score, zs_raw.astype(np.float64), data.gold)
-    verdict = verdict_line(
-        headline,
-        float(model_metrics[headline]),
-        float(zs["metrics"][headline]) if zs is not None else None,
-        interval,
-        len(data.gold),
-    )
+    model = _score_with_model(model_dir, meta, data, kind, batch_size)
+    baseline = score_zero_shot(meta, home_path, data, kind, batch_size) if zero_shot else None
+    zs = baseline.summary if baseline is not None else None
+    deltas, interval, verdict = _compare_with_zero_shot(kind, model, baseline, data.gold)
 
     plots = draw_plots(
-        kind, out, model_dir.name, model_score, data.gold, model_threshold, model_metrics, zs_score, zs
-    )
-    predictions = {
-        "row": data.rows,
-        **({"pair_id": data.pair_id} if data.pair_id is not None else {}),
-        "text_a": data.text_a,
-        "text_b": data.text_b,
-        "gold": data.gold_raw,
-        **({"gold_01": data.gold} if kind == "graded" else {}),
-        "model_raw": raw,
-        **{f"model_{k}": v for k, v in scored.items()},
-    }
-    if zs_raw is not None and zs_score is not None:
-        predictions |= {"zero_shot_cosine": zs_raw, "zero_shot_score": zs_score.astype(np.float32)}
-        if zs is not None and zs["threshold"] is not None:
-            predictions["zero_shot_label"] = (zs_score >= zs["threshold"]).astype(np.int8)
-    pred_path = out / "predictions.parquet"
-    pl.DataFrame(predictions).write_parquet(pred_path)
-    if data.drops.height:
-        data.drops.write_parquet(out / "dropped.parquet")
+        kind, out, model_dir.name, model.score, data.gold, model.threshold, model.metrics,
+        baseline.score if baseline is not None else None, zs,
+    )  # fmt: skip
+    pred_path = _write_predictions(out, data, kind, model, baseline)
 
     summary: dict[str, Any] = {
         "file": str(path.resolve()),
@@ -168,10 +214,10 @@ def evaluate_file(
         "kind": meta.kind,
         "task": meta.task,
         "objective": meta.objective,
-        "threshold": model_threshold,
-        "model_metrics": model_metrics,
+        "threshold": model.threshold,
+        "model_metrics": model.metrics,
         "zero_shot": zs,
-        "headline": headline,
+        "headline": HEADLINE[kind],
         "deltas": deltas,
         "bootstrap_interval": list(interval) if interval else None,
         "verdict": verdict,
