@@ -44,18 +44,18 @@ run: install
 # a gpu process worker, the deployments applied. Ports, PIDs, env file and logs in $(SIMPAIR_HOME)/stack/.
 # Then `source $(SIMPAIR_HOME)/stack/env` and e.g. `prefect deployment run nightly-retrain/nightly`.
 stack-up: install
-	$(BIN)/python -m simpair.local_stack up
+	$(BIN)/python -m simpair.ops.local_stack up
 
 stack-down:
-	$(BIN)/python -m simpair.local_stack down
+	$(BIN)/python -m simpair.ops.local_stack down
 
 stack-status:
-	$(BIN)/python -m simpair.local_stack status
+	$(BIN)/python -m simpair.ops.local_stack status
 
 # One service again, same ports and env file: make stack-restart S=prefect|mlflow|worker-cpu|worker-gpu
 S ?=
 stack-restart:
-	$(BIN)/python -m simpair.local_stack restart $(S)
+	$(BIN)/python -m simpair.ops.local_stack restart $(S)
 
 # Lint first: a style slip fails in seconds, not after the suite. Four pytest workers (pytest-xdist),
 # one test file each at a time: the suite spends much of its time waiting on servers, workers and

@@ -46,7 +46,7 @@ from simpair import settings
 from simpair.flows.nightly_retrain import nightly_retrain, train_and_evaluate
 from simpair.flows.nightly_score import nightly_score
 from simpair.flows.notifications import apply_notifications
-from simpair.flows.pool_dispatch import CRASH_AUTOMATION, ensure_crash_detection
+from simpair.ops.pool_dispatch import CRASH_AUTOMATION, ensure_crash_detection
 from simpair.runtime.model_ref import DEFAULT_MODEL
 
 NIGHTLY_CRON = "0 2 * * *"

@@ -24,7 +24,6 @@ from prefect.runtime import flow_run
 from simpair import settings
 from simpair.ensemble.train import combine_members
 from simpair.evaluation.splits import evaluate_model
-from simpair.flows import pool_dispatch
 from simpair.flows.ingest import ingest_flow
 from simpair.nightly.dispatch import recorded
 from simpair.nightly.night import RETRIED as NIGHT_RETRIED
@@ -41,6 +40,7 @@ from simpair.nightly.profile import Retries, load_profile
 from simpair.nightly.summary import NightlySummary, Trained
 from simpair.nightly.train import RETRIED as TRAINING_RETRIED
 from simpair.nightly.train import TrainingJob, run_training, train_here, train_side_by_side
+from simpair.ops import pool_dispatch
 from simpair.registry.record import mark_challengers, register_trained_model
 from simpair.registry.tracking import check_reachable
 from simpair.selection.precision_ladder import measure_precision

@@ -41,7 +41,7 @@ def stages(
 ) -> PrefectStages:
     """`PrefectStages` over `tasks`, the stages in `retried` with the profile's retries. A stage maps to
     its task, to a flow (run as a subflow), or to a Prefect-aware function that submits tasks itself
-    (`train_side_by_side_tasks`, `simpair.flows.pool_dispatch.train_on_pool`)."""
+    (`train_side_by_side_tasks`, `simpair.ops.pool_dispatch.train_on_pool`)."""
     return PrefectStages(
         {stage: retrying(runs, retries) if stage in retried else runs for stage, runs in tasks.items()}
     )

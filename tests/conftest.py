@@ -125,7 +125,7 @@ def s3_env() -> Iterator[dict[str, str]]:
     """A moto S3 server in its own process; yields the environment a client needs to reach it."""
     if MOTO is None or importlib.util.find_spec("s3fs") is None:
         pytest.fail("moto_server or s3fs not found: install the dev extra (moto[server], s3fs)")
-    from simpair.local_stack import free_port
+    from simpair.ops.local_stack import free_port
 
     port = free_port()
     proc = subprocess.Popen(

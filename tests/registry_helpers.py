@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from simpair.catalog import Catalog
-from simpair.local_stack import free_port, mlflow_server_argv, mlflow_server_env
 from simpair.models import ModelMetadata, save_tiny_model
+from simpair.ops.local_stack import free_port, mlflow_server_argv, mlflow_server_env
 
 MLFLOW_BIN = Path(sys.executable).with_name("mlflow")
 HEALTHY_WITHIN = 240.0  # seconds for a fresh mlflow server to answer /health

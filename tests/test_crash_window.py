@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from simpair.flows.pool_dispatch import (
+from simpair.ops.pool_dispatch import (
     CRASH_MESSAGE,
     SILENT_AFTER_SECONDS,
     SILENT_ENV,

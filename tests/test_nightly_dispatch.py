@@ -24,10 +24,10 @@ from pathlib import Path
 
 import pytest
 
-from simpair import local_stack
 from simpair.nightly import dispatch
 from simpair.nightly.profile import DispatchPlan, load_profile
 from simpair.nightly.summary import Trained
+from simpair.ops import local_stack
 
 
 def _trained(tmp_path: Path) -> Trained:
@@ -242,7 +242,7 @@ def _state(run_id: object) -> tuple[str, str | None]:
 
 @pytest.fixture
 def night_id(monkeypatch: pytest.MonkeyPatch) -> str:
-    from simpair.flows import pool_dispatch
+    from simpair.ops import pool_dispatch
 
     monkeypatch.setattr(pool_dispatch, "POLL_SECONDS", 0.05)
     return uuid.uuid4().hex
@@ -252,7 +252,7 @@ def night_id(monkeypatch: pytest.MonkeyPatch) -> str:
 def test_a_run_no_worker_starts_is_cancelled_and_the_task_fails_naming_the_pool(
     tmp_path: Path, pool_deployment: str, night_id: str
 ) -> None:
-    from simpair.flows.pool_dispatch import NoWorkerTookRun, train_on_pool
+    from simpair.ops.pool_dispatch import NoWorkerTookRun, train_on_pool
 
     plan = _pool_plan(pool_deployment, attempts=2, pending_timeout="1s")
     assert plan.dispatch.pending_timeout == 1.0 and load_profile("smoke").dispatch.pending_timeout == 900
@@ -274,7 +274,7 @@ def test_a_run_no_worker_starts_is_cancelled_and_the_task_fails_naming_the_pool(
 def test_with_fallback_cpu_a_task_no_worker_took_trains_here_and_the_night_says_so(
     tmp_path: Path, pool_deployment: str, night_id: str
 ) -> None:
-    from simpair.flows.pool_dispatch import train_on_pool
+    from simpair.ops.pool_dispatch import train_on_pool
 
     plan = _pool_plan(pool_deployment, attempts=2, pending_timeout=0.5, fallback="cpu")
     trained_here = []
@@ -300,7 +300,7 @@ def test_a_crashed_run_is_retried_whatever_error_it_recorded(
     error before the run is marked Crashed: the night retries it all the same."""
     from prefect.client.orchestration import get_client
 
-    from simpair.flows.pool_dispatch import (
+    from simpair.ops.pool_dispatch import (
         CRASH_AUTOMATION,
         HEARTBEAT_SECONDS,
         SILENT_AFTER_SECONDS,
@@ -333,7 +333,7 @@ def test_a_crashed_run_is_retried_whatever_error_it_recorded(
 def test_pool_runs_that_crash_are_retried_then_the_task_fails(
     tmp_path: Path, pool_deployment: str, night_id: str
 ) -> None:
-    from simpair.flows.pool_dispatch import train_on_pool
+    from simpair.ops.pool_dispatch import train_on_pool
 
     plan = _pool_plan(pool_deployment, attempts=2)
     scripts = [["Pending", "Crashed"]] * 3
@@ -354,7 +354,7 @@ def test_pool_runs_that_crash_are_retried_then_the_task_fails(
 def test_a_permanent_failure_on_the_pool_is_not_retried(
     tmp_path: Path, pool_deployment: str, night_id: str
 ) -> None:
-    from simpair.flows.pool_dispatch import train_on_pool
+    from simpair.ops.pool_dispatch import train_on_pool
 
     plan = _pool_plan(pool_deployment, attempts=2)
     with _StandInWorker(pool_deployment, night_id, [["Running", "error", "Failed"]] * 3) as pool:
@@ -368,7 +368,7 @@ def test_a_permanent_failure_on_the_pool_is_not_retried(
 def test_a_silent_running_run_is_marked_crashed_and_dispatched_again(
     tmp_path: Path, pool_deployment: str, night_id: str
 ) -> None:
-    from simpair.flows.pool_dispatch import train_on_pool
+    from simpair.ops.pool_dispatch import train_on_pool
 
     plan = _pool_plan(pool_deployment, attempts=1, lost_after=0.5)
     with _StandInWorker(pool_deployment, night_id, [["Running"], ["Running", "result", "Completed"]]) as pool:

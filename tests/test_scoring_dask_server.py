@@ -27,7 +27,7 @@ from test_scoring_support import (
 )
 
 from simpair.flows.launch import score as run_flow
-from simpair.local_stack import free_port
+from simpair.ops.local_stack import free_port
 
 tiny_cross = support.tiny_cross
 DASK = str(Path(sys.executable).with_name("dask"))

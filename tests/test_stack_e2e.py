@@ -1,4 +1,4 @@
-"""The night as deployed, and operating it: one real stack (`simpair.local_stack`) for both stories.
+"""The night as deployed, and operating it: one real stack (`simpair.ops.local_stack`) for both stories.
 
 One stack (`make stack-up`'s code): a Prefect server with its scheduler, trigger, automation and
 late-runs services, an MLflow server, a cpu and a gpu process worker, the deployments applied with
@@ -53,10 +53,11 @@ import yaml
 from mlflow import MlflowClient
 from stack_helpers import prefect_api
 
-from simpair import local_stack, settings
+from simpair import settings
 from simpair.flows.notifications import AUTOMATION_NAME
-from simpair.flows.pool_dispatch import CRASH_AUTOMATION, SILENT_ENV, crash_message
 from simpair.nightly.lock import nightly_lock
+from simpair.ops import local_stack
+from simpair.ops.pool_dispatch import CRASH_AUTOMATION, SILENT_ENV, crash_message
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
 

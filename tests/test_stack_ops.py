@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from simpair import local_stack, settings
+from simpair import settings
+from simpair.ops import local_stack
 
 
 def test_restart_names_what_is_missing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -15,7 +15,7 @@ Failure rules, in the order they protect production:
 - versions are registered first, `challenger` aliases moved after all exist, `champion` only by the gate.
 When no source and no training config changed since the last successful night, training is skipped.
 Each task trains in this process (`dispatch: local`) or, in the flow only, as a run of the GPU
-deployment the night waits for (`dispatch: pool`, `simpair.flows.pool_dispatch`).
+deployment the night waits for (`dispatch: pool`, `simpair.ops.pool_dispatch`).
 """
 
 from __future__ import annotations
@@ -84,7 +84,7 @@ def train_on_pool(
     night_id: str,
     run_here: Callable[[], Trained] | None = None,
 ) -> PoolTraining:
-    """`dispatch: pool` needs Prefect: the flow runs `simpair.flows.pool_dispatch.train_on_pool` here."""
+    """`dispatch: pool` needs Prefect: the flow runs `simpair.ops.pool_dispatch.train_on_pool` here."""
     raise pool_needs_prefect(plan)
 
 

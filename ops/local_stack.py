@@ -20,9 +20,9 @@ command line, port and environment (the env file is left as it is, so shells tha
 working); restarting a pool's worker replaces every worker recorded for that pool.
 Subprocesses only: this module never imports Prefect or MLflow.
 
-    python -m simpair.local_stack up|down|status [--home DIR]   (make stack-up / stack-down / stack-status)
-    python -m simpair.local_stack restart mlflow|prefect|worker-cpu|worker-gpu   (make stack-restart S=...)
-    python -m simpair.local_stack worker gpu [--home DIR]       (one more worker, e.g. after one died)
+    python -m simpair.ops.local_stack up|down|status [--home DIR]  (make stack-up/stack-down/stack-status)
+    python -m simpair.ops.local_stack restart mlflow|prefect|worker-cpu|worker-gpu  (make stack-restart S=...)
+    python -m simpair.ops.local_stack worker gpu [--home DIR]      (one more worker, e.g. after one died)
 """
 
 from __future__ import annotations
@@ -591,7 +591,7 @@ def status(home: str | Path | None = None) -> tuple[bool, list[str]]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m simpair.local_stack", description=__doc__.splitlines()[0]
+        prog="python -m simpair.ops.local_stack", description=__doc__.splitlines()[0]
     )
     parser.add_argument("command", choices=["up", "down", "status", "restart", "worker"])
     parser.add_argument(
