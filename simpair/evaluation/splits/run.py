@@ -27,7 +27,7 @@ from simpair.metrics.groups import compile_group_pattern, metrics_by_group, pair
 from simpair.models.inference import raw_outputs
 from simpair.models.metadata import COMPOSITE_KINDS
 from simpair.pair_tokens import PairTokens, open_pairs
-from simpair.runtime.predictors import load_predictor
+from simpair.runtime.loader import load_predictor
 from simpair.tokens import pretokenize
 from simpair.training.leaked_pairs import leaked_pair_ids, trained_pairs
 
@@ -79,6 +79,143 @@ def _raw_and_truncated(
     return raw, int(frame["truncated"].sum())
 
 
+@dataclass(frozen=True)
+class _PlotPlace:
+    """Where a split's plots go and what their titles say."""
+
+    out: Path
+    model_name: str
+    label: str  # dataset/split
+
+    @property
+    def slug(self) -> str:
+        return self.label.replace("/", "-")
+
+    @property
+    def title(self) -> str:
+        return f"{self.model_name} on {self.label}"
+
+    def path(self, plot: str) -> Path:
+        return self.out / f"{self.slug}-{plot}.png"
+
+
+def _read_unleaked_split(
+    catalog: Catalog,
+    home: Path,
+    predictor: Any,
+    dataset: str,
+    split: str,
+    leakage: pl.DataFrame | None,
+    trained: tuple[pl.LazyFrame | None, set[str]],
+) -> tuple[pl.DataFrame, PairTokens | None, int]:
+    """The split's rows (and cached token ids, for single models) without the pairs it leaks.
+
+    `trained` is `trained_pairs(model_dir, meta)`: the exact pairs and the splits the model trained
+    on. Returns the kept rows, their token ids (None for composite models) and how many were dropped.
+    """
+    meta = predictor.meta
+    pairs = None
+    if meta.kind in COMPOSITE_KINDS:  # members tokenize for themselves: score from texts
+        frame = catalog.read_split(dataset, split)
+    else:
+        tokens = pretokenize(home, dataset, split, predictor.tokenizer, meta.max_length, meta.kind)
+        frame = pl.read_parquet(tokens.path, columns=SCALAR_COLUMNS)
+        pairs = open_pairs(tokens.path, meta.task, dataset, split)
+    exact, splits = trained
+    leaked = (
+        leaked_pair_ids(leakage, dataset, split, train_splits=splits, train_pairs=exact)
+        if leakage is not None
+        else set()
+    )
+    # a boolean column, never a Python list per pair: memory stays flat in the split's size
+    keep = ~frame["pair_id"].is_in(pl.Series(sorted(leaked), dtype=pl.String))
+    excluded = int(len(frame) - keep.sum())
+    frame = frame.filter(keep)
+    if pairs is not None and excluded:  # no index array when nothing leaked
+        pairs = pairs.subset(np.flatnonzero(keep.to_numpy()))
+    return frame, pairs, excluded
+
+
+def _binary_split_metrics(
+    meta: Any, score: np.ndarray, gold: np.ndarray, where: _PlotPlace, plots: list[Path]
+) -> dict[str, Any]:
+    """Metrics against 0/1 labels at the model's threshold; draws the confusion matrix and histogram."""
+    bm = binary_metrics(score, gold, meta.threshold)
+    plots.append(
+        confusion_matrix_png(
+            bm["tn"], bm["fp"], bm["fn"], bm["tp"], where.path("confusion"),
+            f"{where.title} (threshold {meta.threshold:.3f}"
+            + (")" if meta.task == "paraphrase" else ", fixed: graded model)"),
+        )
+    )  # fmt: skip
+    plots.append(
+        histogram_png(
+            score, gold, {0: "not paraphrase", 1: "paraphrase"}, where.path("histogram"),
+            f"score per class, {where.label}", meta.threshold,
+        )
+    )  # fmt: skip
+    return bm
+
+
+def _graded_split_metrics(
+    score: np.ndarray, gold_score: np.ndarray, has_labels: bool, where: _PlotPlace, plots: list[Path]
+) -> dict[str, Any]:
+    """Correlations against graded gold scores (prefixed `graded_` when 0/1 labels exist too); draws plots."""
+    graded = graded_metrics(score, gold_score)
+    plots.append(scatter_png(score, gold_score, where.path("scatter"), where.title))
+    if has_labels:
+        return {f"graded_{k}": v for k, v in graded.items()}
+    buckets = np.minimum((gold_score * 5).round().astype(np.int64), 5)
+    names = {b: f"gold ~{b}/5" for b in sorted(set(buckets.tolist()))}
+    plots.append(
+        histogram_png(score, buckets, names, where.path("histogram"), f"score per gold grade, {where.label}")
+    )
+    return graded
+
+
+def _evaluate_split(
+    predictor: Any,
+    frame: pl.DataFrame,
+    pairs: PairTokens | None,
+    excluded: int,
+    where: _PlotPlace,
+    batch_size: int,
+    grouping: Any,
+    plots: list[Path],
+) -> tuple[dict[str, Any], Path]:
+    """Score one split's kept rows, measure them against whatever gold it has, write its predictions.
+
+    `excluded` is the number of leaked rows already dropped. Returns the split's metrics and the path
+    of `<split>-predictions.parquet`; the plots drawn are appended to `plots`.
+    """
+    meta = predictor.meta
+    raw, truncated = _raw_and_truncated(predictor, frame, pairs, batch_size)
+    scored = predictor.from_raw(raw)
+    score = scored.get("probability", scored["score"])
+    result: dict[str, Any] = {"evaluated": len(frame), "excluded_leaked": excluded, "truncated": truncated}
+    has_labels = frame["label"].null_count() == 0 and len(frame) > 0
+    has_scores = frame["score"].null_count() == 0 and len(frame) > 0
+    if has_labels:
+        gold = frame["label"].to_numpy().astype(np.int64)
+        result.update(_binary_split_metrics(meta, score, gold, where, plots))
+    if has_scores:
+        gold_score = frame["score"].to_numpy().astype(np.float64)
+        result.update(_graded_split_metrics(scored["score"], gold_score, has_labels, where, plots))
+    if grouping is not None:
+        result["by_group"] = _metrics_by_group(
+            pair_groups(frame["pair_id"].to_list(), grouping),
+            score,
+            scored["score"],
+            frame["label"].to_numpy().astype(np.int64) if has_labels else None,
+            frame["score"].to_numpy().astype(np.float64) if has_scores else None,
+            meta.threshold,
+        )
+    preds = pl.DataFrame({"pair_id": frame["pair_id"], "raw": raw, **{k: v for k, v in scored.items()}})
+    pred_path = where.out / f"{where.slug}-predictions.parquet"
+    preds.write_parquet(pred_path)
+    return result, pred_path
+
+
 def evaluate_model(
     model_dir: str | Path,
     home: str | Path,
@@ -105,7 +242,7 @@ def evaluate_model(
     out = Path(out_dir) if out_dir else home / "evaluations" / f"{model_dir.name}-{stamp}"
     out.mkdir(parents=True, exist_ok=True)
 
-    exact, splits = trained_pairs(model_dir, meta)
+    trained = trained_pairs(model_dir, meta)
     leakage = catalog.leakage() if exclude_leaked else None
     metrics: dict[str, Any] = {}
     excluded_counts: dict[str, int] = {}
@@ -113,92 +250,14 @@ def evaluate_model(
     pred_paths: list[Path] = []
     for dataset, split in datasets:
         label = f"{dataset}/{split}"
-        pairs = None
-        if meta.kind in COMPOSITE_KINDS:  # members tokenize for themselves: score from texts
-            frame = catalog.read_split(dataset, split)
-        else:
-            tokens = pretokenize(home, dataset, split, predictor.tokenizer, meta.max_length, meta.kind)
-            frame = pl.read_parquet(tokens.path, columns=SCALAR_COLUMNS)
-            pairs = open_pairs(tokens.path, meta.task, dataset, split)
-        leaked = (
-            leaked_pair_ids(leakage, dataset, split, train_splits=splits, train_pairs=exact)
-            if leakage is not None
-            else set()
+        frame, pairs, excluded_counts[label] = _read_unleaked_split(
+            catalog, home, predictor, dataset, split, leakage, trained
         )
-        # a boolean column, never a Python list per pair: memory stays flat in the split's size
-        keep = ~frame["pair_id"].is_in(pl.Series(sorted(leaked), dtype=pl.String))
-        excluded_counts[label] = int(len(frame) - keep.sum())
-        frame = frame.filter(keep)
-        if pairs is not None and excluded_counts[label]:  # no index array when nothing leaked
-            pairs = pairs.subset(np.flatnonzero(keep.to_numpy()))
-        raw, truncated = _raw_and_truncated(predictor, frame, pairs, batch_size)
-        scored = predictor.from_raw(raw)
-        score = scored.get("probability", scored["score"])
-        result: dict[str, Any] = {"evaluated": len(frame), "excluded_leaked": excluded_counts[label]}
-        result["truncated"] = truncated
-        slug = label.replace("/", "-")
-        has_labels = frame["label"].null_count() == 0 and len(frame) > 0
-        has_scores = frame["score"].null_count() == 0 and len(frame) > 0
-        if has_labels:
-            gold = frame["label"].to_numpy().astype(np.int64)
-            bm = binary_metrics(score, gold, meta.threshold)
-            result.update(bm)
-            plots.append(
-                confusion_matrix_png(
-                    bm["tn"],
-                    bm["fp"],
-                    bm["fn"],
-                    bm["tp"],
-                    out / f"{slug}-confusion.png",
-                    f"{model_dir.name} on {label} (threshold {meta.threshold:.3f}"
-                    + (")" if meta.task == "paraphrase" else ", fixed: graded model)"),
-                )
-            )
-            plots.append(
-                histogram_png(
-                    score,
-                    gold,
-                    {0: "not paraphrase", 1: "paraphrase"},
-                    out / f"{slug}-histogram.png",
-                    f"score per class, {label}",
-                    meta.threshold,
-                )
-            )
-        if has_scores:
-            gold_score = frame["score"].to_numpy().astype(np.float64)
-            graded = graded_metrics(scored["score"], gold_score)
-            result.update(graded if not has_labels else {f"graded_{k}": v for k, v in graded.items()})
-            plots.append(
-                scatter_png(
-                    scored["score"], gold_score, out / f"{slug}-scatter.png", f"{model_dir.name} on {label}"
-                )
-            )
-            if not has_labels:
-                buckets = np.minimum((gold_score * 5).round().astype(np.int64), 5)
-                names = {b: f"gold ~{b}/5" for b in sorted(set(buckets.tolist()))}
-                plots.append(
-                    histogram_png(
-                        scored["score"],
-                        buckets,
-                        names,
-                        out / f"{slug}-histogram.png",
-                        f"score per gold grade, {label}",
-                    )
-                )
-        if grouping is not None:
-            result["by_group"] = _metrics_by_group(
-                pair_groups(frame["pair_id"].to_list(), grouping),
-                score,
-                scored["score"],
-                frame["label"].to_numpy().astype(np.int64) if has_labels else None,
-                frame["score"].to_numpy().astype(np.float64) if has_scores else None,
-                meta.threshold,
-            )
-        preds = pl.DataFrame({"pair_id": frame["pair_id"], "raw": raw, **{k: v for k, v in scored.items()}})
-        pred_path = out / f"{slug}-predictions.parquet"
-        preds.write_parquet(pred_path)
+        where = _PlotPlace(out, model_dir.name, label)
+        metrics[label], pred_path = _evaluate_split(
+            predictor, frame, pairs, excluded_counts[label], where, batch_size, grouping, plots
+        )
         pred_paths.append(pred_path)
-        metrics[label] = result
         log.info(
             "evaluated %s on %s: %d pairs, %d leaked excluded",
             model_dir.name,
