@@ -7,7 +7,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -64,10 +63,8 @@ def test_torchrun_two_gloo_processes_train_in_sync(kind: str, home: Path, tmp_pa
     ]
     for item in overrides:
         cmd += ["--set", item]
-    started = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300, cwd=REPO)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert time.perf_counter() - started < 120
     lines = [json.loads(x) for x in proc.stdout.splitlines() if x.startswith("{")]
     by_rank = {line["rank"]: line for line in lines}
     assert set(by_rank) == {0, 1}
