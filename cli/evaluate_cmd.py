@@ -46,72 +46,85 @@ class LabelKindOption(StrEnum):
     binary = "binary"
 
 
+# The command's own options, named once here so the signature reads as the list of what it takes.
+SplitsOption = Annotated[
+    list[str] | None,
+    typer.Option(help="DATASET/SPLIT to evaluate on (repeatable). Default: test splits."),
+]
+ExcludeLeakedOption = Annotated[
+    bool,
+    typer.Option(
+        help="Exclude pairs the leakage report finds in the model's training data (with --file: "
+        "the file's pairs that sit in the model's training data ingested in this home)."
+    ),
+]
+EvalOutOption = Annotated[
+    Path | None, typer.Option(help="Output folder. Default: <home>/evaluations/<model>-<time>.")
+]
+GroupPatternOption = Annotated[
+    str | None,
+    typer.Option(
+        help="Also report metrics per group of pairs: a regular expression over pair ids whose "
+        "first capture group names the group, e.g. '^(.+?)-\\d{4}' for STS-B genres."
+    ),
+]
+FileOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--file",
+        help="Evaluate on your own labelled pairs instead of ingested splits: a Parquet, CSV or TSV "
+        "file with text_a, text_b and a label column; the untrained backbone is scored beside it.",
+    ),
+]
+LabelKindChoice = Annotated[
+    LabelKindOption | None,
+    typer.Option(
+        help="With --file: 0/1 labels (binary) or similarity grades (graded). Default: the "
+        "model's task (paraphrase: binary, sts: graded)."
+    ),
+]
+ScoreRangeOption = Annotated[
+    tuple[float, float] | None,
+    typer.Option(
+        "--range",
+        metavar="MIN MAX",
+        help="With --file and graded labels: the scale they are written on (e.g. 0 5); rescaled to "
+        "0-1, rows outside dropped. Default: 0 1.",
+    ),
+]
+LabelColumnOption = Annotated[
+    str | None,
+    typer.Option(help="With --file: the label column. Default: label (binary), score (graded)."),
+]
+ZeroShotOption = Annotated[
+    bool,
+    typer.Option(help="With --file: also score the untrained backbone (zero-shot) for comparison."),
+]
+TransferOption = Annotated[
+    bool,
+    typer.Option(
+        "--transfer",
+        help="The model beside its untrained backbone on its test splits and on the other task's "
+        "test split (STS model: ROC-AUC on msrp/test; paraphrase model: Spearman on stsb/test); "
+        "recorded as an MLflow run.",
+    ),
+]
+
+
 def evaluate(
     model: ModelOption = None,
     task: ModelTaskOption = Task.paraphrase,
-    split: Annotated[
-        list[str] | None,
-        typer.Option(help="DATASET/SPLIT to evaluate on (repeatable). Default: test splits."),
-    ] = None,
+    split: SplitsOption = None,
     home: HomeOption = None,
-    exclude_leaked: Annotated[
-        bool,
-        typer.Option(
-            help="Exclude pairs the leakage report finds in the model's training data (with --file: "
-            "the file's pairs that sit in the model's training data ingested in this home)."
-        ),
-    ] = True,
-    out: Annotated[
-        Path | None, typer.Option(help="Output folder. Default: <home>/evaluations/<model>-<time>.")
-    ] = None,
-    group_pattern: Annotated[
-        str | None,
-        typer.Option(
-            help="Also report metrics per group of pairs: a regular expression over pair ids whose "
-            "first capture group names the group, e.g. '^(.+?)-\\d{4}' for STS-B genres."
-        ),
-    ] = None,
-    file: Annotated[
-        Path | None,
-        typer.Option(
-            "--file",
-            help="Evaluate on your own labelled pairs instead of ingested splits: a Parquet, CSV or TSV "
-            "file with text_a, text_b and a label column; the untrained backbone is scored beside it.",
-        ),
-    ] = None,
-    label_kind: Annotated[
-        LabelKindOption | None,
-        typer.Option(
-            help="With --file: 0/1 labels (binary) or similarity grades (graded). Default: the "
-            "model's task (paraphrase: binary, sts: graded)."
-        ),
-    ] = None,
-    score_range: Annotated[
-        tuple[float, float] | None,
-        typer.Option(
-            "--range",
-            metavar="MIN MAX",
-            help="With --file and graded labels: the scale they are written on (e.g. 0 5); rescaled to "
-            "0-1, rows outside dropped. Default: 0 1.",
-        ),
-    ] = None,
-    label_column: Annotated[
-        str | None,
-        typer.Option(help="With --file: the label column. Default: label (binary), score (graded)."),
-    ] = None,
-    zero_shot: Annotated[
-        bool,
-        typer.Option(help="With --file: also score the untrained backbone (zero-shot) for comparison."),
-    ] = True,
-    transfer: Annotated[
-        bool,
-        typer.Option(
-            "--transfer",
-            help="The model beside its untrained backbone on its test splits and on the other task's "
-            "test split (STS model: ROC-AUC on msrp/test; paraphrase model: Spearman on stsb/test); "
-            "recorded as an MLflow run.",
-        ),
-    ] = False,
+    exclude_leaked: ExcludeLeakedOption = True,
+    out: EvalOutOption = None,
+    group_pattern: GroupPatternOption = None,
+    file: FileOption = None,
+    label_kind: LabelKindChoice = None,
+    score_range: ScoreRangeOption = None,
+    label_column: LabelColumnOption = None,
+    zero_shot: ZeroShotOption = True,
+    transfer: TransferOption = False,
     json_out: JsonOutOption = None,
     strict: StrictOption = False,
 ) -> None:
@@ -138,15 +151,11 @@ def evaluate(
                 f"--file evaluates your own pairs; it cannot be combined with {', '.join(clash)}",
                 param_hint="--file",
             )
-        spec = model or champion_of(task)
         result = _evaluate_file(
-            spec, file, label_kind, score_range, label_column, zero_shot, exclude_leaked, home, out
-        )
-        print_file_eval(report_console(json_out), result)
-        write_json(asdict(result), json_out)
-        # pairs in the model's training data are left out by design, not for being unusable
-        dropped = sum(n for why, n in result.metrics["dropped"].items() if why != "in_training_data")
-        finish(strict, dropped, f"{dropped} rows dropped as unusable (dropped.parquet)")
+            model or champion_of(task), file, label_kind, score_range, label_column, zero_shot,
+            exclude_leaked, home, out,
+        )  # fmt: skip
+        _print_file_result(result, json_out, strict)
         return
     stray = [name for name, given in file_only.items() if given]
     if stray:
@@ -156,24 +165,46 @@ def evaluate(
     if transfer:
         if split or group_pattern:
             raise typer.BadParameter("--transfer picks its own splits", param_hint="--transfer")
-        from simpair.selection.transfer import log_transfer, transfer_report
-
-        report = transfer_report(model_dir, home_path, out)
-        run_id = log_transfer(report, home_path)
-        print_transfer(report_console(json_out), report, run_id)
-        write_json(asdict(report) | {"mlflow_run_id": run_id}, json_out)
+        _evaluate_transfer(model_dir, home_path, out, json_out)
         return
+    _evaluate_splits(model_dir, home_path, split, exclude_leaked, out, group_pattern, json_out)
+
+
+def _print_file_result(result: FileEvalResult, json_out: Path | None, strict: bool) -> None:
+    """Print the --file result, write its JSON, and with --strict exit 3 if unusable rows were dropped."""
+    print_file_eval(report_console(json_out), result)
+    write_json(asdict(result), json_out)
+    # pairs in the model's training data are left out by design, not for being unusable
+    dropped = sum(n for why, n in result.metrics["dropped"].items() if why != "in_training_data")
+    finish(strict, dropped, f"{dropped} rows dropped as unusable (dropped.parquet)")
+
+
+def _evaluate_transfer(model_dir: Path, home: Path, out: Path | None, json_out: Path | None) -> None:
+    """`evaluate --transfer`: in-domain beside cross-task, recorded as an MLflow run, then printed."""
+    from simpair.selection.transfer import log_transfer, transfer_report
+
+    report = transfer_report(model_dir, home, out)
+    run_id = log_transfer(report, home)
+    print_transfer(report_console(json_out), report, run_id)
+    write_json(asdict(report) | {"mlflow_run_id": run_id}, json_out)
+
+
+def _evaluate_splits(
+    model_dir: Path,
+    home: Path,
+    split: list[str] | None,
+    exclude_leaked: bool,
+    out: Path | None,
+    group_pattern: str | None,
+    json_out: Path | None,
+) -> None:
+    """`evaluate` on ingested splits: a bad --group-pattern becomes a usage error naming the option."""
     from simpair.evaluation.splits import evaluate_model
 
     splits = [parse_split_option(s) for s in split] if split else None
     try:
         ev = evaluate_model(
-            model_dir,
-            home_path,
-            splits,
-            exclude_leaked=exclude_leaked,
-            out_dir=out,
-            group_pattern=group_pattern,
+            model_dir, home, splits, exclude_leaked=exclude_leaked, out_dir=out, group_pattern=group_pattern
         )
     except ValueError as exc:
         if group_pattern is None or "group pattern" not in str(exc):
