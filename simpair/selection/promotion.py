@@ -26,6 +26,7 @@ from typing import Any
 import mlflow
 import polars as pl
 import yaml
+from mlflow import MlflowClient
 
 from simpair.catalog import Catalog
 from simpair.evaluation.common_set import canary_exclusions, evaluate, gate_exclusions
@@ -59,7 +60,7 @@ def cascade_checks(
     if ModelMetadata.read(model_dir).kind != "cascade":
         return []
     from simpair.ensemble.cascade import compare_with_cross
-    from simpair.runtime.predictors import load_predictor
+    from simpair.runtime.loader import load_predictor
 
     predictor = load_predictor(model_dir)
     bound = predictor.spec.max_disagreement if limit is None else limit
@@ -216,6 +217,91 @@ def _canary_value(metrics: Mapping[str, float], label: str, name: str, who: str)
     return float(metrics[key])
 
 
+def _score_champion(
+    home: Path,
+    name: str,
+    version: str,
+    champion_version: str | None,
+    challenger_metrics: Mapping[str, float],
+    eval_sets: Sequence[tuple[str, str]],
+    excluded: Mapping[str, set[str]],
+    out: Path,
+) -> tuple[dict[str, float] | None, str | None, list[Path]]:
+    """The champion's metrics on the same pairs, or why it could not be scored, and its artifacts.
+
+    No champion: (None, None, []). A champion that fails to load or score is recorded as an error
+    (the gate then compares with the zero-shot bar) rather than blocking every future challenger.
+    """
+    if champion_version == version:
+        return dict(challenger_metrics), None, []  # re-gating the champion itself: never a promotion
+    if champion_version is None:
+        return None, None, []
+    try:
+        champion = registry.resolve_model(f"{name}/{champion_version}", home, fresh=True)
+        champ_eval = evaluate(champion.local_dir, home, eval_sets, excluded, out / "champion")
+    except (CorruptModel, ModelNotFound, OSError, ValueError, RuntimeError) as exc:
+        return None, f"{type(exc).__name__}: {exc}", []
+    return champ_eval.metrics, None, list(champ_eval.artifacts)
+
+
+def _score_zero_shot_and_canaries(
+    home: Path,
+    task: str,
+    policy: GatePolicy,
+    challenger_dir: Path,
+    challenger_metrics: Mapping[str, float],
+    zero_sets: Sequence[tuple[str, str]],
+    eval_sets: Sequence[tuple[str, str]],
+    canary_metrics: Sequence[str],
+    excluded: Mapping[str, set[str]],
+    out: Path,
+) -> tuple[dict[str, float], list[CanaryResult]]:
+    """Score the untrained backbone on `zero_sets`; return its in-domain metrics and the canary results.
+
+    `challenger_metrics` are the challenger's flat metrics on every scored set, canaries included.
+    """
+    meta = ModelMetadata.read(challenger_dir)
+    backbone = policy.zero_shot_backbone or meta.backbone
+    zs_dir = zero_shot_model(
+        backbone,
+        task,
+        home,
+        threshold_dataset=eval_sets[0][0] if eval_sets else None,
+        seed=_train_seed(challenger_dir),
+    )
+    zero_eval = evaluate(zs_dir, home, zero_sets, excluded, out / "zero-shot")
+    canaries = [
+        CanaryResult(
+            label=cn.label,
+            metric=metric_name,
+            challenger=_canary_value(challenger_metrics, cn.label, metric_name, "challenger"),
+            zero_shot=_canary_value(zero_eval.metrics, cn.label, metric_name, "zero-shot backbone"),
+            margin=cn.margin,
+        )
+        for cn, metric_name in zip(policy.canaries, canary_metrics, strict=True)
+    ]
+    return _split_metrics(zero_eval.metrics, eval_sets), canaries
+
+
+def _record_decision(
+    c: MlflowClient,
+    home: Path,
+    name: str,
+    version: str,
+    decision: GateDecision,
+    artifacts: Sequence[Path],
+    eval_sets: Sequence[tuple[str, str]],
+    canary_sets: Sequence[tuple[str, str]],
+    flow_tags: Mapping[str, str] | None,
+) -> None:
+    """Record the decision where a person looks (gate run, version tags, description), then promote if won."""
+    gate_run_id = _log_gate_run(home, name, decision, artifacts, eval_sets, flow_tags, canary_sets)
+    registry.tag_version(c, name, version, {**decision.tags(), "gate.run_id": gate_run_id})
+    c.update_model_version(name, version, description=decision.to_markdown(name)[:5000])
+    if decision.promote:
+        registry.move_champion(c, name, version, reason=decision.reason, by="gate", action="promote")
+
+
 def run_gate(
     home: Path,
     task: str,
@@ -254,47 +340,20 @@ def run_gate(
     chal_eval = evaluate(challenger.local_dir, home, scored_sets, excluded, out / "challenger")
     chal_metrics = _split_metrics(chal_eval.metrics, eval_sets)
     cascade = cascade_checks(challenger.local_dir, home, eval_sets, excluded, policy.cascade_max_disagreement)
-
-    champ_metrics: dict[str, float] | None = None
-    champ_error: str | None = None
-    artifacts = list(chal_eval.artifacts)
-    if champion_version == version:
-        champ_metrics = dict(chal_metrics)  # re-gating the champion itself: never a promotion
-    elif champion_version is not None:
-        try:
-            champion = registry.resolve_model(f"{name}/{champion_version}", home, fresh=True)
-            champ_eval = evaluate(champion.local_dir, home, eval_sets, excluded, out / "champion")
-            champ_metrics = champ_eval.metrics
-            artifacts += champ_eval.artifacts
-        except (CorruptModel, ModelNotFound, OSError, ValueError, RuntimeError) as exc:
-            champ_error = f"{type(exc).__name__}: {exc}"
+    champ_metrics, champ_error, champ_artifacts = _score_champion(
+        home, name, version, champion_version, chal_metrics, eval_sets, excluded, out
+    )
+    artifacts = [*chal_eval.artifacts, *champ_artifacts]
 
     zero_metrics: dict[str, float] | None = None
     canaries: list[CanaryResult] = []
     zero_sets = list(dict.fromkeys([*(eval_sets if champ_metrics is None else []), *canary_sets]))
     if zero_sets:
-        meta = ModelMetadata.read(challenger.local_dir)
-        backbone = policy.zero_shot_backbone or meta.backbone
-        zs_dir = zero_shot_model(
-            backbone,
-            task,
-            home,
-            threshold_dataset=eval_sets[0][0] if eval_sets else None,
-            seed=_train_seed(challenger.local_dir),
-        )
-        zero_eval = evaluate(zs_dir, home, zero_sets, excluded, out / "zero-shot")
-        if champ_metrics is None:
-            zero_metrics = _split_metrics(zero_eval.metrics, eval_sets)
-        for cn, metric_name in zip(policy.canaries, canary_metrics, strict=True):
-            canaries.append(
-                CanaryResult(
-                    label=cn.label,
-                    metric=metric_name,
-                    challenger=_canary_value(chal_eval.metrics, cn.label, metric_name, "challenger"),
-                    zero_shot=_canary_value(zero_eval.metrics, cn.label, metric_name, "zero-shot backbone"),
-                    margin=cn.margin,
-                )
-            )
+        zero_in_domain, canaries = _score_zero_shot_and_canaries(
+            home, task, policy, challenger.local_dir, chal_eval.metrics, zero_sets, eval_sets,
+            canary_metrics, excluded, out,
+        )  # fmt: skip
+        zero_metrics = zero_in_domain if champ_metrics is None else None
 
     decision = decide(
         policy,
@@ -315,12 +374,7 @@ def run_gate(
     decision.excluded = {label: len(ids) for label, ids in excluded.items()}
     catalog = Catalog(home)
     decision.dataset_versions = {ds: catalog.current_version(ds) for ds, _ in scored_sets}
-
-    gate_run_id = _log_gate_run(home, name, decision, artifacts, eval_sets, flow_tags, canary_sets)
-    registry.tag_version(c, name, version, {**decision.tags(), "gate.run_id": gate_run_id})
-    c.update_model_version(name, version, description=decision.to_markdown(name)[:5000])
-    if decision.promote:
-        registry.move_champion(c, name, version, reason=decision.reason, by="gate", action="promote")
+    _record_decision(c, home, name, version, decision, artifacts, eval_sets, canary_sets, flow_tags)
     return decision
 
 
