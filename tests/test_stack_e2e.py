@@ -41,12 +41,12 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 import yaml
@@ -72,6 +72,7 @@ POLL_SECONDS = 3
 SILENT_SECONDS = 45
 FINAL = ("COMPLETED", "FAILED", "CRASHED", "CANCELLED")
 PREFECT = Path(sys.executable).with_name("prefect")
+T = TypeVar("T")
 
 
 class _Receiver(BaseHTTPRequestHandler):
@@ -183,6 +184,15 @@ def _smoke_pool_profile(tmp_path: Path, pending_timeout: str = "15m") -> Path:
     return path
 
 
+def _wait_for(read: Callable[[], T], done: Callable[[T], bool], limit: float, every: float = 1.0) -> T:
+    """Poll `read()` until `done` says so or `limit` seconds pass; the last value read, for the caller
+    to assert on (a limit that ends a wait, not a stopwatch: the machine is shared)."""
+    deadline = time.monotonic() + limit
+    while not done(value := read()) and time.monotonic() < deadline:
+        time.sleep(every)
+    return value
+
+
 def _final(url: str, run_id: str, deadline: float) -> dict[str, Any]:
     while (run := prefect_api(url, f"/flow_runs/{run_id}"))["state_type"] not in FINAL:
         assert time.monotonic() < deadline, f"flow run {run['name']} still {run['state_type']}"
@@ -226,10 +236,10 @@ def test_night_on_real_servers_survives_a_stopped_gpu_worker_and_fails_clearly_w
     score_dep = prefect_api(url, "/deployments/name/nightly-score/nightly")
     assert (night_dep["work_pool_name"], gpu_dep["work_pool_name"]) == ("cpu", "gpu")
     assert score_dep["parameters"]["model"] == "simpair-paraphrase@challenger"
-    # the server's scheduler fills in the crons' next runs (it does not with SQLAlchemy 2.1)
-    while not (scheduled := _flow_runs(url, night_dep["id"])):
-        assert time.monotonic() - started < 300, "the scheduler created no run for the cron"
-        time.sleep(1)
+    # the server's scheduler fills in the crons' next runs (it does not with SQLAlchemy 2.1); the limit
+    # only ends the wait on a machine that never schedules, what is asserted is the run it made
+    scheduled = _wait_for(lambda: _flow_runs(url, night_dep["id"]), bool, limit=600)
+    assert scheduled, "the scheduler created no run for the cron"
     assert scheduled[0]["state_type"] == "SCHEDULED"
     next_night = datetime.fromisoformat(scheduled[0]["expected_start_time"]).astimezone(UTC)
     assert (next_night.hour, next_night.minute) == (2, 0)  # cron 0 2 * * * UTC
@@ -261,11 +271,14 @@ def test_night_on_real_servers_survives_a_stopped_gpu_worker_and_fails_clearly_w
     _compose_stop(gpu_worker.pid)
     replacement = local_stack.start_worker(home, "gpu", worker_poll_seconds=POLL_SECONDS)
     client = MlflowClient(tracking_uri=stack.mlflow_url, registry_uri=stack.mlflow_url)
-    while (first := _flow_runs(url, gpu_dep["id"])[0])["state_type"] != "CRASHED":
-        assert time.monotonic() - stopped < 90, f"the stopped worker's run still {first['state_type']}"
-        time.sleep(1)
+    # the wait ends at the Crashed state, or after a limit well under the night's own backstop (600 s),
+    # so that a run crashed by the backstop could not pass: the state and its message are asserted
+    first = _wait_for(
+        lambda: _flow_runs(url, gpu_dep["id"])[0], lambda run: run["state_type"] == "CRASHED", limit=300
+    )
     crashed_after = time.monotonic() - stopped
-    # marked by the server's heartbeat automation (the night's own backstop waits 600 s)
+    assert first["state_type"] == "CRASHED", f"the stopped worker's run still {first['state_type']}"
+    # marked by the server's heartbeat automation, with its message (the night's backstop has its own)
     assert prefect_api(url, f"/flow_runs/{first['id']}")["state"]["message"] == crash_message(SILENT_SECONDS)
     assert client.search_registered_models() == []  # lost mid-training: nothing registered, no alias
 
