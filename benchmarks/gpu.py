@@ -37,7 +37,7 @@ from simpair.losses import build_objective
 from simpair.models.io import build_model, save_model
 from simpair.models.metadata import ModelMetadata
 from simpair.models.tokenizer import load_tokenizer
-from simpair.runtime.predictors import load_predictor
+from simpair.runtime.loader import load_predictor
 from simpair.training.loop import TrainModule
 
 RESULTS = ROOT / "benchmarks" / "results" / "gpu.json"

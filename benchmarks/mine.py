@@ -232,11 +232,11 @@ def part_index(vectors: np.ndarray, sizes: list[int], threads: int) -> list[dict
 def encode_vectors(n: int, threads: int) -> np.ndarray:
     import torch
 
-    from simpair.models import Predictor
+    from simpair.runtime.loader import load_predictor
 
     torch.set_num_threads(threads)
     with tempfile.TemporaryDirectory() as tmp:
-        predictor = Predictor.load(build_model(Path(tmp)), device="cpu")
+        predictor = load_predictor(build_model(Path(tmp)), device="cpu")
         return predictor.embed(sentence_pool(SHARED, n), batch_size=BATCH)
 
 

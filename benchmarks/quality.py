@@ -408,7 +408,7 @@ def symmetric(name: str, model_dir: Path, home: HOME) -> None:
 
     from simpair.evaluation import best_threshold, binary_metrics
     from simpair.models import ModelMetadata
-    from simpair.runtime.predictors import load_predictor
+    from simpair.runtime.loader import load_predictor
 
     target = home / "models" / f"{model_dir.name}-sym"
     if target.exists():
@@ -435,7 +435,7 @@ def calibrate(name: str, model_dir: Path, home: HOME) -> None:
 
     from simpair.evaluation import graded_metrics
     from simpair.models import ModelMetadata
-    from simpair.runtime.predictors import load_predictor
+    from simpair.runtime.loader import load_predictor
     from simpair.training import calibration
 
     target = home / "models" / f"{model_dir.name}-cal"
@@ -465,7 +465,7 @@ def wise(
     from simpair.evaluation import best_threshold, binary_metrics, graded_metrics
     from simpair.models import ModelMetadata, build_model, save_model
     from simpair.models.tiny import default_backbone
-    from simpair.runtime.predictors import load_predictor
+    from simpair.runtime.loader import load_predictor
     from simpair.training import calibration
     from simpair.training.averaging import choose_interpolation
 

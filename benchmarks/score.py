@@ -120,10 +120,12 @@ def _peak_mb() -> float:
 def worker_ours(
     model: Path, pairs: Path, threads: int, scores_out: Path, backend: str, precision: str = "auto"
 ) -> dict:
-    from simpair.runtime.loading import load_pinned
+    from simpair.runtime.loader import load_predictor
     from simpair.scoring import score_inbox
 
-    predictor = load_pinned(str(model), threads, backend, precision)  # the same copy scoring takes
+    predictor = load_predictor(
+        str(model), precision=precision, backend=backend, threads=threads
+    )  # the same copy scoring takes
     warm = pq.read_table(pairs, columns=["text_a", "text_b"]).slice(0, 8)
     predictor.predict(warm.column("text_a").to_pylist(), warm.column("text_b").to_pylist())  # as theirs
     loaded = _rss_mb()
@@ -209,14 +211,17 @@ def worker_interleaved(
     import torch
 
     from simpair.models.device import native_bf16
-    from simpair.runtime.loading import load_pinned
+    from simpair.runtime.loader import load_predictor
     from simpair.runtime.model_ref import ModelRef
     from simpair.scoring.scorer import score_columns
 
     table = pq.read_table(pairs, columns=["text_a", "text_b"])
     text_a, text_b = table.column("text_a").to_pylist(), table.column("text_b").to_pylist()
     ref = ModelRef(model.name, "bench", "", str(model), "paraphrase" if kind == "cross" else "sts", kind)
-    ours = {name: load_pinned(str(model), threads, b, p) for name, (b, p) in OURS.items()}
+    ours = {
+        name: load_predictor(str(model), precision=p, backend=b, threads=threads)
+        for name, (b, p) in OURS.items()
+    }
     extra: dict = {}
     if kind == "cross":
         from sentence_transformers import CrossEncoder
@@ -279,12 +284,12 @@ def worker_impact(cross_model: Path, bi_model: Path, threads: int, limit: int) -
     from scipy.stats import spearmanr
 
     from simpair.models.device import native_bf16
-    from simpair.runtime.loading import load_pinned
+    from simpair.runtime.loader import load_predictor
 
     def both(model: Path, a: list[str], b: list[str]) -> tuple[dict, dict, dict]:
         out, seconds = {}, {}
         for precision in ("fp32", "bf16"):
-            predictor = load_pinned(str(model), threads, "torch", precision)
+            predictor = load_predictor(str(model), precision=precision, backend="torch", threads=threads)
             began = time.perf_counter()
             out[precision] = predictor.predict(a, b, batch_size=BATCH)
             seconds[precision] = time.perf_counter() - began
@@ -372,7 +377,7 @@ def worker_default(model: Path, kind: str, pairs: Path, threads: int, slices: in
 
     from simpair.models.device import native_bf16, pick_device
     from simpair.models.precision_verdict import PrecisionVerdict
-    from simpair.runtime.loading import load_pinned
+    from simpair.runtime.loader import load_predictor
     from simpair.runtime.precision import allowed_rungs
     from simpair.scoring.scorer import score_columns
 
@@ -382,8 +387,12 @@ def worker_default(model: Path, kind: str, pairs: Path, threads: int, slices: in
     ref = _ref(model)
     table = pq.read_table(pairs, columns=["text_a", "text_b"])
     text_a, text_b = table.column("text_a").to_pylist(), table.column("text_b").to_pylist()
+    loaded = {
+        prec: load_predictor(str(model), precision=prec, backend="auto", threads=threads)
+        for prec in ("fp32", chosen)
+    }
     methods = {
-        name: (lambda a, b, p=load_pinned(str(model), threads, "auto", prec), prec=prec:
+        name: (lambda a, b, p=loaded[prec], prec=prec:
                score_columns(p, ref, "bench", a, b, np.zeros(len(a), bool), BATCH, precision=prec)
                .column("score").to_numpy())
         for name, prec in (("ours_fp32", "fp32"), ("ours_default", chosen))
@@ -399,12 +408,12 @@ def worker_test_impact(model: Path, kind: str, chosen: str, threads: int) -> dic
     from scipy.stats import spearmanr
 
     from simpair.metrics.binary_classification import binary_metrics
-    from simpair.runtime.loading import load_pinned
+    from simpair.runtime.loader import load_predictor
 
     a, b, gold = msrp_test_pairs(SHARED) if kind == "cross" else stsb_test_pairs(SHARED)
     outs, result = {}, {"pairs": len(a), "chosen": chosen}
     for precision in dict.fromkeys(("fp32", chosen)):
-        predictor = load_pinned(str(model), threads, "auto", precision)
+        predictor = load_predictor(str(model), precision=precision, backend="auto", threads=threads)
         outs[precision] = out = predictor.predict(a, b, batch_size=BATCH)
         if kind == "cross":
             metrics = binary_metrics(out["probability"], gold, predictor.threshold)

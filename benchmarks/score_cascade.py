@@ -146,12 +146,12 @@ def msrp_test(model: Path, threads: int, limit: int | None, auto: bool) -> dict:
     from simpair.ensemble import compare_with_cross
     from simpair.ensemble.cascade import CROSS
     from simpair.metrics.binary_classification import binary_metrics
-    from simpair.runtime.loading import load_pinned
+    from simpair.runtime.loader import load_predictor
 
     a, b, gold = msrp_test_pairs(SHARED)
     if limit:
         a, b, gold = a[:limit], b[:limit], gold[:limit]
-    cascade = load_pinned(str(model), threads, "auto")
+    cascade = load_predictor(str(model), backend="auto", threads=threads)
     agreement = compare_with_cross(cascade, a, b, BATCH)
     theirs, _, _ = st_cross(model / cascade.spec.members[CROSS], a, b)
     t = cascade.threshold
@@ -162,7 +162,9 @@ def msrp_test(model: Path, threads: int, limit: int | None, auto: bool) -> dict:
 
     extra = {}
     if auto:  # the cascade in the precision its verdict chose (int8 only ever in the bi stage)
-        chosen = compare_with_cross(load_pinned(str(model), threads, "auto", "auto"), a, b, BATCH)
+        chosen = compare_with_cross(
+            load_predictor(str(model), precision="auto", backend="auto", threads=threads), a, b, BATCH
+        )
         extra["cascade_auto"] = figures(chosen.cascade["probability"]) | {
             "share_to_cross": chosen.share_to_cross,
             "disagreement_with_cross": chosen.disagreement,
@@ -181,9 +183,9 @@ def msrp_test(model: Path, threads: int, limit: int | None, auto: bool) -> dict:
 
 def throughput(model: Path, args: argparse.Namespace, work: Path) -> dict:
     from simpair.ensemble.cascade import BI, CROSS
-    from simpair.runtime.loading import load_pinned
+    from simpair.runtime.loader import load_predictor
 
-    cascade = load_pinned(str(model), args.threads, "auto")
+    cascade = load_predictor(str(model), backend="auto", threads=args.threads)
     inbox = work / "inbox"
     inbox.mkdir()
     batch = mined_pairs(

@@ -105,10 +105,12 @@ def _peak_mb() -> float:
 
 
 def worker_ours(model: Path, pairs: Path, threads: int, scores_out: Path, store: bool) -> dict:
-    from simpair.runtime.loading import load_pinned
+    from simpair.runtime.loader import load_predictor
     from simpair.scoring import score_inbox
 
-    load_pinned(str(model), threads, "auto")  # model load (and ONNX export) before the clock
+    load_predictor(
+        str(model), backend="auto", threads=threads
+    )  # model load (and ONNX export) before the clock
     work = Path(tempfile.mkdtemp(prefix="bench-distinct-"))
     try:
         (work / "inbox").mkdir()

@@ -57,8 +57,8 @@ def msrp_train_pairs(shared: Path, n: int) -> tuple[list[str], list[str]]:
 def ours(model: Path, threads: int, precision: str, calibration: tuple[list[str], list[str]]) -> object:
     """Our predictor on ONNX Runtime: fp32, or int8 `dynamic` / `static`."""
     from simpair.runtime.int8_backend import Int8Predictor, build_int8_encoder
+    from simpair.runtime.loader import load_predictor
     from simpair.runtime.onnx_backend import use_onnx
-    from simpair.runtime.predictors import load_predictor
 
     base = load_predictor(model, device="cpu", precision="fp32")
     if precision == "fp32":

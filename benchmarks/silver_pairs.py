@@ -27,7 +27,7 @@ import polars as pl
 import typer
 
 from simpair.catalog import Catalog
-from simpair.runtime.predictors import load_predictor
+from simpair.runtime.loader import load_predictor
 
 app = typer.Typer(add_completion=False)
 

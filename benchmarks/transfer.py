@@ -167,7 +167,7 @@ def proxy(
     from simpair.ensemble.fit import fit_stack
     from simpair.models import ModelMetadata, build_model
     from simpair.models.tiny import default_backbone
-    from simpair.runtime.predictors import load_predictor
+    from simpair.runtime.loader import load_predictor
     from simpair.training.averaging import interpolate
 
     catalog = Catalog(home)
@@ -300,7 +300,7 @@ def seeds(
     from simpair.catalog import Catalog
     from simpair.models import ModelMetadata, build_model
     from simpair.models.tiny import default_backbone
-    from simpair.runtime.predictors import load_predictor
+    from simpair.runtime.loader import load_predictor
     from simpair.training.averaging import average_states, interpolate
 
     seeds_ = list(seed or STABILITY_SEEDS)
@@ -399,7 +399,8 @@ def canaries(model_dir: Path, home: HOME, pattern: str = r"^(.+?)-\d{4}") -> Non
 
     from simpair.ensemble.fit import shared_dev_frame
     from simpair.evaluation.zero_shot_baseline import zero_shot_model
-    from simpair.models import ModelMetadata, Predictor
+    from simpair.models import ModelMetadata
+    from simpair.runtime.loader import load_predictor
     from simpair.selection.promotion import _train_seed
     from simpair.selection.wise_path import (
         _backbone_start,
@@ -435,10 +436,10 @@ def canaries(model_dir: Path, home: HOME, pattern: str = r"^(.+?)-\d{4}") -> Non
         }
 
     texts = _texts(dev), _texts(msrp)
-    zero = Predictor.load(zero_shot_model(meta.backbone, meta.task, home, seed=_train_seed(model_dir)))
+    zero = load_predictor(zero_shot_model(meta.backbone, meta.task, home, seed=_train_seed(model_dir)))
     zero_dev, zero_msrp = (_Pairs(zero, *t).raw(zero) for t in texts)
     backbone = figures(zero_dev, zero_msrp, zero_msrp)
-    predictor = Predictor.load(model_dir)
+    predictor = load_predictor(model_dir)
     dev_pairs, msrp_pairs = (_Pairs(predictor, *t) for t in texts)
     tuned = {k: v.detach().clone() for k, v in predictor.model.encoder.state_dict().items()}
     start = {k: v.to(predictor.device) for k, v in _backbone_start(meta, model_dir).items()}
@@ -484,7 +485,7 @@ def apply(model_dir: Path, home: HOME, alpha: float | None = None) -> None:
     from simpair.metrics.graded_similarity import graded_metrics
     from simpair.models import ModelMetadata, build_model, save_model
     from simpair.models.tiny import default_backbone
-    from simpair.runtime.predictors import load_predictor
+    from simpair.runtime.loader import load_predictor
     from simpair.training import calibration
     from simpair.training.averaging import interpolate
 

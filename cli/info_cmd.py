@@ -74,7 +74,7 @@ def _torch_build() -> dict[str, Any] | None:
 
 def device_info() -> dict[str, Any]:
     """The device `auto` picks: a GPU when torch sees one, else the CPU and the threads simpair uses."""
-    from simpair.runtime.loading import default_threads
+    from simpair.runtime.loader import default_threads
 
     build = _torch_build()
     info: dict[str, Any] = {"torch": build["version"] if build else None}

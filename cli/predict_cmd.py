@@ -36,7 +36,7 @@ def predict(
 
     # the model first: on a fresh home `no model` comes at once, not after torch's import (~10 s)
     model_dir = resolve_model_option(model, settings.home_dir(home), task)
-    from simpair.runtime.predictors import load_predictor
+    from simpair.runtime.loader import load_predictor
 
     predictor = load_predictor(model_dir)
     out = predictor.predict([text_a], [text_b])

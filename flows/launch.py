@@ -61,7 +61,7 @@ def score(
     asked for with `rescore=True` (or `options.rescore_days_after_promotion`).
     """
     from simpair.flows.nightly_score import nightly_score
-    from simpair.runtime.loading import default_threads
+    from simpair.runtime.loader import default_threads
     from simpair.scoring.options import ScoringOptions
 
     options = ScoringOptions.build(options, model=model, home=home, **overrides)

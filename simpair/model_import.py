@@ -89,11 +89,11 @@ def fit_on_dev(model_dir: Path, home: Path, dev_label: str, frame: pl.DataFrame)
     """
     from simpair.metrics.binary_classification import best_threshold, binary_metrics
     from simpair.metrics.graded_similarity import graded_metrics
-    from simpair.models.predictor import Predictor
+    from simpair.runtime.loader import load_predictor
     from simpair.selection.precision_ladder import measure
 
     meta = ModelMetadata.read(model_dir)
-    predictor = Predictor.load(model_dir)
+    predictor = load_predictor(model_dir)
     out = predictor.predict(frame["text_a"].to_list(), frame["text_b"].to_list())
     binary = meta.task == "paraphrase" and frame["label"].null_count() == 0
     if binary:

@@ -26,7 +26,7 @@ from simpair.ensemble.train import train_stack_file
 from simpair.models import save_tiny_model
 from simpair.models.metadata import Calibration, ModelMetadata
 from simpair.registry.pyfunc import log_pyfunc
-from simpair.runtime.predictors import load_predictor
+from simpair.runtime.loader import load_predictor
 from simpair.scoring import score_inbox
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -163,10 +163,9 @@ def test_truncation_flags_tokenize_each_sentence_once_and_equal_each_stages_own(
 
 
 def test_int8_quantizes_the_bi_stage_only(tmp_path: Path) -> None:
-    from simpair.runtime.loading import load_pinned
 
     model = write_tiny_cascade(tmp_path / "cascade", FULL)
-    loaded = load_pinned(str(model), 1, "onnx", precision="int8")
+    loaded = load_predictor(str(model), precision="int8", backend="onnx", threads=1)
     assert [type(m).__name__ for m in loaded.members] == ["Int8Predictor", "OrtPredictor"]
 
 

@@ -28,7 +28,7 @@ from simpair.metrics.binary_classification import binary_metrics
 from simpair.models import ModelMetadata
 from simpair.registry import registry
 from simpair.registry.record import mark_challenger, register_trained_model
-from simpair.runtime.predictors import load_predictor
+from simpair.runtime.loader import load_predictor
 from simpair.selection.gate import CanaryResult, CascadeCheck, GatePolicy, decide
 from simpair.selection.promotion import (
     cascade_checks,

@@ -24,8 +24,8 @@ from simpair.models.batching import pad_batch
 from simpair.models.cross_encoder import HEAD_FILE, INIT_BIAS, INIT_SCALE, CrossEncoder
 from simpair.models.tiny import build_tiny
 from simpair.registry.pyfunc import log_pyfunc
+from simpair.runtime.loader import load_predictor
 from simpair.runtime.onnx_backend import use_onnx
-from simpair.runtime.predictors import load_predictor
 from simpair.training import TrainConfig, train
 
 A = ["the cat sat on the mat", "stocks fell sharply on monday", "he said no"]

@@ -22,7 +22,7 @@ from simpair.evaluation.file import FileEvalError, evaluate_file
 from simpair.evaluation.file.validate import validate_pairs
 from simpair.metrics.bootstrap import _headline, verdict_line
 from simpair.models import ModelMetadata, save_tiny_model
-from simpair.runtime.predictors import load_predictor
+from simpair.runtime.loader import load_predictor
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

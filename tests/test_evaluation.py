@@ -18,7 +18,7 @@ from simpair.evaluation import (
 )
 from simpair.evaluation.splits import evaluate_model
 from simpair.models import save_tiny_model
-from simpair.runtime.predictors import load_predictor
+from simpair.runtime.loader import load_predictor
 from simpair.training import TrainConfig, train
 
 # Tiny models run fastest on one thread, and the machine is shared: no oversubscription.

@@ -24,8 +24,8 @@ from typer.testing import CliRunner
 from simpair.cli import app
 from simpair.models import ModelMetadata
 from simpair.models.tiny import _bundled_tokenizer, tiny_config
+from simpair.runtime.loader import load_predictor
 from simpair.runtime.model_ref import NoModel, resolve_model_ref
-from simpair.runtime.predictors import load_predictor
 
 st = pytest.importorskip("sentence_transformers")
 st_models = pytest.importorskip("sentence_transformers.models")

@@ -16,7 +16,7 @@ from test_training_toydata import write_toy_home
 
 from simpair.models import device as devices
 from simpair.models.tiny import save_tiny_model
-from simpair.runtime.predictors import load_predictor
+from simpair.runtime.loader import load_predictor
 
 REPO = Path(__file__).resolve().parents[1]
 CUDA = torch.cuda.is_available()

@@ -357,3 +357,27 @@ def test_evaluation_lives_in_one_package_of_small_modules() -> None:
     }
     assert stray == [], "evaluation modules belong in simpair/evaluation/"
     assert {name: n for name, n in lengths.items() if n > 300} == {}
+
+
+# The one loader (`simpair.runtime.loader.load_predictor`) and what it may build on: the model package
+# (where `Predictor.load` is defined) and the ensemble package, whose fitters build the composite being
+# made from its members (it sits below the loader, so it cannot call it).
+LOADER_PACKAGES = ("simpair/runtime", "simpair/models", "simpair/ensemble")
+LOADER_CALLS = ("Predictor.load", "StackedPredictor", "CascadePredictor")
+
+
+def test_models_are_loaded_through_the_one_loader() -> None:
+    """Outside the loader's packages no module calls `Predictor.load`, `StackedPredictor(...)` or
+    `CascadePredictor(...)`: every folder or registry ref becomes a predictor in `simpair.runtime.loader`."""
+    offenders = []
+    for folder in (*FOLDERS, "benchmarks"):
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            if any(path.is_relative_to(ROOT / package) for package in LOADER_PACKAGES):
+                continue
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Name | ast.Attribute):
+                    continue
+                called = ast.unparse(node.func)
+                if any(called == name or called.endswith("." + name) for name in LOADER_CALLS):
+                    offenders.append(f"{path.relative_to(ROOT)}:{node.lineno} {called}")
+    assert offenders == [], "load models with simpair.runtime.loader.load_predictor"

@@ -10,7 +10,7 @@ import pytest
 
 from simpair.models import ModelMetadata, save_tiny_model
 from simpair.models.metadata import Calibration
-from simpair.runtime.predictors import load_predictor
+from simpair.runtime.loader import load_predictor
 
 A = ["A cat sat on the mat.", "Stocks fell sharply on Monday.", "He said no.", "A cat sat on the mat."]
 B = ["The cat is sitting on a mat.", "Shares dropped on Monday.", "She said yes, loudly and at length.", "x"]

@@ -28,7 +28,7 @@ from simpair.models.tiny import _bundled_tokenizer, tiny_config
 from simpair.registry import registry
 from simpair.registry.imported import ImportRefused, stage
 from simpair.registry.record import mark_challenger, register_trained_model
-from simpair.runtime.predictors import load_predictor
+from simpair.runtime.loader import load_predictor
 from simpair.selection.gate import GatePolicy
 from simpair.selection.promotion import run_gate
 

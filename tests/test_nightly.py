@@ -35,7 +35,7 @@ from simpair.nightly.night import night_in_process
 from simpair.nightly.plan import read_state
 from simpair.nightly.summary import NightlyFailed, NightlySummary
 from simpair.registry import registry, resolve_model
-from simpair.runtime.predictors import load_predictor
+from simpair.runtime.loader import load_predictor
 
 pytestmark = [
     pytest.mark.usefixtures("prefect_api", "one_torch_thread"),

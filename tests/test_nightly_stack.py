@@ -18,7 +18,7 @@ from registry_helpers import one_torch_thread  # noqa: F401 - fixture
 from simpair import settings
 from simpair.flows.launch import nightly as run
 from simpair.registry import resolve_model
-from simpair.runtime.predictors import load_predictor
+from simpair.runtime.loader import load_predictor
 
 pytestmark = [
     pytest.mark.usefixtures("prefect_api", "one_torch_thread"),

@@ -17,8 +17,8 @@ from simpair.ensemble import fit_soup
 from simpair.ensemble.postprocess_refit import train_sentences
 from simpair.evaluation import graded_metrics
 from simpair.models.embedding_postprocess import POSTPROCESS_FILE, EmbeddingPostprocess
+from simpair.runtime.loader import load_predictor
 from simpair.runtime.onnx_backend import use_onnx
-from simpair.runtime.predictors import load_predictor
 from simpair.training import TrainConfig, train
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")

@@ -27,7 +27,7 @@ from simpair.mining.encode import embedding_matrix, read_encode_metadata
 from simpair.models import save_tiny_model
 from simpair.models.metadata import ModelMetadata
 from simpair.models.precision_verdict import VERDICT_FILE
-from simpair.runtime.loading import load_pinned
+from simpair.runtime.loader import load_predictor
 from simpair.selection import precision_ladder as ladder
 
 
@@ -79,7 +79,9 @@ def test_encode_takes_precision_auto_by_default_and_fp32_gives_todays_vectors(
     assert "precision fp32: asked with --precision" in printed
     assert read_encode_metadata(tmp_path / "fp32.parquet")["precision"] == "fp32"
     fp32 = embedding_matrix(pq.read_table(tmp_path / "fp32.parquet"))
-    np.testing.assert_allclose(fp32, load_pinned(str(bi), 1, "auto", "fp32").embed(texts), atol=1e-6)
+    np.testing.assert_allclose(
+        fp32, load_predictor(str(bi), precision="fp32", backend="auto", threads=1).embed(texts), atol=1e-6
+    )
     auto = embedding_matrix(pq.read_table(tmp_path / "auto.parquet"))
     assert np.mean(np.all(auto == fp32, axis=1)) < 0.2  # auto really ran the int8 graph
 

@@ -18,7 +18,7 @@ from test_scoring_support import make_pairs, read_outputs, write_batch, write_ti
 from simpair.models import device as devices
 from simpair.models.precision_verdict import PrecisionVerdict, RungCheck
 from simpair.runtime import recheck
-from simpair.runtime.loading import load_for_run, load_pinned
+from simpair.runtime.loader import load_for_run, load_predictor
 from simpair.runtime.options import RuntimeOptions
 from simpair.scoring import score_inbox
 from simpair.selection import precision_ladder as ladder
@@ -39,8 +39,8 @@ def test_pairs_inside_the_band_take_fp32_logits_and_the_rest_keep_the_fast_ones(
     edge: Path, one_thread: None
 ) -> None:
     a, b = _texts(200, seed=41)
-    exact = load_pinned(str(edge), 1, "auto", "fp32")
-    fast = load_pinned(str(edge), 1, "auto", "int8", recheck=False)
+    exact = load_predictor(str(edge), precision="fp32", backend="auto", threads=1)
+    fast = load_predictor(str(edge), precision="int8", backend="auto", threads=1, recheck=False)
     want, quick = exact.predict_raw(a, b), fast.predict_raw(a, b)
     assert (
         (want >= recheck.threshold_logit(exact.threshold))
@@ -77,12 +77,17 @@ def test_the_ladder_rechecks_a_refused_rung_and_every_run_loads_it_so(
     verdict.write(edge)
     assert PrecisionVerdict.read(edge).rung("int8").recheck_band == int8.recheck_band
 
-    loaded = load_pinned(str(edge), 1, "auto", "int8")
+    loaded = load_predictor(str(edge), precision="int8", backend="auto", threads=1)
     assert isinstance(loaded, recheck.ThresholdRecheck) and loaded.band == int8.recheck_band
-    # a run's stages get the very model `load_pinned` loaded, not a second copy
+    # a run's stages get the very model `load_predictor` loaded, not a second copy
     assert load_for_run(str(edge), RuntimeOptions(threads=1, backend="auto"), "int8") is loaded
-    assert not isinstance(load_pinned(str(edge), 1, "auto", "int8", recheck=False), recheck.ThresholdRecheck)
-    assert not isinstance(load_pinned(str(edge), 1, "auto", "fp32"), recheck.ThresholdRecheck)
+    assert not isinstance(
+        load_predictor(str(edge), precision="int8", backend="auto", threads=1, recheck=False),
+        recheck.ThresholdRecheck,
+    )
+    assert not isinstance(
+        load_predictor(str(edge), precision="fp32", backend="auto", threads=1), recheck.ThresholdRecheck
+    )
 
     # an explicit int8 still passes its own guard on plain int8 first (loose limits here), then loads
     # with the verdict's band
@@ -119,10 +124,12 @@ def test_a_stack_scored_through_the_embedding_store_takes_its_band(
     assert summary.precision == "int8" and "fp32 recheck within" in summary.precision_why
     output = read_outputs(tmp_path / "out")
     texts = output.column("text_a").to_pylist(), output.column("text_b").to_pylist()
-    fp32 = load_pinned(str(stack), 1, "auto", "fp32").predict(*texts)["score"]
-    int8 = load_pinned(str(stack), 1, "auto", "int8", recheck=False).predict(*texts)["score"]
+    fp32 = load_predictor(str(stack), precision="fp32", backend="auto", threads=1).predict(*texts)["score"]
+    int8 = load_predictor(str(stack), precision="int8", backend="auto", threads=1, recheck=False).predict(
+        *texts
+    )["score"]
     # the run's own copy of the model (the cache entry its stages took) counts the pairs fp32 scored
-    scorer = load_pinned(str(stack), 1, "auto", "int8")
+    scorer = load_predictor(str(stack), precision="int8", backend="auto", threads=1)
     assert isinstance(scorer, recheck.ThresholdRecheck)
     assert scorer.rechecked == (0 if band == 0 else len(set(zip(*texts, strict=True))))
     # dynamic int8 takes activation ranges per batch, so its scores move ~1e-5 with the batching
@@ -143,15 +150,14 @@ def test_the_ladder_judges_the_band_out_of_sample() -> None:
 def test_a_logistic_stack_is_rechecked_at_its_own_cut(tmp_path: Path, one_thread: None) -> None:
     """A stack's raw output is its combiner's logit: the band is measured around the threshold's logit."""
     from simpair.models.metadata import ModelMetadata
-    from simpair.runtime.predictors import load_predictor
 
     stack = write_tiny_stack(tmp_path / "stack")
     a, b = _texts(200, seed=44)
     meta = ModelMetadata.read(stack)
     meta.threshold = float(np.median(load_predictor(stack, device="cpu").predict(a, b)["probability"]))
     meta.write(stack)
-    exact = load_pinned(str(stack), 1, "auto", "fp32")
-    fast = load_pinned(str(stack), 1, "auto", "int8", recheck=False)
+    exact = load_predictor(str(stack), precision="fp32", backend="auto", threads=1)
+    fast = load_predictor(str(stack), precision="int8", backend="auto", threads=1, recheck=False)
     assert recheck.raw_cut(exact) == pytest.approx(recheck.threshold_logit(meta.threshold))
     want, quick = exact.predict_raw(a, b), fast.predict_raw(a, b)
     width = float(np.median(np.abs(quick - recheck.raw_cut(exact))))  # half of the pairs: the nearer half

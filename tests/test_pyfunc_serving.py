@@ -35,7 +35,7 @@ from registry_helpers import free_port
 
 from simpair.models import save_tiny_model
 from simpair.registry.pyfunc import REQUIREMENTS, log_pyfunc
-from simpair.runtime.predictors import load_predictor
+from simpair.runtime.loader import load_predictor
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 NAME = "simpair-paraphrase"
@@ -121,7 +121,7 @@ def test_the_logged_model_carries_the_domain_code_and_names_no_simpair_requireme
     flavor = yaml.safe_load((local / "MLmodel").read_text())["flavors"]["python_function"]
     assert flavor["code"] == "code"
     code = local / "code" / "simpair"
-    assert (code / "predictors.py").exists() and (code / "registry" / "pyfunc.py").exists()
+    assert (code / "runtime" / "loader.py").exists() and (code / "registry" / "pyfunc.py").exists()
     assert not list(code.rglob("__pycache__")) and not list(code.rglob("*.pyc"))
     assert not {"cli", "tasks", "flows"} & {p.name for p in code.iterdir()}, "orchestration layers shipped"
     requirements = [line.strip() for line in (local / "requirements.txt").read_text().splitlines()]

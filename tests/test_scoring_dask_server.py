@@ -129,7 +129,7 @@ def test_flow_on_external_dask_scheduler_matches_default_runner(
     # The chunks ran in the worker processes: each loaded the pinned model into its own cache.
     with Client(scheduler, timeout=10) as client:
         loaded = client.run(
-            lambda: __import__("simpair.runtime.loading").runtime.loading._load.cache_info().currsize
+            lambda: __import__("simpair.runtime.loader").runtime.loader._load.cache_info().currsize
         )
     assert len(loaded) == 2 and sum(loaded.values()) >= 1, loaded
 

@@ -23,7 +23,7 @@ from test_scoring_support import (
     write_batch,
 )
 
-from simpair.runtime.predictors import load_predictor
+from simpair.runtime.loader import load_predictor
 from simpair.scoring import score_inbox
 from simpair.scoring.chunk import ChunkResult
 from simpair.scoring.contract import load_contract

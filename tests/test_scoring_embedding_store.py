@@ -23,7 +23,7 @@ from test_scoring_support import assert_exactly_once, assert_same_outputs, outpu
 
 from simpair.cli.score_cmd import summary_totals
 from simpair.runtime.embedding_store import EmbeddingStore, open_store, release_store
-from simpair.runtime.predictors import load_predictor
+from simpair.runtime.loader import load_predictor
 from simpair.scoring import score_inbox
 from simpair.scoring.chunk import ChunkResult
 from simpair.scoring.inbox import content_hash

@@ -28,9 +28,9 @@ from simpair.models.metadata import ModelMetadata
 from simpair.registry import registry
 from simpair.registry.record import register_trained_model
 from simpair.runtime.int8_backend import use_int8
+from simpair.runtime.loader import load_predictor
 from simpair.runtime.model_ref import local_model_ref
 from simpair.runtime.precision import check_precision
-from simpair.runtime.loader import load_predictor
 from simpair.scoring import ScoringOptions, score_inbox
 from simpair.selection import int8_guard as guard
 

@@ -15,8 +15,8 @@ import test_scoring_support as support
 import torch
 
 from simpair.runtime import onnx_backend
+from simpair.runtime.loader import load_predictor
 from simpair.runtime.onnx_backend import OrtPredictor, build_encoder, use_onnx
-from simpair.runtime.predictors import load_predictor
 
 tiny_cross = support.tiny_cross
 tiny_bi = support.tiny_bi

@@ -23,9 +23,8 @@ from test_scoring_support import assert_exactly_once, make_pairs, read_outputs, 
 from simpair.models import device as devices
 from simpair.runtime import openvino_backend
 from simpair.runtime.bf16_backend import Bf16Predictor
-from simpair.runtime.loading import load_pinned
+from simpair.runtime.loader import load_predictor
 from simpair.runtime.openvino_backend import OvPredictor
-from simpair.runtime.predictors import load_predictor
 from simpair.scoring import score_inbox
 from simpair.scoring.ledger import Ledger
 from simpair.scoring.summary import summary_markdown
@@ -61,12 +60,12 @@ def test_bf16_scores_stay_close_to_fp32_on_openvino_or_torch(
     bf16 on CPU); `--backend torch` + bf16 is always torch. Members of a stack too."""
     model = request.getfixturevalue(which)
     a, b = _texts(400, seed=11)
-    fp32 = load_pinned(str(model), 1, "torch", "fp32").predict(a, b)
-    bf16_predictor = load_pinned(str(model), 1, "auto", "bf16")
+    fp32 = load_predictor(str(model), precision="fp32", backend="torch", threads=1).predict(a, b)
+    bf16_predictor = load_predictor(str(model), precision="bf16", backend="auto", threads=1)
     if NATIVE:
         wanted = OvPredictor if openvino_backend.available() else Bf16Predictor
         assert all(isinstance(m, wanted) for m in _torch_members(bf16_predictor))
-        torch_bf16 = load_pinned(str(model), 1, "torch", "bf16")
+        torch_bf16 = load_predictor(str(model), precision="bf16", backend="torch", threads=1)
         assert all(isinstance(m, Bf16Predictor) for m in _torch_members(torch_bf16))
         assert np.abs(torch_bf16.predict(a, b)["score"] - fp32["score"]).max() < CLOSE
     bf16 = bf16_predictor.predict(a, b)
@@ -81,7 +80,7 @@ def test_openvino_runs_the_verified_graph_exactly_in_f32(which: str, request: py
     """The OpenVINO path on any CPU: in f32 it must give torch's scores (so bf16 differs by bf16 only)."""
     model = request.getfixturevalue(which)
     a, b = _texts(300, seed=12)
-    fp32 = load_pinned(str(model), 1, "torch", "fp32")
+    fp32 = load_predictor(str(model), precision="fp32", backend="torch", threads=1)
     ov = openvino_backend.use_openvino(load_predictor(model, device="cpu"), 1, precision="f32")
     assert all(isinstance(m, OvPredictor) for m in _torch_members(ov))
     assert all("openvino-f32" in m.variant for m in _torch_members(ov))
@@ -96,7 +95,7 @@ def test_bf16_runs_on_the_runtime_that_judged_it(tiny_cross: Path, tmp_path: Pat
     import torch
 
     from simpair.models.precision_verdict import PrecisionVerdict, RungCheck
-    from simpair.runtime.loading import bf16_runtime
+    from simpair.runtime.loader import bf16_runtime
 
     cpu, cuda = torch.device("cpu"), torch.device("cuda")
     default = "openvino" if openvino_backend.available() else "torch"
@@ -124,8 +123,8 @@ def test_native_bf16_really_changes_the_arithmetic(which: str, request: pytest.F
     """Guards against a bf16 flag that silently runs fp32 (autocast not entered, members skipped)."""
     model = request.getfixturevalue(which)
     a, b = _texts(400, seed=11)
-    fp32 = load_pinned(str(model), 1, "torch", "fp32")
-    bf16 = load_pinned(str(model), 1, "torch", "bf16")
+    fp32 = load_predictor(str(model), precision="fp32", backend="torch", threads=1)
+    bf16 = load_predictor(str(model), precision="bf16", backend="torch", threads=1)
     for fp32_member, bf16_member in zip(_torch_members(fp32), _torch_members(bf16), strict=True):
         assert not np.array_equal(bf16_member.predict_raw(a, b), fp32_member.predict_raw(a, b))
 
@@ -166,11 +165,13 @@ def test_without_native_bf16_it_warns_and_scores_exactly_fp32(
     np.testing.assert_array_equal(got.column("score").to_numpy(), want.column("score").to_numpy())
     assert set(got.column("precision").to_pylist()) == {"fp32"}
 
-    # load_pinned on its own (benchmarks, notebooks) falls back the same way
+    # load_predictor with a backend, on its own (benchmarks, notebooks), falls back the same way
     with pytest.warns(RuntimeWarning, match="no native bf16"):
-        predictor = load_pinned(str(tiny_cross), 1, "torch", "bf16")
+        predictor = load_predictor(str(tiny_cross), precision="bf16", backend="torch", threads=1)
     a, b = _texts(200, seed=13)
-    reference = load_pinned(str(tiny_cross), 1, "torch", "fp32").predict(a, b)["score"]
+    reference = load_predictor(str(tiny_cross), precision="fp32", backend="torch", threads=1).predict(a, b)[
+        "score"
+    ]
     np.testing.assert_array_equal(predictor.predict(a, b)["score"], reference)
     with (
         pytest.raises(RuntimeError, match="emulated bf16"),
@@ -186,9 +187,9 @@ def test_onnx_with_bf16_is_refused_before_anything_is_claimed(tmp_path: Path, ti
                     precision="bf16")  # fmt: skip
     assert not (tmp_path / "out").exists()  # no lock, no ledger, no claim
     with pytest.raises(ValueError, match="precision must be one of"):
-        load_pinned(str(tiny_cross), 1, "torch", "fp16")
+        load_predictor(str(tiny_cross), precision="fp16", backend="torch", threads=1)
     with pytest.raises(ValueError, match="ONNX Runtime"):
-        load_pinned(str(tiny_cross), 1, "onnx", "bf16")
+        load_predictor(str(tiny_cross), precision="bf16", backend="onnx", threads=1)
 
 
 def test_precision_is_recorded_on_rows_in_the_ledger_and_in_the_summary(
@@ -215,7 +216,7 @@ def test_precision_is_recorded_on_rows_in_the_ledger_and_in_the_summary(
 
     # One predict call over all 700 rows vs three 300-row chunks: in bf16 the batches (and their
     # padding widths) differ, which moves scores in the last bf16 bits (~1e-6 here), unlike fp32.
-    expected = load_pinned(str(tiny_bi), 1, "auto", "bf16").predict(
+    expected = load_predictor(str(tiny_bi), precision="bf16", backend="auto", threads=1).predict(
         table.column("text_a").to_pylist(), table.column("text_b").to_pylist()
     )
     np.testing.assert_allclose(output.column("score").to_numpy(), expected["score"], atol=1e-4)

@@ -16,7 +16,7 @@ from test_scoring_support import assert_exactly_once, make_pairs, read_outputs, 
 from simpair.models import save_tiny_model
 from simpair.registry import registry
 from simpair.registry.record import RegisteredVersion, register_trained_model
-from simpair.runtime.predictors import load_predictor
+from simpair.runtime.loader import load_predictor
 from simpair.scoring import score_inbox
 from simpair.scoring.chunk import ChunkResult
 

@@ -24,7 +24,7 @@ import pytest
 import test_scoring_support as support
 from test_scoring_support import assert_exactly_once, make_pairs, read_rejects
 
-from simpair.runtime.predictors import load_predictor
+from simpair.runtime.loader import load_predictor
 
 tiny_cross = support.tiny_cross
 SIMPAIR = str(Path(sys.executable).with_name("simpair"))

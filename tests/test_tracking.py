@@ -25,7 +25,7 @@ from simpair.cli import app
 from simpair.ingest import run_ingest
 from simpair.registry import CorruptModel, ModelNotFound, registry, resolve_model, tracking
 from simpair.registry.record import mark_challenger, register_trained_model
-from simpair.runtime.predictors import load_predictor
+from simpair.runtime.loader import load_predictor
 from simpair.selection.promotion import promote_manual
 
 PAIRS = pd.DataFrame(

@@ -13,7 +13,7 @@ from test_training_toydata import write_toy_home
 
 from simpair.catalog import Catalog
 from simpair.evaluation import binary_metrics, graded_metrics
-from simpair.runtime.predictors import load_predictor
+from simpair.runtime.loader import load_predictor
 from simpair.training import TrainConfig, train
 from simpair.training.data import carve_dev, length_grouped_batches
 

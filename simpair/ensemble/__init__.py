@@ -4,7 +4,7 @@ A cross-encoder reads both sentences together and a bi-encoder compares two inde
 so they make different mistakes; a ridge (graded) or logistic (paraphrase) regression on their raw
 outputs plus two lexical-overlap features, fitted on the members' shared dev split, is the
 "stacked generalisation" of Wolpert (1992). The result is an ordinary model directory
-(`kind: stacked`) that `simpair.runtime.predictors.load_predictor`, evaluation, the registry and bulk scoring
+(`kind: stacked`) that `simpair.runtime.loader.load_predictor`, evaluation, the registry and bulk scoring
 all accept. A cascade (`kind: cascade`, `simpair.ensemble.cascade`) runs a bi-encoder on every pair
 and its cross-encoder only on the pairs a dev-fitted band marks as uncertain.
 

@@ -32,7 +32,7 @@ Layout of a cascade model directory (everything text or safetensors, nothing pic
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -45,11 +45,9 @@ from simpair.models.composite import (
     CascadeSpec,
 )
 from simpair.models.metadata import ModelMetadata
-from simpair.models.predictor import ModelFacts
+from simpair.models.predictor_base import CompositePredictor, MemberRaw, pair_lists
 
 BI, CROSS = 0, 1  # member indices: the bi stage first, the cross-encoder second
-# member index -> raw scores for (text_a, text_b) in place of the member's own `predict_raw` (the store)
-MemberRaw = Mapping[int, Callable[[list[str], list[str]], np.ndarray]]
 
 
 def in_band(p_bi: np.ndarray, low: float, high: float) -> np.ndarray:
@@ -145,8 +143,11 @@ def fit_band(
     return Band(low, high, (j - i) / n, float(wrong[outside].sum()) / n, n, rule, allowed)
 
 
-class CascadePredictor(ModelFacts):
+class CascadePredictor(CompositePredictor):
     """Same public surface as `simpair.models.Predictor`; `predict` adds `scored_by` per pair."""
+
+    DEVICE_MEMBER = CROSS
+    spec: CascadeSpec
 
     def __init__(
         self, meta: ModelMetadata, spec: CascadeSpec, members: list[Any], model_dir: Path | None = None
@@ -154,18 +155,7 @@ class CascadePredictor(ModelFacts):
         if len(members) != 2 or members[BI].kind != "bi" or members[CROSS].kind != "cross":
             kinds = [getattr(m, "kind", "?") for m in members]
             raise ValueError(f"a cascade is a bi-encoder then a cross-encoder, got {kinds}")
-        self.meta = meta
-        self.spec = spec
-        self.members = members
-        self.model_dir = model_dir
-
-    @property
-    def kind(self) -> str:
-        return "cascade"
-
-    @property
-    def device(self) -> Any:
-        return self.members[CROSS].device
+        super().__init__(meta, spec, members, model_dir)
 
     def bi_probability(
         self,
@@ -176,12 +166,8 @@ class CascadePredictor(ModelFacts):
         member_raw: MemberRaw | None = None,
     ) -> np.ndarray:
         """The bi stage's calibrated probability of every pair (its cosines from `member_raw` if given)."""
-        bi = self.members[BI]
-        if member_raw and BI in member_raw:
-            raw = member_raw[BI](text_a, text_b)
-        else:
-            raw = bi.predict_raw(text_a, text_b, batch_size=batch_size, progress=progress)
-        return np.asarray(bi.from_raw(raw)["probability"], dtype=np.float32)
+        raw = self.member_raw(BI, text_a, text_b, batch_size, progress, member_raw)
+        return np.asarray(self.members[BI].from_raw(raw)["probability"], dtype=np.float32)
 
     def combine(self, p_bi: np.ndarray, cross: Callable[[np.ndarray], np.ndarray]) -> dict[str, np.ndarray]:
         """Outputs from the bi probabilities and `cross(indices)`: the cross probabilities of those pairs."""
@@ -189,12 +175,7 @@ class CascadePredictor(ModelFacts):
         probability = np.asarray(p_bi, dtype=np.float32).copy()
         if inside.any():
             probability[inside] = cross(np.flatnonzero(inside))
-        return {
-            "score": probability,
-            "probability": probability,
-            "label": (probability >= self.threshold).astype(np.int8),
-            "scored_by": np.where(inside, "cross", "bi"),
-        }
+        return {**self.scores(probability), "scored_by": np.where(inside, "cross", "bi")}
 
     def predict(
         self,
@@ -204,13 +185,10 @@ class CascadePredictor(ModelFacts):
         progress: bool = False,
         member_raw: MemberRaw | None = None,
     ) -> dict[str, np.ndarray]:
-        text_a, text_b = list(text_a), list(text_b)
-        if len(text_a) != len(text_b):
-            raise ValueError(f"text_a has {len(text_a)} texts but text_b has {len(text_b)}")
+        """The bi stage's probability, the cross-encoder's inside the band; `scored_by` says which."""
+        text_a, text_b = pair_lists(text_a, text_b)
         if not text_a:
-            empty = np.zeros(0, dtype=np.float32)
-            return {"score": empty, "probability": empty, "label": np.zeros(0, np.int8),
-                    "scored_by": np.zeros(0, dtype="<U5")}  # fmt: skip
+            return self.combine(np.zeros(0, dtype=np.float32), lambda idx: idx)
         p_bi = self.bi_probability(text_a, text_b, batch_size, progress, member_raw)
         cross = self.members[CROSS]
 
@@ -220,46 +198,19 @@ class CascadePredictor(ModelFacts):
 
         return self.combine(p_bi, cross_probability)
 
-    def predict_raw(
+    def _raw(
         self,
-        text_a: Sequence[str],
-        text_b: Sequence[str],
-        batch_size: int = 64,
-        progress: bool = False,
-        member_raw: MemberRaw | None = None,
+        text_a: list[str],
+        text_b: list[str],
+        batch_size: int,
+        progress: bool,
+        member_raw: MemberRaw | None,
     ) -> np.ndarray:
         """The cascade's probability (its raw output: `from_raw` only adds the label)."""
         return self.predict(text_a, text_b, batch_size, progress, member_raw)["probability"]
 
     def from_raw(self, raw: np.ndarray) -> dict[str, np.ndarray]:
-        probability = np.asarray(raw, dtype=np.float32)
-        return {
-            "score": probability,
-            "probability": probability,
-            "label": (probability >= self.threshold).astype(np.int8),
-        }
-
-    def truncated(self, text_a: Sequence[str], text_b: Sequence[str]) -> np.ndarray:
-        """True where either stage would see a truncated text (the cross-encoder reads both at once).
-
-        The same flags as asking each member's `truncated`, but each distinct sentence is tokenized
-        once for both stages when they share a tokenizer (the untouched backbone and a cross-encoder
-        trained from it do): bulk batches repeat sentences, and asking each member tokenized every
-        text of every row twice, about 5% of a cascade's scoring time.
-        """
-        index: dict[str, int] = {}
-        ia = np.fromiter((index.setdefault(t, len(index)) for t in text_a), np.int64, len(text_a))
-        ib = np.fromiter((index.setdefault(t, len(index)) for t in text_b), np.int64, len(text_b))
-        flags = np.zeros(len(text_a), dtype=bool)
-        if not index:
-            return flags
-        lengths: dict[str, np.ndarray] = {}  # tokenizer fingerprint -> tokens of each distinct sentence
-        for member in self.members:
-            key = member.meta.tokenizer_fingerprint or f"id {id(member.tokenizer)}"
-            if key not in lengths:
-                lengths[key] = member.token_counts(list(index))
-            flags |= member.truncated_from_lengths(lengths[key][ia], lengths[key][ib])
-        return flags
+        return self.scores(raw)
 
 
 @dataclass(frozen=True)

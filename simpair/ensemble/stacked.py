@@ -11,7 +11,7 @@ Layout of a stacked model directory (everything text or safetensors, nothing pic
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -20,36 +20,24 @@ import numpy as np
 from simpair.ensemble.features import LEXICAL_FEATURES, lexical_features, parse_product
 from simpair.models.composite import StackSpec
 from simpair.models.metadata import ModelMetadata
-from simpair.models.predictor import ModelFacts
-
-# member index -> its raw scores for (text_a, text_b), in place of the member's own `predict_raw`
-MemberRaw = Mapping[int, Callable[[list[str], list[str]], np.ndarray]]
+from simpair.models.predictor_base import CompositePredictor, MemberRaw
 
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:
     return 1.0 / (1.0 + np.exp(-x))
 
 
-class StackedPredictor(ModelFacts):
+class StackedPredictor(CompositePredictor):
     """Same public surface as `simpair.models.Predictor` (predict, predict_raw, truncated, ...)."""
+
+    spec: StackSpec
 
     def __init__(
         self, meta: ModelMetadata, spec: StackSpec, members: list[Any], model_dir: Path | None = None
     ) -> None:
         if len(members) != len(spec.members):
             raise ValueError(f"stack expects {len(spec.members)} members, got {len(members)}")
-        self.meta = meta
-        self.spec = spec
-        self.members = members
-        self.model_dir = model_dir
-
-    @property
-    def kind(self) -> str:
-        return "stacked"
-
-    @property
-    def device(self) -> Any:
-        return self.members[0].device
+        super().__init__(meta, spec, members, model_dir)
 
     def features(
         self,
@@ -66,12 +54,8 @@ class StackedPredictor(ModelFacts):
         """
         text_a, text_b = list(text_a), list(text_b)
         columns: dict[str, np.ndarray] = {}
-        member_raw = member_raw or {}
-        for i, member in enumerate(self.members):
-            if i in member_raw:
-                raw = member_raw[i](text_a, text_b)
-            else:
-                raw = member.predict_raw(text_a, text_b, batch_size=batch_size, progress=progress)
+        for i in range(len(self.members)):
+            raw = self.member_raw(i, text_a, text_b, batch_size, progress, member_raw)
             columns[f"member:{i}"] = np.asarray(raw, dtype=np.float64)
         if any(name in LEXICAL_FEATURES for name in self.spec.features):
             lexical = lexical_features(text_a, text_b)
@@ -90,50 +74,19 @@ class StackedPredictor(ModelFacts):
         x = (features - np.asarray(self.spec.mean)) / np.asarray(self.spec.scale)
         return (x @ np.asarray(self.spec.coef) + self.spec.intercept).astype(np.float32)
 
-    def predict_raw(
+    def _raw(
         self,
-        text_a: Sequence[str],
-        text_b: Sequence[str],
-        batch_size: int = 64,
-        progress: bool = False,
-        member_raw: MemberRaw | None = None,
+        text_a: list[str],
+        text_b: list[str],
+        batch_size: int,
+        progress: bool,
+        member_raw: MemberRaw | None,
     ) -> np.ndarray:
-        if len(text_a) != len(text_b):
-            raise ValueError(f"text_a has {len(text_a)} texts but text_b has {len(text_b)}")
-        if len(text_a) == 0:
-            return np.zeros(0, dtype=np.float32)
         return self.combine(self.features(text_a, text_b, batch_size, progress, member_raw))
 
     def from_raw(self, raw: np.ndarray) -> dict[str, np.ndarray]:
+        """Ridge: the score clipped to [0, 1]; logistic: the logit's sigmoid (a paraphrase probability)."""
         raw = np.asarray(raw, dtype=np.float64)
         if self.spec.combiner == "ridge":
-            score = np.clip(raw, 0.0, 1.0).astype(np.float32)
-            out = {"score": score}
-            if self.task == "paraphrase":
-                out["probability"] = score
-                out["label"] = (score >= self.threshold).astype(np.int8)
-            return out
-        probability = _sigmoid(raw).astype(np.float32)
-        return {
-            "score": probability,
-            "probability": probability,
-            "label": (probability >= self.threshold).astype(np.int8),
-        }
-
-    def predict(
-        self,
-        text_a: Sequence[str],
-        text_b: Sequence[str],
-        batch_size: int = 64,
-        progress: bool = False,
-        member_raw: MemberRaw | None = None,
-    ) -> dict[str, np.ndarray]:
-        raw = self.predict_raw(text_a, text_b, batch_size, progress, member_raw)
-        return self.from_raw(raw)
-
-    def truncated(self, text_a: Sequence[str], text_b: Sequence[str]) -> np.ndarray:
-        """True where any member saw a truncated text."""
-        flags = np.zeros(len(text_a), dtype=bool)
-        for member in self.members:
-            flags |= np.asarray(member.truncated(text_a, text_b), dtype=bool)
-        return flags
+            return self.scores(np.clip(raw, 0.0, 1.0))
+        return self.scores(_sigmoid(raw))

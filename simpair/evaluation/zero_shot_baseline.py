@@ -17,9 +17,10 @@ import polars as pl
 
 from simpair.catalog import Catalog
 from simpair.metrics.binary_classification import best_threshold
-from simpair.models import ModelMetadata, Predictor, build_model, save_model, save_tiny_model
+from simpair.models import ModelMetadata, build_model, save_model, save_tiny_model
 from simpair.models.tiny import TINY_BACKBONE, default_backbone
 from simpair.models.tokenizer import load_tokenizer
+from simpair.runtime.loader import load_predictor
 
 ZERO_SHOT_DIR = "registry-cache/zero-shot"
 TINY_NAMES = {"tiny", TINY_BACKBONE}
@@ -73,7 +74,7 @@ def zero_shot_model(
             frame = catalog.read_split(threshold_dataset, split).filter(pl.col("label").is_not_null())
             frame = frame.sample(n=min(THRESHOLD_SAMPLE, frame.height), seed=0) if frame.height else frame
             if frame.height:
-                predictor = Predictor.load(target)
+                predictor = load_predictor(target)
                 raw = predictor.predict(frame["text_a"].to_list(), frame["text_b"].to_list())["score"]
                 meta.threshold = best_threshold(raw, frame["label"].to_numpy(), "f1")
                 meta.threshold_source = (

@@ -23,7 +23,7 @@ import numpy as np
 
 from simpair.progress import progress
 from simpair.runtime.embedding_store import StoreCounts
-from simpair.runtime.loading import load_for_run
+from simpair.runtime.loader import load_for_run
 from simpair.runtime.model_ref import ModelRef
 from simpair.runtime.options import DEFAULT_BATCH_SIZE, RuntimeOptions
 from simpair.runtime.stored_predict import StoredEncoder, stored_encoder

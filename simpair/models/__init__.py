@@ -1,6 +1,6 @@
 """Similarity models: cross-encoders and bi-encoders, their saved format, and the single-model predictor.
 
-`Predictor.load(dir)` loads one cross- or bi-encoder directory; `simpair.runtime.predictors.load_predictor`
+`Predictor.load(dir)` loads one cross- or bi-encoder directory; `simpair.runtime.loader.load_predictor`
 is the one door every stage (scoring, evaluation, the pyfunc) uses for every model kind, stacks included.
 `save_tiny_model(path)` makes a random 2-layer model in the same format for fast tests.
 

@@ -16,7 +16,7 @@ METADATA_FILE = "simpair.json"
 FORMAT_VERSION = 1
 
 Kind = Literal["cross", "bi", "stacked", "cascade"]
-# Kinds made of member models (`members/` inside the directory), loaded by `simpair.runtime.predictors`
+# Kinds made of member models (`members/` inside the directory), loaded by `simpair.runtime.loader`
 COMPOSITE_KINDS = ("stacked", "cascade")
 # the name a registered version gives its model folder among its MLflow pyfunc artifacts
 MODEL_DIR_ARTIFACT = "model_dir"

@@ -3,7 +3,9 @@
 Speed matters (nightly bulk scoring), so prediction tokenizes the whole call at once with the fast
 tokenizer, sorts pairs by length so each batch pads little, runs under `torch.inference_mode`, and puts
 results back in input order (`simpair.models.inference`). Bi-encoders encode each distinct sentence once
-per call. Loading any model kind, stacks included, is `simpair.runtime.predictors.load_predictor`.
+per call. What every predictor shares (predict = from_raw(predict_raw), the model's facts) is
+`simpair.models.predictor_base`; loading any model kind, stacks included, is
+`simpair.runtime.loader.load_predictor`, the only caller of `Predictor.load` above this package.
 """
 
 from __future__ import annotations
@@ -21,39 +23,14 @@ from simpair.models.device import autocast_dtype, pick_device
 from simpair.models.inference import first_output, forward_sorted, normalized
 from simpair.models.io import EncoderModel, load_model
 from simpair.models.metadata import ModelMetadata
+from simpair.models.predictor_base import BasePredictor, MemberRaw, ModelFacts
 
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:
     return (1.0 / (1.0 + np.exp(-x.astype(np.float64)))).astype(np.float32)
 
 
-class ModelFacts:
-    """What every predictor tells about its model, read from `simpair.json` (`self.meta`)."""
-
-    meta: ModelMetadata
-
-    @property
-    def task(self) -> str:
-        return self.meta.task
-
-    @property
-    def kind(self) -> str:
-        return self.meta.kind
-
-    @property
-    def metadata(self) -> dict[str, Any]:
-        return self.meta.model_dump(mode="json")
-
-    @property
-    def threshold(self) -> float:
-        return float(self.meta.threshold)
-
-    @property
-    def max_length(self) -> int:
-        return int(self.meta.max_length)
-
-
-class Predictor(ModelFacts):
+class Predictor(BasePredictor):
     """A loaded single model (cross or bi) plus what it needs to score pairs (see `Predictor.load`)."""
 
     def __init__(
@@ -73,18 +50,6 @@ class Predictor(ModelFacts):
         self._dtype = autocast_dtype(self.device, precision)
 
     # ---------------------------------------------------------------- public API
-    def predict(
-        self,
-        text_a: Sequence[str],
-        text_b: Sequence[str],
-        batch_size: int = 64,
-        progress: bool = False,
-    ) -> dict[str, np.ndarray]:
-        """Scores in [0, 1] for every pair; for paraphrase models also probability and label (int8; no
-        label for a model whose threshold was never chosen, `ModelMetadata.threshold_chosen`)."""
-        raw = self.predict_raw(text_a, text_b, batch_size=batch_size, progress=progress)
-        return self.from_raw(raw)
-
     def from_raw(self, raw: np.ndarray) -> dict[str, np.ndarray]:
         """Map raw outputs (cross: logits, bi: cosines) to the public score/probability/label dict."""
         if self.kind == "cross":
@@ -94,26 +59,17 @@ class Predictor(ModelFacts):
             probability = _sigmoid(cal.a * raw + cal.b)
         else:
             probability = np.clip(raw, 0.0, 1.0).astype(np.float32)
-        out = {"score": probability.astype(np.float32)}
-        if self.task == "paraphrase":
-            out["probability"] = probability.astype(np.float32)
-            if self.meta.threshold_chosen:  # an imported model with no dev file has no threshold: no label
-                out["label"] = (probability >= self.threshold).astype(np.int8)
-        return out
+        return self.scores(probability)
 
-    def predict_raw(
+    def _raw(
         self,
-        text_a: Sequence[str],
-        text_b: Sequence[str],
-        batch_size: int = 64,
-        progress: bool = False,
+        text_a: list[str],
+        text_b: list[str],
+        batch_size: int,
+        progress: bool,
+        member_raw: MemberRaw | None,
     ) -> np.ndarray:
         """Cross-encoders: logits (averaged over both orders if the model is symmetric). Bi: cosines."""
-        text_a, text_b = list(text_a), list(text_b)
-        if len(text_a) != len(text_b):
-            raise ValueError(f"text_a has {len(text_a)} texts but text_b has {len(text_b)}")
-        if not text_a:
-            return np.zeros(0, dtype=np.float32)
         if self.kind == "cross":
             logits = self._cross_logits(text_a, text_b, batch_size, progress)
             if self.meta.symmetric:
@@ -179,12 +135,12 @@ class Predictor(ModelFacts):
     def load(cls, model_dir: str | Path, device: str = "auto", precision: str = "fp32") -> Predictor:
         """Load a single-model directory (cross or bi) written by training, `save_tiny_model` or a soup.
 
-        `simpair.runtime.predictors.load_predictor` is the door for every model kind, stacks included.
+        `simpair.runtime.loader.load_predictor` is the door for every model kind, stacks included.
         """
         model_dir = Path(model_dir)
         kind = ModelMetadata.read(model_dir).kind
         if kind in ("stacked", "cascade"):
-            raise ValueError(f"{model_dir} is a {kind} model: use simpair.runtime.predictors.load_predictor")
+            raise ValueError(f"{model_dir} is a {kind} model: use simpair.runtime.loader.load_predictor")
         model, tokenizer, metadata = load_model(model_dir)
         return cls(model, tokenizer, metadata, model_dir=model_dir, device=device, precision=precision)
 

@@ -42,7 +42,7 @@ def signature_for(task: str, kind: str | None = None) -> ModelSignature:
 
 
 # The third-party distributions the pyfunc's code imports when it loads and predicts (simpair's domain
-# modules reached from `simpair.runtime.predictors`, ensembles included). Pinned to the versions the model was
+# modules reached from `simpair.runtime.loader`, ensembles included). Pinned to the versions the model was
 # trained with. `simpair` itself is not here: no index serves it, its code travels in the model (`code/`).
 # tests/test_pyfunc_serving.py checks this list against the imports of the modules a served model loads.
 REQUIREMENTS = (

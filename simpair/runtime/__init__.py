@@ -7,8 +7,9 @@ nothing here knows about inboxes, chunks or ledgers. No Prefect here. Pieces, on
   embedding store on/off, its folder kept across runs, its memory bound), checked once.
 - `precision`: the backend and precision names and their checks; `resolve`: the one place a run's
   precision is decided (auto from the model's verdict, bf16 only where native, int8 only past the guard).
-- `loading`: load a pinned model once per process with the asked forward pass (`load_for_run` in a
-  run's stages, `load_pinned` on its own).
+- `loader`: the one loader, from a model folder or a pinned `ModelRef` to a predictor of any kind
+  (`load_predictor`; with a backend, once per process with the asked forward pass; `load_for_run` in a
+  run's stages). `recheck`: fp32 near the threshold for a fast rung accepted that way.
 - `onnx_backend`, `bf16_backend`, `budget`: the forward passes behind `--backend onnx` (and `auto`
   on CPU) and `--precision bf16`, with token-budget batches.
 - `int8_backend`, `int8_guard`: the `--precision int8` graph and the dev-split parity check that must

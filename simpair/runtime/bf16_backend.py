@@ -67,7 +67,4 @@ class Bf16Predictor(Predictor):
 
 def use_bf16(predictor: Any) -> Any:
     """The bf16 forward pass for a predictor; a stacked model or a cascade gets it in each of its members."""
-    if predictor.kind in ("stacked", "cascade"):
-        predictor.members = [Bf16Predictor(member) for member in predictor.members]
-        return predictor
-    return Bf16Predictor(predictor)
+    return predictor.each_member(Bf16Predictor)

@@ -156,7 +156,6 @@ def use_int8(predictor: Any, threads: int, mode: str = DEFAULT_MODE) -> Any:
         bi, cross = predictor.members
         predictor.members = [use_int8(bi, threads, mode), use_onnx(cross, threads)]
         return predictor
-    if predictor.kind == "stacked":
-        predictor.members = [use_int8(member, threads, mode) for member in predictor.members]
-        return predictor
-    return Int8Predictor(predictor, build_int8_encoder(predictor, threads, mode))
+    return predictor.each_member(
+        lambda member: Int8Predictor(member, build_int8_encoder(member, threads, mode))
+    )

@@ -82,10 +82,11 @@ def use_openvino(predictor: Any, threads: int, precision: str = "bf16") -> Any:
 
     `precision` "f32" exists for tests on CPUs without native bf16 (the same code path, exact math).
     """
-    if predictor.kind in ("stacked", "cascade"):
-        predictor.members = [use_openvino(member, threads, precision) for member in predictor.members]
-        return predictor
-    wrapped = OvPredictor(predictor, build_encoder(predictor, threads, precision))
-    if precision != "bf16":
-        wrapped.precision = "fp32"
-    return wrapped
+
+    def wrap(member: Predictor) -> OvPredictor:
+        wrapped = OvPredictor(member, build_encoder(member, threads, precision))
+        if precision != "bf16":
+            wrapped.precision = "fp32"
+        return wrapped
+
+    return predictor.each_member(wrap)

@@ -1,6 +1,6 @@
 """The MLflow pyfunc wrapper: loads a logged model folder through the one loader and predicts a frame.
 
-Prediction goes through `simpair.runtime.predictors.load_predictor`, the same object `simpair predict`
+Prediction goes through `simpair.runtime.loader.load_predictor`, the same object `simpair predict`
 uses, so `mlflow.pyfunc.load_model(uri).predict(df)` gives the same numbers as the CLI. It serves in the
 precision the model's stored precision verdict chose (`served_precision`), as `simpair score` does by
 default, among the rungs plain torch runs (fp32, and bf16 where native): int8 needs ONNX Runtime,
@@ -64,7 +64,7 @@ class SimpairPyfuncModel(PythonModel):
     """Loads the predictor from the logged artifact folder once; predicts a frame of text pairs."""
 
     def load_context(self, context: PythonModelContext) -> None:
-        from simpair.runtime.predictors import load_predictor
+        from simpair.runtime.loader import load_predictor
 
         model_dir = Path(context.artifacts[MODEL_DIR_ARTIFACT])
         self._predictor = load_predictor(model_dir, precision=served_precision(model_dir))

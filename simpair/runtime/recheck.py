@@ -10,7 +10,7 @@ of them flipped, against 3 for bf16 alone; docs/experiments.md).
 The band is fitted once by the precision ladder on the model's dev split (`fit_band`: `FACTOR` times
 the largest raw change it saw; the decisions its limits judge are cross-fitted, `cross_fitted`),
 recorded in the rung of the precision verdict, and applied by every run that loads the model in that
-precision (`simpair.runtime.loading`). Paraphrase cross-encoders and stacks only (`raw_cut`): their
+precision (`simpair.runtime.loader`). Paraphrase cross-encoders and stacks only (`raw_cut`): their
 raw output is what the threshold cuts, and every pair goes through `predict_raw`. A bi-encoder's
 pairs may come from the embedding store and a cascade routes pairs between its stages, which this
 wrapper would not see.
@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+
+from simpair.models.predictor_base import BasePredictor, MemberRaw
 
 FACTOR = 3.0  # band = FACTOR x the largest dev logit change: out of sample the largest was 1.2-1.8x dev's
 MAX_SHARE = 0.25  # a band holding more of dev than this costs more fp32 passes than the fast rung saves
@@ -83,7 +85,7 @@ def supports(predictor: Any) -> bool:
     return raw_cut(predictor) is not None
 
 
-class ThresholdRecheck:
+class ThresholdRecheck(BasePredictor):
     """`fast`'s forward pass, with the pairs it puts within `band` of the threshold scored by `exact`.
 
     Everything else (tokenizer, threshold, truncation, precision, variant) is `fast`'s, so scoring
@@ -106,33 +108,26 @@ class ThresholdRecheck:
     def variant(self) -> str:
         return f"{getattr(self.fast, 'variant', 'torch')}+fp32-recheck"
 
-    def predict_raw(
+    def _raw(
         self,
-        text_a: Sequence[str],
-        text_b: Sequence[str],
-        batch_size: int = 64,
-        progress: bool = False,
-        **member_raw: Any,
+        text_a: list[str],
+        text_b: list[str],
+        batch_size: int,
+        progress: bool,
+        member_raw: MemberRaw | None,
     ) -> np.ndarray:
         """`member_raw` (a stack's bi members' cosines from the embedding store) goes to the fast pass;
         the fp32 pass computes its own."""
-        fast = self.fast.predict_raw(text_a, text_b, batch_size=batch_size, progress=progress, **member_raw)
-        raw = np.array(fast)
+        raw = np.array(self.fast.predict_raw(text_a, text_b, batch_size, progress, member_raw))
         near = np.flatnonzero(np.abs(raw.astype(np.float64) - self.cut) < self.band)
         if near.size:
-            text_a, text_b = list(text_a), list(text_b)
             a, b = [text_a[i] for i in near], [text_b[i] for i in near]
             raw[near] = self.exact.predict_raw(a, b, batch_size=batch_size)
             self.rechecked += int(near.size)
         return raw
 
-    def predict(
-        self,
-        text_a: Sequence[str],
-        text_b: Sequence[str],
-        batch_size: int = 64,
-        progress: bool = False,
-        **member_raw: Any,
-    ) -> dict[str, np.ndarray]:
-        raw = self.predict_raw(text_a, text_b, batch_size=batch_size, progress=progress, **member_raw)
+    def from_raw(self, raw: np.ndarray) -> dict[str, np.ndarray]:
         return self.fast.from_raw(raw)
+
+    def truncated(self, text_a: Sequence[str], text_b: Sequence[str]) -> np.ndarray:
+        return self.fast.truncated(text_a, text_b)

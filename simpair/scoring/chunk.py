@@ -15,7 +15,7 @@ from typing import Any
 import pyarrow as pa
 
 from simpair.runtime.embedding_store import EmbeddingStore, StoreCounts
-from simpair.runtime.loading import load_for_run
+from simpair.runtime.loader import load_for_run
 from simpair.runtime.model_ref import ModelRef
 from simpair.runtime.options import RuntimeOptions
 from simpair.runtime.stored_predict import open_stores
@@ -61,7 +61,7 @@ def score_chunk(
     bi members: vectors kept across the run's chunks); `precision` is the run's resolved precision
     (`simpair.runtime.resolve`). A worker that cannot run it natively (bf16
     pinned by a driver with native bf16, on a worker without) fails the chunk rather than score it
-    in another precision than the rest of the run (`simpair.runtime.loading.load_for_run`).
+    in another precision than the rest of the run (`simpair.runtime.loader.load_for_run`).
     """
     assert plan.sha256 and plan.layout and plan.output_schema, "score_chunk needs a file planned to score"
     began = time.perf_counter()

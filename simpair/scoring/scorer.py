@@ -18,7 +18,7 @@ import numpy as np
 import pyarrow as pa
 
 from simpair.runtime.embedding_store import EmbeddingStore, StoreCounts
-from simpair.runtime.loading import PairPredictor
+from simpair.runtime.loader import PairPredictor
 from simpair.runtime.model_ref import ModelRef
 from simpair.runtime.stored_predict import predict_stored
 

@@ -45,7 +45,7 @@ def measure(model_dir: Path, home: Path, limits: Int8Limits, threads: int = 1) -
     The int8 rung of the precision ladder (`precision_ladder.compare`), with this guard's own limits.
     """
     from simpair.runtime.int8_backend import DEFAULT_MODE, use_int8
-    from simpair.runtime.predictors import load_predictor
+    from simpair.runtime.loader import load_predictor
     from simpair.selection.precision_ladder import compare
 
     model_dir = Path(model_dir)

@@ -197,7 +197,7 @@ def _measure(
     dev: tuple[str, Any] | None = None,
 ) -> PrecisionVerdict:
     from simpair.models.device import native_bf16, pick_device
-    from simpair.runtime.loading import bf16_runtimes, default_threads, load_pinned
+    from simpair.runtime.loader import bf16_runtimes, default_threads, load_predictor
 
     limits = limits or Limits.from_env()
     threads = threads or default_threads()
@@ -205,7 +205,9 @@ def _measure(
     split, frame = dev if dev is not None else dev_pairs(model_dir, home)
     text_a, text_b = frame["text_a"].to_list(), frame["text_b"].to_list()
     device = pick_device("auto")
-    fp32 = load_pinned(str(model_dir), threads, "auto", "fp32")  # what fp32 scoring runs (ORT on CPU)
+    fp32 = load_predictor(
+        str(model_dir), precision="fp32", backend="auto", threads=threads
+    )  # what fp32 scoring runs (ORT on CPU)
     want, fp32_speed = _timed(fp32, text_a, text_b)
     metric = compare(fp32, want, want, frame)
     exact_raw = None  # fp32's logits on dev, computed once if a rung is considered for a recheck
@@ -217,7 +219,14 @@ def _measure(
             continue
         checks = []
         for via in bf16_runtimes("auto", device) if precision == "bf16" else (None,):
-            loaded = load_pinned(str(model_dir), threads, "auto", precision, bf16_via=via, recheck=False)
+            loaded = load_predictor(
+                str(model_dir),
+                precision=precision,
+                backend="auto",
+                threads=threads,
+                bf16_via=via,
+                recheck=False,
+            )
             got, speed = _timed(loaded, text_a, text_b)
             checks.append(_check(precision, via, fp32, want, got, frame, limits, (speed, fp32_speed)))
             if not checks[-1].accepted and recheck.supports(fp32):  # near the threshold in fp32?

@@ -34,6 +34,7 @@ from simpair.metrics.threshold_free import rank_figure
 from simpair.models import ModelMetadata, Predictor, build_model, save_model
 from simpair.models.inference import first_output, forward_sorted, normalized
 from simpair.pairs import sorted_texts
+from simpair.runtime.loader import load_predictor
 from simpair.selection.wise_rule import DEV_METRIC, RULE, ChoiceCanary, PathPoint, WiseFtPolicy, choose_alpha
 from simpair.training.averaging import interpolate
 
@@ -263,7 +264,7 @@ def walk_path(model_dir: Path, home: Path, policy: WiseFtPolicy) -> tuple[Predic
         criterion, dropped_groups = dev, []
     in_criterion = dev["pair_id"].is_in(criterion["pair_id"].implode()).to_numpy()
 
-    predictor = Predictor.load(model_dir)
+    predictor = load_predictor(model_dir)
     dev_pairs = _Pairs(predictor, *_texts(dev))
     # a canary drawn from the dev split reuses dev's forward pass: its pairs are a subset of dev's
     row_of = {pid: i for i, pid in enumerate(dev["pair_id"].to_list())}
@@ -277,7 +278,7 @@ def walk_path(model_dir: Path, home: Path, policy: WiseFtPolicy) -> tuple[Predic
                     for c, rows in zip(canaries, on_dev, strict=True)]  # fmt: skip
     keys = [f"{spec.label}/{'roc_auc' if c.binary else 'spearman'}" for spec, c in specs]
 
-    zero = Predictor.load(zero_shot_model(meta.backbone, meta.task, home, seed=_train_seed(model_dir)))
+    zero = load_predictor(zero_shot_model(meta.backbone, meta.task, home, seed=_train_seed(model_dir)))
     backbone = {
         key: _figure(_Pairs(zero, *_texts(c.frame)).raw(zero), c.frame, c.binary)
         for key, c in zip(keys, canaries, strict=True)

@@ -31,8 +31,8 @@ from simpair.evaluation.file.validate import (
 from simpair.evaluation.file.zero_shot import ZeroShotScores, score_zero_shot
 from simpair.metrics.bootstrap import paired_bootstrap, verdict_line
 from simpair.models.metadata import ModelMetadata
-from simpair.runtime.model_ref import resolve_model_ref
 from simpair.runtime.loader import load_predictor
+from simpair.runtime.model_ref import resolve_model_ref
 from simpair.settings import home_dir
 
 log = logging.getLogger(__name__)

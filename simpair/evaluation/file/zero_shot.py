@@ -17,7 +17,7 @@ from simpair.catalog import Catalog
 from simpair.evaluation.file.metrics import file_metrics
 from simpair.evaluation.file.validate import LabelledRows
 from simpair.models.metadata import ModelMetadata
-from simpair.runtime.predictors import load_predictor
+from simpair.runtime.loader import load_predictor
 
 
 @dataclass

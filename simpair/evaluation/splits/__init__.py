@@ -1,6 +1,6 @@
 """Evaluate a saved model of any kind on ingested splits: metrics, plots and a markdown report.
 
-`run.evaluate_model` loads the directory through `simpair.runtime.predictors.load_predictor` (plain, soup or
+`run.evaluate_model` loads the directory through `simpair.runtime.loader.load_predictor` (plain, soup or
 stack), so this package sits above the loader; the metrics, plots and leakage filter it uses live
 below it, in the building blocks of `simpair.evaluation`. `report` renders `report.md`.
 
