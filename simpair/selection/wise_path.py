@@ -224,25 +224,23 @@ def _backbone_start(meta: ModelMetadata, model_dir: Path) -> dict[str, torch.Ten
     return {k: v.detach().clone() for k, v in model.encoder.state_dict().items()}
 
 
-def walk_path(model_dir: Path, home: Path, policy: WiseFtPolicy) -> tuple[Predictor, dict[str, Any]]:
-    """Score every alpha of the grid on dev and the choice canaries, and apply the rule.
+class _ChoiceSets(NamedTuple):
+    """What the walk reads: the model's dev split, the part of it the rule compares alphas on, and the
+    choice canaries that could be drawn (with why each other one was skipped)."""
 
-    Returns the predictor holding the chosen interpolation (threshold / calibration refitted on dev)
-    and the record that goes into the model's metrics.json, its registry version and the gate report.
-    """
-    from simpair.evaluation.zero_shot_baseline import zero_shot_model
-    from simpair.selection.promotion import _train_seed
+    source: str  # the dev split as shared_dev_frame names it
+    label: str  # dataset/split
+    dev: pl.DataFrame
+    criterion: pl.DataFrame
+    dropped_groups: list[str]
+    specs: list[tuple[ChoiceCanary, CanaryPairs]]
+    skipped: dict[str, str]
 
-    started = time.perf_counter()
-    model_dir, home = Path(model_dir), Path(home)
-    meta = ModelMetadata.read(model_dir)
-    if meta.kind not in ("cross", "bi"):
-        raise ValueError(f"{model_dir}: WiSE-FT interpolates one encoder; a {meta.kind} model has several")
-    if meta.embedding_postprocess:
-        raise ValueError(f"{model_dir}: embedding post-processing would need refitting at every alpha")
+
+def _read_choice_sets(model_dir: Path, home: Path, policy: WiseFtPolicy) -> _ChoiceSets:
+    """Read dev and draw each choice canary; a canary without unseen pairs is skipped with its reason."""
     dev_source, dev = shared_dev_frame([model_dir], home)
     dev_label = "/".join(dev_split_of(dev_source))
-    gold = (dev["score"] if meta.task == "sts" else dev["label"]).to_numpy()
     skipped: dict[str, str] = {}
     canaries: list[CanaryPairs] = []
     for spec in policy.canaries:
@@ -250,7 +248,7 @@ def walk_path(model_dir: Path, home: Path, policy: WiseFtPolicy) -> tuple[Predic
             canaries.append(canary_frame(home, model_dir, spec, policy.seed))
         except NoUnseenGroup as exc:
             skipped[spec.label] = str(exc)
-    read, used = policy.canaries, [spec for spec in policy.canaries if spec.label not in skipped]
+    used = [spec for spec in policy.canaries if spec.label not in skipped]
     specs = list(zip(used, canaries, strict=True))
     try:
         criterion, dropped_groups = dev_criterion(dev_source, dev, specs)
@@ -260,61 +258,100 @@ def walk_path(model_dir: Path, home: Path, policy: WiseFtPolicy) -> tuple[Predic
         }
         skipped.update({label: str(exc) for label in dev_canaries})
         specs = [(spec, c) for spec, c in specs if spec.label not in dev_canaries]
-        canaries = [c for _, c in specs]
         criterion, dropped_groups = dev, []
-    in_criterion = dev["pair_id"].is_in(criterion["pair_id"].implode()).to_numpy()
+    return _ChoiceSets(dev_source, dev_label, dev, criterion, dropped_groups, specs, skipped)
 
-    predictor = load_predictor(model_dir)
-    dev_pairs = _Pairs(predictor, *_texts(dev))
+
+class _Tokenized(NamedTuple):
+    """Dev and canary pairs tokenized once, so each alpha costs one forward pass over them."""
+
+    dev: _Pairs
+    on_dev: list[np.ndarray | None]  # a canary's rows in dev when it is a subset of dev, else None
+    canaries: list[_Pairs | None]  # None where the canary reuses dev's forward pass
+    keys: list[str]  # "<canary label>/<roc_auc|spearman>"
+
+
+def _tokenize_choice_sets(predictor: Predictor, sets: _ChoiceSets) -> _Tokenized:
+    dev_pairs = _Pairs(predictor, *_texts(sets.dev))
     # a canary drawn from the dev split reuses dev's forward pass: its pairs are a subset of dev's
-    row_of = {pid: i for i, pid in enumerate(dev["pair_id"].to_list())}
+    row_of = {pid: i for i, pid in enumerate(sets.dev["pair_id"].to_list())}
     on_dev = [
         np.asarray([row_of[p] for p in c.frame["pair_id"]], dtype=np.int64)
-        if spec.split_label == dev_label and set(c.frame["pair_id"]) <= row_of.keys()
+        if spec.split_label == sets.label and set(c.frame["pair_id"]) <= row_of.keys()
         else None
-        for spec, c in specs
+        for spec, c in sets.specs
     ]
     canary_pairs = [None if rows is not None else _Pairs(predictor, *_texts(c.frame))
-                    for c, rows in zip(canaries, on_dev, strict=True)]  # fmt: skip
-    keys = [f"{spec.label}/{'roc_auc' if c.binary else 'spearman'}" for spec, c in specs]
+                    for (_, c), rows in zip(sets.specs, on_dev, strict=True)]  # fmt: skip
+    keys = [f"{spec.label}/{'roc_auc' if c.binary else 'spearman'}" for spec, c in sets.specs]
+    return _Tokenized(dev_pairs, on_dev, canary_pairs, keys)
+
+
+def _backbone_figures(
+    meta: ModelMetadata, model_dir: Path, home: Path, sets: _ChoiceSets, keys: list[str]
+) -> dict[str, float]:
+    """The untrained backbone's figure on each choice canary: the bar the rule holds every alpha to."""
+    from simpair.evaluation.zero_shot_baseline import zero_shot_model
+    from simpair.selection.promotion import _train_seed
 
     zero = load_predictor(zero_shot_model(meta.backbone, meta.task, home, seed=_train_seed(model_dir)))
-    backbone = {
+    return {
         key: _figure(_Pairs(zero, *_texts(c.frame)).raw(zero), c.frame, c.binary)
-        for key, c in zip(keys, canaries, strict=True)
+        for key, (_, c) in zip(keys, sets.specs, strict=True)
     }
 
-    tuned = {k: v.detach().clone() for k, v in predictor.model.encoder.state_dict().items()}
-    start = {k: v.to(predictor.device) for k, v in _backbone_start(meta, model_dir).items()}
+
+def _score_alphas(
+    predictor: Predictor,
+    meta: ModelMetadata,
+    policy: WiseFtPolicy,
+    weights: tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]],
+    sets: _ChoiceSets,
+    tokens: _Tokenized,
+    gold: np.ndarray,
+) -> list[PathPoint]:
+    """Load each alpha of the grid (`weights`: start, tuned); measure dev (its criterion) and canaries."""
     metric = DEV_METRIC[meta.task]
+    in_criterion = sets.dev["pair_id"].is_in(sets.criterion["pair_id"].implode()).to_numpy()
+    canaries = [c for _, c in sets.specs]
     path: list[PathPoint] = []
     for alpha in policy.grid():
-        predictor.model.encoder.load_state_dict(interpolate(start, tuned, alpha))
-        dev_raw = dev_pairs.raw(predictor)
+        predictor.model.encoder.load_state_dict(interpolate(*weights, alpha))
+        dev_raw = tokens.dev.raw(predictor)
         _, dev_metrics = fit_on_dev(meta, dev_raw[in_criterion], gold[in_criterion])
         figures = {
             key: _figure(dev_raw[rows] if rows is not None else pairs.raw(predictor), c.frame, c.binary)
-            for key, pairs, rows, c in zip(keys, canary_pairs, on_dev, canaries, strict=True)
+            for key, pairs, rows, c in zip(tokens.keys, tokens.canaries, tokens.on_dev, canaries, strict=True)
         }
         path.append(PathPoint(alpha, float(dev_metrics[metric]), figures))
-    alpha, why = choose_alpha(path, backbone, policy)
-    why += "".join(f"; canary {label} skipped: {reason}" for label, reason in skipped.items())
-    predictor.model.encoder.load_state_dict(interpolate(start, tuned, alpha))
-    # the chosen model's threshold / calibration is refitted on its whole dev split, as training fitted it
-    chosen_meta, dev_metrics = fit_on_dev(meta, dev_pairs.raw(predictor), gold)
-    predictor.meta = chosen_meta
-    kept = f" without the groups {', '.join(dropped_groups)}" if dropped_groups else ""
-    record = {
+    return path
+
+
+def _path_record(
+    model_dir: Path,
+    meta: ModelMetadata,
+    policy: WiseFtPolicy,
+    sets: _ChoiceSets,
+    choice: tuple[float, str],
+    dev_metrics: dict[str, Any],
+    backbone: dict[str, float],
+    path: list[PathPoint],
+) -> dict[str, Any]:
+    """The walk as the model's metrics.json, its registry version and the gate report show it."""
+    alpha, why = choice
+    specs, criterion = sets.specs, sets.criterion
+    kept = f" without the groups {', '.join(sets.dropped_groups)}" if sets.dropped_groups else ""
+    return {
         "alpha": alpha,
         "rule": RULE,
         "reason": why,
         "policy": policy.model_dump(mode="json"),
         "from_model": model_dir.name,
-        "dev_metric": metric,
-        "dev_source": dev_source,
+        "dev_metric": DEV_METRIC[meta.task],
+        "dev_source": sets.source,
         "dev_pairs": criterion.height,
         **(
-            {"dev_criterion": f"{dev_source}{kept} ({criterion.height} of {dev.height} pairs)"}
+            {"dev_criterion": f"{sets.source}{kept} ({criterion.height} of {sets.dev.height} pairs)"}
             if kept
             else {}
         ),
@@ -323,11 +360,43 @@ def walk_path(model_dir: Path, home: Path, policy: WiseFtPolicy) -> tuple[Predic
         "canary_pairs": {s.label: c.frame.height for s, c in specs},
         "canary_excluded": {s.label: c.excluded for s, c in specs},
         "canary_groups": {s.label: c.groups for s, c in specs if c.groups},
-        "canary_skipped": skipped,
+        "canary_skipped": sets.skipped,
         "by_alpha": {f"{p.alpha:g}": {"dev": p.dev, **p.canaries} for p in path},
-        "splits_read": sorted({dev_label, *(c.split_label for c in read)}),
-        "seconds": time.perf_counter() - started,
+        "splits_read": sorted({sets.label, *(c.split_label for c in policy.canaries)}),
     }
+
+
+def walk_path(model_dir: Path, home: Path, policy: WiseFtPolicy) -> tuple[Predictor, dict[str, Any]]:
+    """Score every alpha of the grid on dev and the choice canaries, and apply the rule.
+
+    Returns the predictor holding the chosen interpolation (threshold / calibration refitted on dev)
+    and the record that goes into the model's metrics.json, its registry version and the gate report.
+    """
+    started = time.perf_counter()
+    model_dir, home = Path(model_dir), Path(home)
+    meta = ModelMetadata.read(model_dir)
+    if meta.kind not in ("cross", "bi"):
+        raise ValueError(f"{model_dir}: WiSE-FT interpolates one encoder; a {meta.kind} model has several")
+    if meta.embedding_postprocess:
+        raise ValueError(f"{model_dir}: embedding post-processing would need refitting at every alpha")
+    sets = _read_choice_sets(model_dir, home, policy)
+    gold = (sets.dev["score"] if meta.task == "sts" else sets.dev["label"]).to_numpy()
+
+    predictor = load_predictor(model_dir)
+    tokens = _tokenize_choice_sets(predictor, sets)
+    backbone = _backbone_figures(meta, model_dir, home, sets, tokens.keys)
+
+    tuned = {k: v.detach().clone() for k, v in predictor.model.encoder.state_dict().items()}
+    start = {k: v.to(predictor.device) for k, v in _backbone_start(meta, model_dir).items()}
+    path = _score_alphas(predictor, meta, policy, (start, tuned), sets, tokens, gold)
+    alpha, why = choose_alpha(path, backbone, policy)
+    why += "".join(f"; canary {label} skipped: {reason}" for label, reason in sets.skipped.items())
+    predictor.model.encoder.load_state_dict(interpolate(start, tuned, alpha))
+    # the chosen model's threshold / calibration is refitted on its whole dev split, as training fitted it
+    chosen_meta, dev_metrics = fit_on_dev(meta, tokens.dev.raw(predictor), gold)
+    predictor.meta = chosen_meta
+    record = _path_record(model_dir, meta, policy, sets, (alpha, why), dev_metrics, backbone, path)
+    record["seconds"] = time.perf_counter() - started
     return predictor, record
 
 
