@@ -157,11 +157,26 @@ def s3_env() -> Iterator[dict[str, str]]:
             proc.wait()
 
 
-# The longest files (a real stack, whole nights) start first: with several pytest workers (`make test`
-# runs pytest-xdist by file, in this order) the suite then ends with short files on every worker, not
-# one long file on one worker while the others idle. One file starts a real stack (both of its stories
-# run on that one stack), so two stacks never run at once.
-LONGEST_FIRST = ("test_stack_e2e.py", "test_nightly.py", "test_nightly_stack.py", "test_scoring_s3.py")
+# The longest files (a real stack, whole nights, crash-and-resume runs) start first: with several
+# pytest workers (`make test` runs pytest-xdist by file, in this order) the suite then ends with short
+# files on every worker, not one long file on one worker while the others idle (test_wheel_install.py,
+# 127 s, is last by name). One file starts a real stack (both of its stories run on that one stack), so
+# two stacks never run at once. Every file over about 75 s in `make test` on 2026-11-29, longest first.
+LONGEST_FIRST = (
+    "test_stack_e2e.py",
+    "test_nightly.py",
+    "test_nightly_stack.py",
+    "test_scoring_crash.py",
+    "test_scoring_s3.py",
+    "test_training_ddp.py",
+    "test_wheel_install.py",
+    "test_cascade.py",
+    "test_precision_ladder.py",
+    "test_scoring_dask_server.py",
+    "test_scoring_flow.py",
+    "test_wise_ft_choice.py",
+    "test_tracking.py",
+)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
