@@ -25,7 +25,7 @@ from simpair.models.cross_encoder import CrossEncoder
 from simpair.models.embedding_postprocess import EmbeddingPostprocess
 from simpair.models.inference import raw_outputs, sentence_embeddings
 from simpair.models.io import new_model_dir, save_model
-from simpair.models.metadata import ModelMetadata
+from simpair.models.metadata import Calibration, ModelMetadata
 from simpair.models.tokenizer import tokenizer_fingerprint
 from simpair.pair_tokens import PairTokens
 from simpair.training import calibration as calibrate
@@ -108,6 +108,29 @@ class TrainedRun:
     run_info: dict[str, Any]
 
 
+def _fit_operating_point(
+    config: TrainConfig, raw: np.ndarray, dev_pairs: PairTokens
+) -> tuple[float, Calibration | None, dict[str, Any]]:
+    """The threshold (paraphrase; 0.5 for sts) and calibration fitted on dev, and the dev metrics at them."""
+    calibration = None
+    threshold = 0.5
+    if config.task == "paraphrase":
+        labels = dev_pairs.labels if (dev_pairs.labels >= 0).all() else (dev_pairs.targets >= 0.5).astype(int)
+        if config.kind == "cross":
+            probs = 1 / (1 + np.exp(-raw))
+        else:  # Platt scaling of the cosine on dev gives a probability users can read
+            calibration = calibrate.platt(raw, labels)
+            probs = calibrate.apply(calibration, raw)
+        threshold = best_threshold(probs, labels, config.threshold_metric)
+        return threshold, calibration, binary_metrics(probs, labels, threshold)
+    if config.kind == "cross":
+        score = 1 / (1 + np.exp(-raw))
+    else:  # monotone sigmoid fitted on dev: 0-1 scores without clipping ties
+        calibration = calibrate.graded(raw, dev_pairs.targets)
+        score = calibrate.apply(calibration, raw)
+    return threshold, calibration, graded_metrics(score, dev_pairs.targets)
+
+
 def finish(run: TrainedRun) -> Path:
     """Pick threshold/calibration on dev, write the model directory with metrics and lineage."""
     config, model, trained, dev_pairs, parent = run.config, run.model, run.trained, run.dev_pairs, run.parent
@@ -119,24 +142,7 @@ def finish(run: TrainedRun) -> Path:
         postprocess_info = fit_postprocess(model, trained, directions, pad_id, device, dtype)
         run_info = {**run_info, "dev_before_postprocess": before}
     raw = raw_outputs(model, dev_pairs, pad_id, device, dtype, config.symmetric)
-    calibration = None
-    threshold = 0.5
-    if config.task == "paraphrase":
-        labels = dev_pairs.labels if (dev_pairs.labels >= 0).all() else (dev_pairs.targets >= 0.5).astype(int)
-        if config.kind == "cross":
-            probs = 1 / (1 + np.exp(-raw))
-        else:  # Platt scaling of the cosine on dev gives a probability users can read
-            calibration = calibrate.platt(raw, labels)
-            probs = calibrate.apply(calibration, raw)
-        threshold = best_threshold(probs, labels, config.threshold_metric)
-        dev = binary_metrics(probs, labels, threshold)
-    else:
-        if config.kind == "cross":
-            score = 1 / (1 + np.exp(-raw))
-        else:  # monotone sigmoid fitted on dev: 0-1 scores without clipping ties
-            calibration = calibrate.graded(raw, dev_pairs.targets)
-            score = calibrate.apply(calibration, raw)
-        dev = graded_metrics(score, dev_pairs.targets)
+    threshold, calibration, dev = _fit_operating_point(config, raw, dev_pairs)
 
     models = run.home / "models"
     out_dir = Path(config.output_dir) if config.output_dir else new_model_dir(models, config.name)
