@@ -41,20 +41,14 @@ class LabelledRows:
     pair_id: list[Any] | None
 
 
-def validate_pairs(
+def _check_columns_and_options(
     frame: pl.DataFrame,
     path: Path,
     label_kind: str,
-    label_column: str | None = None,
-    score_range: tuple[float, float] | None = None,
-) -> LabelledRows:
-    """Keep the rows that can be scored and judged; count every dropped row under its reason.
-
-    Reasons: `non_utf8`, `null_text`, `blank_text` (a text is unreadable, missing or only whitespace),
-    `label_missing`, `label_not_numeric` (also NaN, infinity), `label_not_binary` (other than 0/1),
-    `label_out_of_range` (graded labels outside --range). A graded file without --range must already
-    be on 0-1: guessing the scale from the data would silently rescale a 0-5 file that tops out at 4.
-    """
+    label_column: str | None,
+    score_range: tuple[float, float] | None,
+) -> str:
+    """Refuse, naming the option to fix, what no row-by-row drop can mend; return the label column."""
     if label_kind not in LABEL_KINDS:
         raise FileEvalError(
             f"label kind must be one of {', '.join(LABEL_KINDS)}, got {label_kind!r}", "--label-kind"
@@ -76,7 +70,40 @@ def validate_pairs(
             raise FileEvalError(f"range must be MIN MAX with MIN < MAX, got {low} {high}", "--range")
         if label_kind != "graded":
             raise FileEvalError("--range applies to graded labels only (--label-kind graded)", "--range")
+    return column
 
+
+def _drops_table(
+    frame: pl.DataFrame, reason: np.ndarray, where: np.ndarray, keep: np.ndarray
+) -> pl.DataFrame:
+    """dropped.parquet's rows: row number, reason, column and the offending cell as written."""
+    bad_rows = np.flatnonzero(~keep)
+    shown = [frame[str(where[r])][int(r)] for r in bad_rows]  # the offending cell, as written
+    return pl.DataFrame(
+        {
+            "row": bad_rows.astype(np.int64),
+            "reason": pl.Series(reason[~keep].tolist(), dtype=pl.String),
+            "column": pl.Series(where[~keep].tolist(), dtype=pl.String),
+            "value": pl.Series([None if v is None else str(v) for v in shown], dtype=pl.String),
+        }
+    )
+
+
+def validate_pairs(
+    frame: pl.DataFrame,
+    path: Path,
+    label_kind: str,
+    label_column: str | None = None,
+    score_range: tuple[float, float] | None = None,
+) -> LabelledRows:
+    """Keep the rows that can be scored and judged; count every dropped row under its reason.
+
+    Reasons: `non_utf8`, `null_text`, `blank_text` (a text is unreadable, missing or only whitespace),
+    `label_missing`, `label_not_numeric` (also NaN, infinity), `label_not_binary` (other than 0/1),
+    `label_out_of_range` (graded labels outside --range). A graded file without --range must already
+    be on 0-1: guessing the scale from the data would silently rescale a 0-5 file that tops out at 4.
+    """
+    column = _check_columns_and_options(frame, path, label_kind, label_column, score_range)
     texts = {name: _as_text(frame[name]) for name in TEXT_COLUMNS}
     raw_label = frame[column]
     gold_raw = raw_label.cast(pl.Float64, strict=False).to_numpy()  # not a number -> null -> NaN
@@ -114,16 +141,7 @@ def validate_pairs(
 
     keep = reason == ""
     dropped = dict(sorted(Counter(reason[~keep].tolist()).items()))
-    bad_rows = np.flatnonzero(~keep)
-    shown = [frame[str(where[r])][int(r)] for r in bad_rows]  # the offending cell, as written
-    drops = pl.DataFrame(
-        {
-            "row": bad_rows.astype(np.int64),
-            "reason": pl.Series(reason[~keep].tolist(), dtype=pl.String),
-            "column": pl.Series(where[~keep].tolist(), dtype=pl.String),
-            "value": pl.Series([None if v is None else str(v) for v in shown], dtype=pl.String),
-        }
-    )
+    drops = _drops_table(frame, reason, where, keep)
     if not keep.any():
         raise FileEvalError(f"{path}: none of its {n} rows can be evaluated ({describe_drops(dropped)})")
     kept_raw = gold_raw[keep]
