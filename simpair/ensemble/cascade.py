@@ -45,7 +45,7 @@ from simpair.models.composite import (
     CascadeSpec,
 )
 from simpair.models.metadata import ModelMetadata
-from simpair.models.predictor_base import CompositePredictor, MemberRaw, pair_lists
+from simpair.models.predictor_base import CompositePredictor, MemberRaw, Raw, Texts, pair_lists
 
 BI, CROSS = 0, 1  # member indices: the bi stage first, the cross-encoder second
 
@@ -199,12 +199,7 @@ class CascadePredictor(CompositePredictor):
         return self.combine(p_bi, cross_probability)
 
     def _raw(
-        self,
-        text_a: list[str],
-        text_b: list[str],
-        batch_size: int,
-        progress: bool,
-        member_raw: MemberRaw | None,
+        self, text_a: Texts, text_b: Texts, batch_size: int, progress: bool, member_raw: Raw
     ) -> np.ndarray:
         """The cascade's probability (its raw output: `from_raw` only adds the label)."""
         return self.predict(text_a, text_b, batch_size, progress, member_raw)["probability"]

@@ -20,7 +20,7 @@ import numpy as np
 from simpair.ensemble.features import LEXICAL_FEATURES, lexical_features, parse_product
 from simpair.models.composite import StackSpec
 from simpair.models.metadata import ModelMetadata
-from simpair.models.predictor_base import CompositePredictor, MemberRaw
+from simpair.models.predictor_base import CompositePredictor, MemberRaw, Raw, Texts
 
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:
@@ -75,12 +75,7 @@ class StackedPredictor(CompositePredictor):
         return (x @ np.asarray(self.spec.coef) + self.spec.intercept).astype(np.float32)
 
     def _raw(
-        self,
-        text_a: list[str],
-        text_b: list[str],
-        batch_size: int,
-        progress: bool,
-        member_raw: MemberRaw | None,
+        self, text_a: Texts, text_b: Texts, batch_size: int, progress: bool, member_raw: Raw
     ) -> np.ndarray:
         return self.combine(self.features(text_a, text_b, batch_size, progress, member_raw))
 

@@ -23,7 +23,7 @@ from simpair.models.device import autocast_dtype, pick_device
 from simpair.models.inference import first_output, forward_sorted, normalized
 from simpair.models.io import EncoderModel, load_model
 from simpair.models.metadata import ModelMetadata
-from simpair.models.predictor_base import BasePredictor, MemberRaw, ModelFacts
+from simpair.models.predictor_base import BasePredictor, ModelFacts, Raw, Texts
 
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:
@@ -62,12 +62,7 @@ class Predictor(BasePredictor):
         return self.scores(probability)
 
     def _raw(
-        self,
-        text_a: list[str],
-        text_b: list[str],
-        batch_size: int,
-        progress: bool,
-        member_raw: MemberRaw | None,
+        self, text_a: Texts, text_b: Texts, batch_size: int, progress: bool, member_raw: Raw
     ) -> np.ndarray:
         """Cross-encoders: logits (averaged over both orders if the model is symmetric). Bi: cosines."""
         if self.kind == "cross":

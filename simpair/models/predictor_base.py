@@ -22,6 +22,8 @@ from simpair.models.metadata import ModelMetadata
 # member index -> its raw scores for (text_a, text_b), in place of the member's own `predict_raw`
 # (scoring gives bi-encoder members their cosines from the embedding store)
 MemberRaw = Mapping[int, Callable[[list[str], list[str]], np.ndarray]]
+Raw = MemberRaw | None
+Texts = list[str]  # one side of the pairs, checked (`pair_lists`)
 
 
 def pair_lists(text_a: Sequence[str], text_b: Sequence[str]) -> tuple[list[str], list[str]]:
@@ -92,12 +94,7 @@ class BasePredictor(ModelFacts):
         return self._raw(text_a, text_b, batch_size, progress, member_raw)
 
     def _raw(
-        self,
-        text_a: list[str],
-        text_b: list[str],
-        batch_size: int,
-        progress: bool,
-        member_raw: MemberRaw | None,
+        self, text_a: Texts, text_b: Texts, batch_size: int, progress: bool, member_raw: Raw
     ) -> np.ndarray:
         raise NotImplementedError
 

@@ -143,8 +143,22 @@ def _load(
     bf16_via: str | None = None,
     recheck: bool = True,
 ) -> Any:
-    predictor = _build(local_dir, device, threads, backend, precision, requested, bf16_via)
-    if not recheck:
+    """The scoring forward pass for `precision` (runnable here; `requested`: what was asked), with the
+    fp32 recheck where the verdict accepted the rung that way and `recheck` allows it."""
+    import torch
+
+    torch.set_num_threads(threads)
+    model_dir = Path(local_dir)
+    if precision == "int8":  # fp32 weights on CPU, quantized for ONNX Runtime's CPU provider
+        from simpair.runtime.int8_backend import use_int8
+
+        predictor = use_int8(_open(model_dir, "cpu", "fp32"), threads)
+    else:  # always explicit: the predictor's own "auto" would pick bf16 on CUDA
+        predictor = _open(model_dir, device, precision)
+        if precision != requested:
+            warn_fallback(predictor.device)
+        predictor = _forward_pass(predictor, model_dir, threads, backend, precision, bf16_via)
+    if not recheck or precision == "fp32":
         return predictor
     return _with_recheck(predictor, local_dir, device, threads, backend, precision)
 
@@ -157,7 +171,7 @@ def _with_recheck(
     from simpair.models.precision_verdict import PrecisionVerdict
     from simpair.runtime import recheck
 
-    verdict = PrecisionVerdict.read(local_dir) if precision != "fp32" else None
+    verdict = PrecisionVerdict.read(local_dir)
     rung = verdict.rung(precision) if verdict is not None else None
     if rung is None or not rung.accepted or rung.recheck_band is None or not recheck.supports(predictor):
         return predictor
@@ -165,29 +179,12 @@ def _with_recheck(
     return recheck.ThresholdRecheck(predictor, exact, rung.recheck_band)
 
 
-def _build(
-    local_dir: str,
-    device: str,
-    threads: int,
-    backend: str,
-    precision: str,
-    requested: str,
-    bf16_via: str | None,
+def _forward_pass(
+    predictor: Any, model_dir: Path, threads: int, backend: str, precision: str, bf16_via: str | None
 ) -> Any:
-    import torch
-
-    torch.set_num_threads(threads)
-    model_dir = Path(local_dir)
-    if precision == "int8":  # fp32 weights on CPU, quantized for ONNX Runtime's CPU provider
-        from simpair.runtime.int8_backend import use_int8
-
-        return use_int8(_open(model_dir, "cpu", "fp32"), threads)
-    # Always explicit: the predictor's own "auto" would pick bf16 on CUDA.
-    predictor = _open(model_dir, device, precision)
-    if precision != requested:
-        warn_fallback(predictor.device)
+    """The torch predictor with the forward pass `backend` and `precision` ask for put in."""
     if precision == "bf16":  # ONNX Runtime has no fast bf16 on CPU: OpenVINO, else torch autocast
-        if (bf16_via or bf16_runtime(local_dir, backend, predictor.device)) == "openvino":
+        if (bf16_via or bf16_runtime(str(model_dir), backend, predictor.device)) == "openvino":
             from simpair.runtime.openvino_backend import use_openvino
 
             return use_openvino(predictor, threads)
@@ -200,8 +197,8 @@ def _build(
         try:
             return _with_onnx(predictor, threads)
         except Exception as exc:  # an architecture the exporter cannot handle: torch scores it the same
-            log.warning("ONNX Runtime unavailable for %s (%s); scoring with torch", local_dir, exc)
-            return _open(model_dir, device, "fp32")
+            log.warning("ONNX Runtime unavailable for %s (%s); scoring with torch", model_dir, exc)
+            return _open(model_dir, str(predictor.device), "fp32")
     if backend == "onnx":
         return _with_onnx(predictor, threads)
     return predictor

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from simpair.models.predictor_base import BasePredictor, MemberRaw
+from simpair.models.predictor_base import BasePredictor, Raw, Texts
 
 FACTOR = 3.0  # band = FACTOR x the largest dev logit change: out of sample the largest was 1.2-1.8x dev's
 MAX_SHARE = 0.25  # a band holding more of dev than this costs more fp32 passes than the fast rung saves
@@ -109,12 +109,7 @@ class ThresholdRecheck(BasePredictor):
         return f"{getattr(self.fast, 'variant', 'torch')}+fp32-recheck"
 
     def _raw(
-        self,
-        text_a: list[str],
-        text_b: list[str],
-        batch_size: int,
-        progress: bool,
-        member_raw: MemberRaw | None,
+        self, text_a: Texts, text_b: Texts, batch_size: int, progress: bool, member_raw: Raw
     ) -> np.ndarray:
         """`member_raw` (a stack's bi members' cosines from the embedding store) goes to the fast pass;
         the fp32 pass computes its own."""
