@@ -24,6 +24,7 @@ import subprocess
 import sys
 import sysconfig
 import time
+import tomllib
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
@@ -34,16 +35,16 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 # What the wheel is built from (setuptools writes build/ and *.egg-info into its source tree, so the
-# build runs on a copy and the checkout stays untouched).
+# build runs on a copy and the checkout stays untouched): the project files and every folder
+# pyproject.toml maps into the one `simpair` namespace, read from it so a new layer folder travels too.
 WHEEL_SOURCES = (
     "pyproject.toml",
     "README.md",
-    "simpair",
-    "cli",
-    "tasks",
-    "flows",
-    "configs",
-    "data_contracts",
+    *sorted(
+        set(
+            tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-dir"].values()
+        )
+    ),
 )
 
 CONTRACT = """\
@@ -187,9 +188,10 @@ def _fresh_venv(tmp: Path, wheel: Path) -> tuple[Path, Path]:
     (site / "test-environment-packages.pth").write_text("".join(f"{p}\n" for p in sorted(ours)))
     # pip comes from the test environment through the .pth; --ignore-installed: the checkout's editable
     # simpair is visible to pip's metadata scan, and must be neither uninstalled nor taken as satisfying.
+    # pip byte-compiles the wheel's modules, as a user's install does: the commands later read that
+    # bytecode and write none under the environment.
     subprocess.run(
-        [python, "-m", "pip", "install", "-q", "--no-deps", "--no-index", "--ignore-installed",
-         "--no-compile", wheel],
+        [python, "-m", "pip", "install", "-q", "--no-deps", "--no-index", "--ignore-installed", wheel],
         check=True,
         capture_output=True,
         env={**_base_env(tmp), "PIP_DISABLE_PIP_VERSION_CHECK": "1"},
@@ -198,7 +200,10 @@ def _fresh_venv(tmp: Path, wheel: Path) -> tuple[Path, Path]:
 
 
 def _base_env(tmp: Path) -> dict[str, str]:
-    """A clean environment: no SIMPAIR_*, MLFLOW_* or PREFECT_* of the test run, a home of its own."""
+    """A clean environment: no SIMPAIR_*, MLFLOW_* or PREFECT_* of the test run, a home of its own.
+    Python may keep bytecode (no PYTHONDONTWRITEBYTECODE), as on a user's machine: the dependencies'
+    goes beside them in the test environment, never under the new one (the wheel's own modules are
+    compiled by pip at install), and no command here compiles what an earlier one compiled already."""
     user = tmp / "user"
     user.mkdir(exist_ok=True)
     return {
@@ -208,7 +213,6 @@ def _base_env(tmp: Path) -> dict[str, str]:
         "HF_HUB_OFFLINE": "1",
         "TOKENIZERS_PARALLELISM": "false",
         "OMP_NUM_THREADS": "1",
-        "PYTHONDONTWRITEBYTECODE": "1",
         "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
     }
 
@@ -240,7 +244,7 @@ def score_with_a_model_the_user_brings(run: Run, folder: Path, inbox: Path, out:
     score = run("score", "--no-prefect", "--inbox", str(inbox), "--out", str(out), "--model", str(folder))
     assert score.returncode == 0, score.stdout + score.stderr
     # an embedding model is adopted for graded similarity; with no dev file, auto precision means fp32
-    assert "auto: fp32 (no precision verdict" in " ".join(score.stdout.split()), score.stdout
+    assert "auto: fp32 (no stored precision verdict" in " ".join(score.stdout.split()), score.stdout
     rows = pa.concat_tables(
         [pq.read_table(p) for p in out.rglob("*.parquet") if not {"_rejects", "_ledger"} & set(p.parts)]
     )
