@@ -114,9 +114,12 @@ def test_mine_takes_precision_and_an_int8_the_guard_refused_stops_with_one_line(
     assert mined[1]["score"].to_pylist() == want["score"].to_pylist()
     assert mined[0]["score"].to_pylist() != want["score"].to_pylist()  # int8 moved the scores a little
 
-    # a re-ranker whose threshold is its median dev probability: int8 flips many dev labels, so an
-    # explicit int8 is refused for it before any work, in one line with the measured flips
+    # a re-ranker whose threshold is its median dev probability: int8 flips many dev labels, so once its
+    # verdict is measured (`simpair models verdict`) an explicit int8 is refused before any work, in one
+    # line with the measured flips
     edge = _knife_edge(tmp_path / "edge", dev_ids, home)
+    measured = CliRunner().invoke(app, ["models", "verdict", str(edge), "--home", str(home)])
+    assert measured.exit_code == 0 and "int8 refused" in measured.output, measured.output
     args = [*base, "--output", str(tmp_path / "x.parquet"), "--precision", "int8", "--rerank", str(edge)]
     refused = CliRunner().invoke(app, args, terminal_width=400)
     assert refused.exit_code == 1 and refused.stdout == "", refused.output

@@ -134,7 +134,10 @@ def test_no_dev_split_scores_fp32_and_the_verdict_command_says_why(
     inbox = tmp_path / "inbox"
     write_batch(make_pairs(30, seed=33), inbox / "night1.parquet")
     summary = score_inbox(str(inbox), tmp_path / "out", str(bare), home, threads=1)
-    assert summary.precision == "fp32" and "no stored precision verdict" in summary.precision_why
+    assert (
+        summary.precision == "fp32"
+        and summary.precision_why == "auto: fp32 (no precision verdict: it records no dev split)"
+    )
     with pytest.raises(ladder.NoDevSplit, match="records no dev split"):
         ladder.verdict_for(local_model_ref(bare), home)
     assert not (bare / VERDICT_FILE).exists()  # nothing measured, nothing cached (the home may change)

@@ -26,13 +26,35 @@ def _measure_hint(model: ModelRef) -> str:
     return f"simpair models verdict {model.local_dir if model.version.startswith('local-') else model.label}"
 
 
+def _no_verdict(model: ModelRef) -> str:
+    """Why a model has no verdict, from its own files only (nothing measured, no dev split read)."""
+    import json
+
+    from simpair.models.metadata import ModelMetadata
+
+    model_dir = Path(model.local_dir)
+    metrics_file = model_dir / "metrics.json"
+    try:
+        has_dev = (
+            bool(json.loads(metrics_file.read_text()).get("dev_source")) if metrics_file.is_file() else False
+        )
+    except (OSError, ValueError, AttributeError):
+        has_dev = False
+    if not has_dev:
+        imported = ModelMetadata.read(model_dir).imported is not None
+        return "no precision verdict: " + (
+            "imported without a dev file" if imported else "it records no dev split"
+        )
+    return f"no stored precision verdict; measure one with `{_measure_hint(model)}`"
+
+
 def auto_precision(model: ModelRef | None, backend: str, device: Any) -> tuple[str, str]:
     """The rung `--precision auto` takes for `model` from its stored verdict, and the line saying why."""
     if model is None:
         return "fp32", "auto: fp32 (no pinned model to read a precision verdict of)"
     verdict = PrecisionVerdict.read(Path(model.local_dir))
     if verdict is None:
-        return "fp32", f"auto: fp32 (no stored precision verdict; measure one with `{_measure_hint(model)}`)"
+        return "fp32", f"auto: fp32 ({_no_verdict(model)})"
     allowed = allowed_rungs(backend, device)
     chosen = verdict.choose(allowed)
     return chosen.precision, verdict.why(chosen, allowed)
