@@ -23,7 +23,7 @@ from simpair.tasks.stages import PrefectStages
 
 # stage of the ingest DAG -> the Prefect task that runs it in this flow
 AS_TASKS = PrefectStages(
-    {
+    runs={
         load_contracts: load_contracts_task,
         ingest_dataset: ingest_source_task,  # mapped over the contracts; parses each file as a task
         safe_leakage: leakage_task,  # once every source is done

@@ -40,7 +40,7 @@ from simpair.tasks.stages import PrefectStages
 
 # stage of the mining DAG -> the Prefect task that runs it in this flow
 AS_TASKS = PrefectStages(
-    {
+    runs={
         resolve_model_ref: resolve_model_task,
         read_sentences: read_sentences_task,
         encode_sentences: encode_sentences_task,

@@ -9,7 +9,8 @@ flows run each of their stages as the Prefect task (or subflow) wired below:
        -> combine-members -> wise-ft -> evaluate), or a run of the GPU deployment (`dispatch: pool`)
     -> register-model (per task) -> mark-challengers -> promotion-gate (per task) -> publish-nightly-summary
 
-Retries (the profile's, transient faults only) are put on the stages each DAG lists in `RETRIED`.
+Retries (the profile's, transient faults only) are put on the night's steps declared with
+`profile_retries` and on the training stages `simpair.nightly.train.RETRIED` lists.
 `simpair.flows.launch.nightly` starts the night from Python and raises `NightlyFailed` on failure.
 """
 
@@ -26,24 +27,12 @@ from simpair.ensemble.train import combine_members
 from simpair.evaluation.splits import evaluate_model
 from simpair.flows.ingest import ingest_flow
 from simpair.nightly.dispatch import recorded
-from simpair.nightly.night import RETRIED as NIGHT_RETRIED
-from simpair.nightly.night import (
-    gate,
-    ingest_sources,
-    publish_summary,
-    run_night,
-    train_on_pool,
-    with_dispatch,
-)
-from simpair.nightly.plan import plan_night
+from simpair.nightly.night import ingest_sources, run_night, with_dispatch
 from simpair.nightly.profile import Retries, load_profile
 from simpair.nightly.summary import NightlySummary, Trained
 from simpair.nightly.train import RETRIED as TRAINING_RETRIED
 from simpair.nightly.train import TrainingJob, run_training, train_here, train_side_by_side
-from simpair.ops import pool_dispatch
-from simpair.registry.record import mark_challengers, register_trained_model
-from simpair.registry.tracking import check_reachable
-from simpair.selection.precision_ladder import measure_precision
+from simpair.ops.pool_dispatch import on_pool
 from simpair.selection.wise_path import apply_wise_ft
 from simpair.selection.wise_rule import WiseFtPolicy
 from simpair.tasks.nightly import plan_night_task, publish_summary_task, stages, train_side_by_side_tasks
@@ -88,23 +77,22 @@ def train_and_evaluate(
     record, or the error, is written there as JSON, and a heartbeat file beside it shows the run is alive.
     """
     job = TrainingJob.resolve(task_name, config_path, home, eval_sets, retries, jobs, profile, wise_ft)
-    runner = stages(TRAINING, TRAINING_RETRIED, job.retries)
+    runner = stages((), job.retries, TRAINING, TRAINING_RETRIED)
     return recorded(None if result_path is None else Path(result_path), partial(run_training, job, runner))
 
 
-# stage of the night -> the Prefect task (or subflow) that runs it
-NIGHT = {
-    check_reachable: check_tracking_task,
-    ingest_sources: ingest_flow,  # subflow
-    plan_night: plan_night_task,
-    train_here: train_and_evaluate,  # subflow, one per task (`dispatch: local`)
-    train_on_pool: pool_dispatch.train_on_pool,  # `dispatch: pool`: a run of the GPU deployment, waited for
-    measure_precision: measure_precision_task,  # per task: the precision ladder, cached beside the model
-    register_trained_model: register_model_task,  # per task, once every task is trained
-    mark_challengers: mark_challengers_task,
-    gate: gate_task,  # per task
-    publish_summary: publish_summary_task,  # the `nightly-retrain` artifact
-}
+# the night's steps, each as its Prefect task, in the order `run_night` runs them; ingest and each
+# task's training (`train_here`) run as subflows, or a task's training as a run of the GPU
+# deployment (`dispatch: pool`)
+NIGHT = (
+    check_tracking_task,
+    plan_night_task,
+    measure_precision_task,  # per task: the precision ladder, cached beside the model
+    register_model_task,  # per task, once every task is trained
+    mark_challengers_task,
+    gate_task,  # per task
+    publish_summary_task,  # the `nightly-retrain` artifact
+)
 
 
 @flow(name="nightly-retrain", log_prints=True)
@@ -119,10 +107,12 @@ def nightly_retrain(
 ) -> NightlySummary:
     """One night of `profile`; `dispatch` (`local` or `pool`) overrides the profile's."""
     plan = with_dispatch(load_profile(profile), dispatch)
-    runner = stages(NIGHT, NIGHT_RETRIED, plan.retries)
+    run_id = str(flow_run.get_id() or "")
+    train = on_pool(plan, run_id, train_and_evaluate) if plan.dispatch.mode == "pool" else train_and_evaluate
+    runner = stages(NIGHT, plan.retries, {ingest_sources: ingest_flow, train_here: train})
     return run_night(
         plan, settings.home_dir(home), runner, force=force, sources=sources, contracts=contracts,
-        wait_seconds=wait_seconds, run_id=str(flow_run.get_id() or ""),
+        wait_seconds=wait_seconds, run_id=run_id,
     )  # fmt: skip
 
 

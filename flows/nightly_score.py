@@ -1,7 +1,8 @@
 """The `nightly-score` flow: every new Parquet batch in an inbox scored exactly once by one model.
 
 The DAG is `simpair.scoring.run.run_scoring`, the same one `simpair score --no-prefect` runs in
-process; this flow runs each of its stages as the Prefect task wired below:
+process; this flow runs each of its steps as its Prefect task (`simpair.tasks.scoring`, built from
+the step's declaration), listed below in the DAG's order:
 
     resolve-model -> start-run -> list-inbox -> hash-file (mapped over files) -> decide-rescore -> plan-files
     -> score-chunk (mapped over every pending chunk of every file)
@@ -26,14 +27,8 @@ from __future__ import annotations
 
 from prefect import flow, runtime
 
-from simpair.runtime.model_ref import resolve_model_ref
-from simpair.scoring.chunk import score_chunk
-from simpair.scoring.commit import finalize_file
-from simpair.scoring.inbox import list_inbox
 from simpair.scoring.options import ScoringOptions
-from simpair.scoring.plan import hash_file, plan_files
-from simpair.scoring.rescore import decide_rescore
-from simpair.scoring.run import finish_run, run_scoring, start_run
+from simpair.scoring.run import run_scoring
 from simpair.scoring.summary import ScoreSummary
 from simpair.tasks.model_ref import resolve_model_task
 from simpair.tasks.scoring import (
@@ -49,19 +44,19 @@ from simpair.tasks.scoring import (
 )
 from simpair.tasks.stages import PrefectStages
 
-# stage of the scoring DAG -> the Prefect task that runs it in this flow
-AS_TASKS = PrefectStages(
-    {
-        resolve_model_ref: resolve_model_task,
-        decide_rescore: decide_rescore_task,  # re-score batches another version scored? (once)
-        start_run: start_run_task,
-        list_inbox: list_inbox_task,
-        hash_file: hash_file_task,  # mapped over the inbox files
-        plan_files: plan_files_task,  # sequential: the one step that claims files
-        score_chunk: score_chunk_task,  # mapped over every pending chunk of every file
-        finalize_file: finalize_file_task,  # one per file, waits for that file's chunks only
-        finish_run: publish_summary_task,  # ledger + the `nightly-score-summary` artifact
-    }
+# the scoring DAG's steps, each as its Prefect task, in the order `run_scoring` runs them
+STEPS = PrefectStages(
+    [
+        resolve_model_task,
+        start_run_task,
+        list_inbox_task,
+        hash_file_task,  # mapped over the inbox files
+        decide_rescore_task,  # re-score batches another version scored? (once)
+        plan_files_task,  # sequential: the one step that claims files
+        score_chunk_task,  # mapped over every pending chunk of every file
+        finalize_file_task,  # one per file, waits for that file's chunks only
+        publish_summary_task,  # ledger + the `nightly-score-summary` artifact
+    ]
 )
 
 
@@ -83,7 +78,7 @@ def nightly_score(
     options = ScoringOptions.build(
         options, model=model, rescore=rescore or None, rescore_days_after_promotion=after_promotion
     )
-    summary = run_scoring(inbox, out, options, AS_TASKS, run_id)
+    summary = run_scoring(inbox, out, options, STEPS, run_id)
     print(
         f"scored {summary.files_scored} files ({summary.rows_scored} rows, "
         f"{summary.rows_rejected} rejected), "

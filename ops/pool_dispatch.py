@@ -27,8 +27,11 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import timedelta
+from functools import partial
 from pathlib import Path
+from typing import Any
 
 from prefect.client.orchestration import SyncPrefectClient, get_client
 from prefect.client.schemas.objects import FlowRun, StateType
@@ -40,7 +43,7 @@ from prefect.events.schemas.events import ResourceSpecification
 from prefect.states import Cancelled, Crashed, State
 
 from simpair.nightly import dispatch
-from simpair.nightly.night import PoolTraining
+from simpair.nightly.night import training_arguments
 from simpair.nightly.profile import NightlyProfile, TaskPlan
 from simpair.nightly.summary import Trained
 
@@ -94,6 +97,27 @@ class NoWorkerTookRun(dispatch.PoolRunFailed):
         super().__init__(message, transient=False)
 
 
+@dataclass(frozen=True)
+class PoolTraining:
+    """A task's `Trained` record, and a note for the summary when it ran elsewhere than on the pool."""
+
+    trained: Trained
+    note: str | None = None
+
+
+def on_pool(plan: NightlyProfile, night_id: str, here: Callable[..., Trained]) -> Callable[..., Trained]:
+    """The night's `train_here` step run on the pool: given the step's arguments, it trains the task as
+    a run of the GPU deployment (`train_on_pool`); `here(**arguments)` is the fallback in this process.
+    The record carries the fallback's note."""
+
+    def train(task_name: str, home: str, **arguments: Any) -> Trained:
+        fallback = partial(here, task_name=task_name, home=home, **arguments)
+        done = train_on_pool(plan, task_name, plan.tasks[task_name], Path(home), night_id, run_here=fallback)
+        return done.trained.model_copy(update={"note": done.note}) if done.note else done.trained
+
+    return train
+
+
 def train_on_pool(
     plan: NightlyProfile,
     task_name: str,
@@ -111,16 +135,8 @@ def train_on_pool(
     for attempt in range(1, attempts + 1):
         path = dispatch.result_path(home, night_id, task_name, attempt)
         path.parent.mkdir(parents=True, exist_ok=True)
-        parameters = {
-            "task_name": task_name,
-            "config_path": str(task_plan.config_path()),
-            "home": str(home),
-            "eval_sets": [list(pair) for pair in task_plan.evaluate],
-            "retries": plan.retries.model_dump(mode="json"),
-            "jobs": task_plan.jobs,
-            "result_path": str(path),
-            "wise_ft": task_plan.wise_ft.model_dump(mode="json") if task_plan.wise_ft else None,
-        }
+        # the night's `train_here` arguments, as JSON, and where the run writes its record
+        parameters = {**_as_json(training_arguments(plan, task_name, home)), "result_path": str(path)}
         run = run_deployment(
             plan.pool_deployment,
             parameters=parameters,
@@ -148,6 +164,12 @@ def train_on_pool(
             print(f"[{task_name}] {exc}; retrying in {delay:g} s")
             time.sleep(delay)
     raise AssertionError("unreachable")  # the loop returns or raises
+
+
+def _as_json(arguments: dict[str, Any]) -> dict[str, Any]:
+    """Deployment parameters: models as their JSON dumps, (dataset, split) pairs as lists."""
+    dumped = {k: v.model_dump(mode="json") if hasattr(v, "model_dump") else v for k, v in arguments.items()}
+    return {**dumped, "eval_sets": [list(pair) for pair in arguments["eval_sets"]]}
 
 
 def _wait(run: FlowRun, path: Path, plan: NightlyProfile) -> Trained:

@@ -1,18 +1,62 @@
-"""How a pipeline's stages run: one protocol, and the runner that runs them here and now.
+"""Pipeline steps: each declared once, on its domain function, and the runner that runs them here.
 
-A job (ingest, scoring, mining) is written once as a function that calls its stages through a runner: plain
-functions of plain values, each called with keyword arguments. `InProcess` runs each stage in this
-process, in the order asked (`--no-prefect`, Python callers); `simpair.tasks.stages.PrefectStages`
-runs each as its Prefect task in a flow. Both see the same calls in the same order, so a flow run
-and an in-process run do the same work.
+A job (ingest, scoring, mining, the night) is written once as a function that calls its steps through
+a runner: plain functions of plain values, each called with keyword arguments. Each step is declared
+where it is defined, with `@step("score-chunk", retries=2, ...)`: its name, retries, timeout and tags.
+Its inputs are the function's parameters. Everything that runs the step reads that one declaration:
+`InProcess` calls the function (`--no-prefect`, Python callers), `simpair.nightly.retry.RetryingInProcess`
+retries the steps the night retries, and `simpair.tasks.stages.as_task` builds the step's Prefect task
+from it, which `simpair.tasks.stages.PrefectStages` runs in a flow. Both runners see the same calls in
+the same order, so a flow run and an in-process run do the same work.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 T = TypeVar("T")
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+@dataclass(frozen=True)
+class Step:
+    """How a step runs, wherever it runs (its inputs are its function's parameters).
+
+    `name` names its Prefect task; `retries` and `retry_delay_seconds` are its task's retries;
+    `transient_only` retries only faults `simpair.registry.faults.is_transient` calls transient;
+    `profile_retries` gives it the nightly profile's retries instead (transient faults only), in the
+    flow and in process alike; `run_name` is its task runs' name, formatted with its arguments.
+    """
+
+    name: str
+    retries: int = 0
+    retry_delay_seconds: float | tuple[float, ...] = 0.0
+    timeout_seconds: float | None = None
+    tags: tuple[str, ...] = ()
+    run_name: str | None = None
+    transient_only: bool = False
+    profile_retries: bool = False
+
+
+def step(name: str, **how: Any) -> Callable[[F], F]:
+    """Declare the decorated domain function a pipeline step (see `Step`); the function is unchanged."""
+    declared = Step(name, **how)
+
+    def declare(fn: F) -> F:
+        fn.__step__ = declared  # type: ignore[attr-defined]
+        return fn
+
+    return declare
+
+
+def declaration(fn: Callable[..., Any]) -> Step:
+    """The step `fn` was declared as (`@step`)."""
+    try:
+        return fn.__step__  # type: ignore[attr-defined]
+    except AttributeError:
+        raise TypeError(f"{fn.__qualname__} is not declared a step (@simpair.stages.step)") from None
 
 
 class StageRunner(Protocol):

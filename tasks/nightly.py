@@ -8,20 +8,19 @@ The DAGs are `simpair.nightly.night.run_night` (the night) and `simpair.nightly.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from prefect import Task, task
+from prefect import Task
 from prefect.artifacts import create_markdown_artifact
-from prefect.cache_policies import NO_CACHE
 
-from simpair.nightly.plan import NightPlan, plan_night
-from simpair.nightly.profile import NightlyProfile, Retries
+from simpair.nightly.night import publish_summary
+from simpair.nightly.plan import plan_night
+from simpair.nightly.profile import Retries
 from simpair.nightly.summary import NightlySummary
-from simpair.tasks.registry import retry_if_transient
 from simpair.tasks.side_by_side import submit_side_by_side
-from simpair.tasks.stages import PrefectStages
+from simpair.tasks.stages import PrefectStages, as_task, retry_if_transient, stage_of
 from simpair.tasks.training import side_by_side_train_task
 from simpair.training import TrainConfig
 from simpair.training.workers import share_cores, threads_per_job
@@ -37,30 +36,39 @@ def retrying(task_: Task, retries: Retries) -> Task:
 
 
 def stages(
-    tasks: Mapping[Callable[..., Any], Any], retried: Collection[Callable[..., Any]], retries: Retries
+    tasks: Iterable[Task],
+    retries: Retries,
+    runs: Mapping[Callable[..., Any], Any] | None = None,
+    retried: Collection[Callable[..., Any]] = (),
 ) -> PrefectStages:
-    """`PrefectStages` over `tasks`, the stages in `retried` with the profile's retries. A stage maps to
-    its task, to a flow (run as a subflow), or to a Prefect-aware function that submits tasks itself
-    (`train_side_by_side_tasks`, `simpair.ops.pool_dispatch.train_on_pool`)."""
+    """`PrefectStages` over `tasks` (built from their steps' declarations) and `runs` (a step run as a
+    subflow, or by a Prefect-aware function that submits tasks itself: `train_side_by_side_tasks`,
+    `simpair.ops.pool_dispatch.on_pool`). A task whose step is declared with `profile_retries`, and a
+    step in `retried`, gets the profile's retries."""
+
+    def policy(stage: Callable[..., Any], runs_it: Any) -> Any:
+        declared = getattr(stage, "__step__", None)
+        if stage in retried or (declared is not None and declared.profile_retries):
+            return retrying(runs_it, retries)
+        return runs_it
+
     return PrefectStages(
-        {stage: retrying(runs, retries) if stage in retried else runs for stage, runs in tasks.items()}
+        [policy(stage_of(t), t) for t in tasks],
+        {stage: policy(stage, runs_it) for stage, runs_it in (runs or {}).items()},
     )
 
 
-@task(name="plan-night", cache_policy=NO_CACHE)
-def plan_night_task(profile: NightlyProfile, home: Path, force: bool) -> NightPlan:
-    """Dataset versions after ingest, training-config hashes, and whether tonight can be skipped."""
-    return plan_night(profile, home, force)
-
-
-@task(name="publish-nightly-summary", cache_policy=NO_CACHE)
-def publish_summary_task(summary: NightlySummary) -> str:
-    """The night's summary as the `nightly-retrain` markdown artifact."""
-    markdown = summary.to_markdown()
+def _publish_summary(markdown: str, arguments: dict[str, Any]) -> None:
+    summary: NightlySummary = arguments["summary"]
     create_markdown_artifact(
         key="nightly-retrain", markdown=markdown, description=f"{summary.profile}: {summary.status}"
     )
-    return markdown
+
+
+# dataset versions after ingest, training-config hashes, and whether tonight can be skipped
+plan_night_task = as_task(plan_night)
+# the night's summary as the `nightly-retrain` markdown artifact
+publish_summary_task = as_task(publish_summary, then=_publish_summary)
 
 
 def train_side_by_side_tasks(

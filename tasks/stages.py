@@ -1,35 +1,110 @@
-"""Run a job's stages as Prefect tasks: the flow-side `simpair.stages.StageRunner`, written once.
+"""Each declared step as its Prefect task, and the flow-side `simpair.stages.StageRunner`.
 
-A flow hands `PrefectStages` the map from each stage of its DAG (a plain function of `simpair`) to
-the Prefect task that wraps it; the domain's DAG function (`run_ingest`, `run_scoring`, `run_mine`)
-then calls the stages through it. `run` calls the task, `map` maps it over the flow's task runner,
-`submit` submits it with futures as arguments, `result` waits.
+`as_task(fn)` builds a step's Prefect task from its declaration (`@simpair.stages.step` on the domain
+function): the task's name, retries, timeout, tags and run name are the declaration's, its parameters
+the function's, so no signature is written twice. `then` adds what only a flow has (a markdown
+artifact) after the function returns; `adds` hands it arguments only a flow knows (its run's tags).
+
+A flow hands `PrefectStages` the tasks of its steps (and, for a step that runs as a subflow or
+submits tasks itself, what runs it); the domain's DAG function (`run_ingest`, `run_scoring`,
+`run_mine`, `run_night`, `run_training`) then calls its steps through it. `run` calls the task, `map`
+maps it over the flow's task runner, `submit` submits it with futures as arguments, `result` waits.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+import functools
+import inspect
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
-from prefect import Task, unmapped
+from prefect import Task, task, unmapped
+from prefect.cache_policies import NO_CACHE
 from prefect.utilities.annotations import quote
+
+from simpair.registry.faults import is_transient
+from simpair.stages import declaration
 
 T = TypeVar("T")
 
 
-class PrefectStages:
-    """Runs each stage as its Prefect task (see `simpair.stages.StageRunner`).
+def retry_if_transient(task_: Any, task_run: Any, state: Any) -> bool:
+    """Prefect `retry_condition_fn`: retry only transient faults (network, tracking store, I/O)."""
+    exc = state.data if isinstance(state.data, BaseException) else None
+    if exc is None:
+        try:
+            exc = state.result(raise_on_failure=False)
+        except Exception as err:  # the result itself may be unreadable
+            exc = err
+    return isinstance(exc, BaseException) and is_transient(exc)
 
-    `quoted`: `run` passes its arguments quoted, for stages whose arguments hold whole columns of
+
+def as_task(
+    fn: Callable[..., T],
+    *,
+    then: Callable[[T, dict[str, Any]], None] | None = None,
+    adds: Callable[[], dict[str, Any]] | None = None,
+) -> Task[..., T]:
+    """The Prefect task of step `fn`, from its declaration. Caching is off for every step: each job is
+    idempotent on its own terms (content-addressed versions, the scoring ledger), and a cache keyed on
+    arguments would skip a run whose files changed under the same names.
+
+    `then(value, arguments)` runs after `fn` returns, with its arguments by name (an artifact);
+    `adds()` gives keyword arguments the DAG does not pass (e.g. the flow run's tags)."""
+    declared = declaration(fn)
+    body: Callable[..., T] = fn
+    if then is not None or adds is not None:
+        signature = inspect.signature(fn)
+
+        @functools.wraps(fn)
+        def body(*args: Any, **kwargs: Any) -> T:
+            bound = signature.bind(*args, **kwargs)
+            bound.apply_defaults()
+            bound.arguments.update(adds() if adds else {})
+            value = fn(*bound.args, **bound.kwargs)
+            if then is not None:
+                then(value, dict(bound.arguments))
+            return value
+
+    delay = declared.retry_delay_seconds
+    return task(
+        body,
+        name=declared.name,
+        task_run_name=declared.run_name,
+        retries=declared.retries,
+        retry_delay_seconds=list(delay) if isinstance(delay, tuple) else delay,
+        retry_condition_fn=retry_if_transient if declared.transient_only else None,
+        timeout_seconds=declared.timeout_seconds,
+        tags=list(declared.tags),
+        cache_policy=NO_CACHE,
+    )
+
+
+def stage_of(runs: Task) -> Callable[..., Any]:
+    """The domain function a task built by `as_task` runs."""
+    return inspect.unwrap(runs.fn)
+
+
+class PrefectStages:
+    """Runs each step as its Prefect task (see `simpair.stages.StageRunner`).
+
+    `tasks`: the steps' tasks (built by `as_task`); `runs`: a step run otherwise (as a subflow, or by
+    a function that submits tasks itself), by its domain function.
+    `quoted`: `run` passes its arguments quoted, for steps whose arguments hold whole columns of
     texts or arrays of vectors, which Prefect would otherwise walk element by element looking for
     futures (mining). Off where `run` is given plain settings and `submit` futures (scoring).
     """
 
-    def __init__(self, tasks: Mapping[Callable[..., Any], Task], quoted: bool = False) -> None:
-        self.tasks = dict(tasks)
+    def __init__(
+        self,
+        tasks: Iterable[Task] = (),
+        runs: Mapping[Callable[..., Any], Callable[..., Any]] | None = None,
+        quoted: bool = False,
+    ) -> None:
+        self.tasks: dict[Callable[..., Any], Any] = {stage_of(t): t for t in tasks} | dict(runs or {})
         self.quoted = quoted
 
-    def _task(self, stage: Callable[..., Any]) -> Task:
+    def _task(self, stage: Callable[..., Any]) -> Any:
         try:
             return self.tasks[stage]
         except KeyError:

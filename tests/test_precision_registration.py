@@ -34,8 +34,12 @@ def _trained(model_dir: Path) -> Trained:
 def test_the_flow_runs_the_same_measuring_step_before_registering() -> None:
     from simpair.flows.nightly_retrain import NIGHT
     from simpair.tasks.registry import measure_precision_task
+    from simpair.tasks.stages import stage_of
 
-    assert NIGHT[measure_precision] is measure_precision_task  # the task runs it (test_precision_ladder)
+    # the task runs the domain step itself (test_precision_ladder), listed before register-model
+    assert stage_of(measure_precision_task) is measure_precision
+    names = [t.name for t in NIGHT]
+    assert names.index("measure-precision") < names.index("register-model")
 
 
 def test_the_in_process_night_records_the_verdict_and_the_gate_report_shows_it(

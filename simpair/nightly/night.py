@@ -4,8 +4,9 @@ measure each model's precision ladder -> register -> mark challengers -> gate ->
 
 `run_night(plan, home, runner)` calls its stages through a `simpair.stages.StageRunner`: the flow hands
 it `PrefectStages` over the tasks in `simpair.tasks.nightly` and `simpair.tasks.registry` (ingest and
-each task's training run as subflows there), `night_in_process` a `RetryingInProcess`. The stages in
-`RETRIED` are retried on transient faults with the profile's retries either way.
+each task's training run as subflows there), `night_in_process` a `RetryingInProcess`. The steps
+declared with `profile_retries` (`@simpair.stages.step`) are retried on transient faults with the
+profile's retries either way.
 
 Failure rules, in the order they protect production:
 - one night at a time per pipeline home: the lock is taken before anything else;
@@ -21,16 +22,16 @@ deployment the night waits for (`dispatch: pool`, `simpair.ops.pool_dispatch`).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from simpair import settings
 from simpair.ingest import run_ingest
 from simpair.ingest.report import IngestFailedError, IngestReport
 from simpair.nightly.lock import nightly_lock
 from simpair.nightly.plan import plan_night, write_state
-from simpair.nightly.profile import NightlyProfile, TaskPlan, load_profile
+from simpair.nightly.profile import NightlyProfile, load_profile
 from simpair.nightly.retry import RetryingInProcess
 from simpair.nightly.summary import (
     NightlyFailed,
@@ -48,7 +49,7 @@ from simpair.registry.tracking import check_reachable
 from simpair.selection.gate import GateDecision, GatePolicy
 from simpair.selection.precision_ladder import measure_precision
 from simpair.selection.promotion import run_gate
-from simpair.stages import StageRunner
+from simpair.stages import StageRunner, step
 
 
 def with_dispatch(plan: NightlyProfile, dispatch: str | None) -> NightlyProfile:
@@ -68,26 +69,6 @@ def ingest_sources(sources: str | None, home: str, contracts: str | None) -> Ing
     return report
 
 
-@dataclass(frozen=True)
-class PoolTraining:
-    """A task's `Trained` record, and a note for the summary when it ran elsewhere than on the pool."""
-
-    trained: Trained
-    note: str | None = None
-
-
-def train_on_pool(
-    plan: NightlyProfile,
-    task_name: str,
-    task_plan: TaskPlan,
-    home: Path,
-    night_id: str,
-    run_here: Callable[[], Trained] | None = None,
-) -> PoolTraining:
-    """`dispatch: pool` needs Prefect: the flow runs `simpair.ops.pool_dispatch.train_on_pool` here."""
-    raise pool_needs_prefect(plan)
-
-
 def pool_needs_prefect(plan: NightlyProfile) -> NightlyFailed:
     """The one line an in-process night with `dispatch: pool` stops with."""
     return NightlyFailed(
@@ -96,20 +77,32 @@ def pool_needs_prefect(plan: NightlyProfile) -> NightlyFailed:
     )
 
 
+@step(
+    "promotion-gate",
+    run_name="gate-{task_name}",
+    tags=("mlflow", "gpu"),
+    retries=3,
+    retry_delay_seconds=(10.0, 60.0, 300.0),
+    transient_only=True,
+    profile_retries=True,
+)
 def gate(
-    home: Path, task_name: str, policy: GatePolicy, eval_sets: Sequence[tuple[str, str]], version: str
+    home: Path,
+    task_name: str,
+    policy: GatePolicy,
+    eval_sets: Sequence[tuple[str, str]],
+    version: str,
+    flow_tags: Mapping[str, str] | None = None,
 ) -> GateDecision:
-    """Challenger `version` against the champion; `champion` moves only if it wins."""
-    return run_gate(home, task_name, policy, eval_sets, challenger_version=version)
+    """Challenger `version` against the champion; `champion` moves only if it wins. `flow_tags` name
+    the flow run on the gate's MLflow run (the flow's task adds them)."""
+    return run_gate(home, task_name, policy, eval_sets, challenger_version=version, flow_tags=flow_tags)
 
 
+@step("publish-nightly-summary")
 def publish_summary(summary: NightlySummary) -> str:
     """The night's summary as markdown (the flow publishes it as the `nightly-retrain` artifact)."""
     return summary.to_markdown()
-
-
-# the stages run with the profile's retries (transient faults only), in the flow and in process
-RETRIED = (check_reachable, register_trained_model, mark_challengers, gate)
 
 
 def run_night(
@@ -166,31 +159,29 @@ def _train_every_task(
     plan: NightlyProfile, home: Path, runner: StageRunner, run_id: str
 ) -> tuple[list[Trained], list[str]]:
     """Every task trained and evaluated (nothing registered yet), and notes on tasks that trained
-    elsewhere than the profile asked (`dispatch.fallback`)."""
+    elsewhere than the profile asked (`dispatch.fallback`). The flow runs `train_here` as the
+    `train-and-evaluate` subflow, or (`dispatch: pool`) as a run of the GPU deployment."""
     trained: list[Trained] = []
-    notes: list[str] = []
     for name, task_plan in plan.tasks.items():
-
-        def here(name: str = name, task_plan: TaskPlan = task_plan) -> Trained:
-            return runner.run(
-                train_here, task_name=name, config_path=str(task_plan.config_path()), home=str(home),
-                eval_sets=task_plan.evaluate, retries=plan.retries, jobs=task_plan.jobs,
-                wise_ft=task_plan.wise_ft,
-            )  # fmt: skip
-
         try:
-            if plan.dispatch.mode == "pool":
-                on_pool = runner.run(
-                    train_on_pool, plan=plan, task_name=name, task_plan=task_plan, home=home,
-                    night_id=run_id, run_here=here,
-                )  # fmt: skip
-                trained.append(on_pool.trained)
-                notes += [on_pool.note] if on_pool.note else []
-                continue
-            trained.append(here())
+            trained.append(runner.run(train_here, **training_arguments(plan, name, home)))
         except Exception as exc:
             raise training_failed(plan.name, name, task_plan.config, exc) from exc
-    return trained, notes
+    return trained, [t.note for t in trained if t.note]
+
+
+def training_arguments(plan: NightlyProfile, task_name: str, home: Path) -> dict[str, Any]:
+    """What `train_here` (and the `train-and-evaluate` flow, here or on the pool) is given for one task."""
+    task_plan = plan.tasks[task_name]
+    return {
+        "task_name": task_name,
+        "config_path": str(task_plan.config_path()),
+        "home": str(home),
+        "eval_sets": task_plan.evaluate,
+        "retries": plan.retries,
+        "jobs": task_plan.jobs,
+        "wise_ft": task_plan.wise_ft,
+    }
 
 
 def _text(value: str | Path | None) -> str | None:
@@ -240,7 +231,7 @@ def night_in_process(
         raise pool_needs_prefect(plan)
     settings.sources_dir(sources)  # every night ingests first: no sources fails before anything is written
     home_dir = settings.home_dir(home)
-    runner = RetryingInProcess(plan.retries, RETRIED)
+    runner = RetryingInProcess(plan.retries)
     return run_night(
         plan, home_dir, runner, force=force, sources=sources, contracts=contracts, wait_seconds=wait_seconds
     )

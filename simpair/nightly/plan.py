@@ -18,6 +18,7 @@ from simpair.catalog import Catalog
 from simpair.ensemble.config import StackConfig, is_stack_config
 from simpair.nightly.profile import NightlyProfile
 from simpair.registry.tracking import config_hash
+from simpair.stages import step
 from simpair.training.config import TrainConfig
 
 
@@ -80,6 +81,7 @@ def config_dump(path: Path) -> dict[str, Any]:
     return TrainConfig.from_yaml(path).model_dump(mode="json")
 
 
+@step("plan-night")
 def plan_night(profile: NightlyProfile, home: Path, force: bool) -> NightPlan:
     """Dataset versions after ingest, training-config hashes, and whether tonight can be skipped."""
     catalog = Catalog(home)

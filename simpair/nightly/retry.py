@@ -1,8 +1,9 @@
 """The night's in-process runner: `InProcess`, with the profile's retries on the stages that have them.
 
-In the flow, Prefect retries those stages' tasks (`simpair.tasks.nightly.with_retries`); here the same
-stages are retried the same way: only faults `simpair.registry.faults.is_transient` calls transient,
-`retries.attempts` times, waiting `retries.delays_seconds` (the last delay repeats) in between.
+The stages retried are those declared with `profile_retries` (`@simpair.stages.step`). In the flow,
+Prefect retries their tasks (`simpair.tasks.nightly.stages`); here they are retried the same way:
+only faults `simpair.registry.faults.is_transient` calls transient, `retries.attempts` times,
+waiting `retries.delays_seconds` (the last delay repeats) in between.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Any, TypeVar
 
 from simpair.nightly.profile import Retries
 from simpair.registry.faults import is_transient
-from simpair.stages import InProcess
+from simpair.stages import InProcess, declaration
 
 T = TypeVar("T")
 
@@ -25,15 +26,23 @@ def retry_delay(retries: Retries, attempt: int) -> float:
 
 
 class RetryingInProcess(InProcess):
-    """Runs every stage here and now; a stage in `retried` that fails on a transient fault runs again."""
+    """Runs every stage here and now; a retried stage that fails on a transient fault runs again.
 
-    def __init__(self, retries: Retries, retried: Collection[Callable[..., Any]]) -> None:
+    The stages retried are those declared with `profile_retries`, or the ones in `retried` when given.
+    """
+
+    def __init__(self, retries: Retries, retried: Collection[Callable[..., Any]] | None = None) -> None:
         super().__init__()
         self.retries = retries
-        self.retried = frozenset(retried)
+        self.retried = None if retried is None else frozenset(retried)
+
+    def _retried(self, stage: Callable[..., Any]) -> bool:
+        if self.retried is not None:
+            return stage in self.retried
+        return hasattr(stage, "__step__") and declaration(stage).profile_retries
 
     def run(self, stage: Callable[..., T], /, **kwargs: Any) -> T:
-        attempts = self.retries.attempts + 1 if stage in self.retried else 1
+        attempts = self.retries.attempts + 1 if self._retried(stage) else 1
         for attempt in range(1, attempts + 1):
             try:
                 return super().run(stage, **kwargs)

@@ -40,6 +40,8 @@ class Trained(BaseModel):
     eval_metrics: dict[str, Any]
     eval_artifacts: list[str]
     seconds: float
+    # where it trained, when elsewhere than the profile asked (`dispatch.fallback: cpu`)
+    note: str | None = None
 
     @classmethod
     def of_model(

@@ -26,6 +26,7 @@ from simpair.models.composite import CascadeSpec
 from simpair.models.precision_verdict import PrecisionVerdict
 from simpair.registry import registry, tracking
 from simpair.registry.pyfunc import log_pyfunc
+from simpair.stages import step
 
 DESCRIPTIONS = {
     "simpair-paraphrase": "Paraphrase detection: text_a, text_b -> score, probability, label (simpair).",
@@ -84,6 +85,15 @@ def _precision_tags(model_dir: Path) -> dict[str, str]:
     return verdict.to_tags() if verdict else {}
 
 
+@step(
+    "register-model",
+    run_name="register-{model_dir.name}",
+    tags=("mlflow",),
+    retries=3,
+    retry_delay_seconds=(10.0, 60.0, 300.0),
+    transient_only=True,
+    profile_retries=True,
+)
 def register_trained_model(
     home: Path,
     model_dir: Path,
@@ -156,6 +166,14 @@ def mark_challenger(home: Path, registered: RegisteredVersion) -> None:
     registry.set_challenger(registry.client(home), registered.name, registered.version)
 
 
+@step(
+    "mark-challengers",
+    tags=("mlflow",),
+    retries=3,
+    retry_delay_seconds=(10.0, 60.0, 300.0),
+    transient_only=True,
+    profile_retries=True,
+)
 def mark_challengers(home: Path, registered: Sequence[RegisteredVersion]) -> list[str]:
     """Point `challenger` at every new version: called once all of a night's versions exist."""
     for item in registered:

@@ -22,6 +22,7 @@ from mlflow import MlflowClient
 
 from simpair import settings
 from simpair.registry.parquet_dataset import ParquetSplit
+from simpair.stages import step
 
 EXPERIMENT = "simpair"
 # Environment knobs that keep a dead tracking server from hanging a run for minutes inside MLflow's own
@@ -79,6 +80,14 @@ def ensure_experiment(home: Path, name: str = EXPERIMENT) -> str:
         raise TrackingUnavailable(f"MLflow tracking store {uri} is not reachable: {exc}") from exc
 
 
+@step(
+    "check-tracking",
+    tags=("mlflow",),
+    retries=3,
+    retry_delay_seconds=(10.0, 60.0, 300.0),
+    transient_only=True,
+    profile_retries=True,
+)
 def check_reachable(home: Path) -> str:
     """Fail fast (TrackingUnavailable) before anything is written when the tracking store is down."""
     ensure_experiment(home)

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from simpair.stages import step
+
 DEFAULT_MODEL = "simpair-paraphrase@champion"
 METADATA_FILE = "simpair.json"
 
@@ -105,6 +107,7 @@ def looks_like_path(spec: str) -> bool:
     return spec.startswith(("/", "./", "../", "~")) or spec.count("/") >= 2
 
 
+@step("resolve-model", retries=2, retry_delay_seconds=5)
 def resolve_model_ref(
     spec: str | None,
     home: Path,

@@ -27,6 +27,7 @@ from simpair.scoring.records import ChunkRecord
 from simpair.scoring.scorer import score_columns
 from simpair.scoring.writer import REJECTS_SCHEMA, chunk_paths
 from simpair.scoring.writer import write_atomic as write_part
+from simpair.stages import step
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,7 @@ class ChunkResult:
     disk_hits: int = 0
 
 
+@step("score-chunk", run_name="score-{plan.name}-{idx}", retries=2, retry_delay_seconds=5)
 def score_chunk(
     plan: FilePlan,
     idx: int,

@@ -16,6 +16,7 @@ from simpair.scoring.chunk import ChunkResult
 from simpair.scoring.ledger import Ledger
 from simpair.scoring.plan import FilePlan, scored_as
 from simpair.scoring.writer import REJECTS_SCHEMA, chunk_paths, merge_parts, staging_dir
+from simpair.stages import step
 
 
 @dataclass(frozen=True)
@@ -33,6 +34,7 @@ class FileResult:
     reason: str | None = None
 
 
+@step("finalize-file", run_name="finalize-{plan.name}")
 def finalize_file(
     plan: FilePlan,
     results: list[ChunkResult],

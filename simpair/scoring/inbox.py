@@ -12,6 +12,8 @@ from typing import IO
 
 import fsspec
 
+from simpair.stages import step
+
 HASH_BLOCK = 8 << 20
 
 
@@ -24,6 +26,7 @@ class InboxFile:
     size: int
 
 
+@step("list-inbox", retries=2, retry_delay_seconds=5)
 def list_inbox(inbox: str) -> list[InboxFile]:
     """Every file under the inbox, recursively, sorted by name.
 

@@ -28,6 +28,7 @@ from simpair.scoring.records import ChunkRecord, FileRecord, Scoring
 from simpair.scoring.rescore import Rescore
 from simpair.scoring.scorer import SCORE_COLUMNS, SCORE_SCHEMA
 from simpair.scoring.writer import output_paths, rescore_paths
+from simpair.stages import step
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,7 @@ class HashedFile:
     error: str | None = None
 
 
+@step("hash-file", run_name="hash-{file.name}")
 def hash_file(file: InboxFile) -> HashedFile:
     try:
         return HashedFile(file, content_hash(file.url))
@@ -99,6 +101,7 @@ def scored_as(record: ChunkRecord | None, model: ModelRef, precision: str) -> bo
     )
 
 
+@step("plan-files")
 def plan_files(
     hashed: list[HashedFile],
     out: Path,

@@ -24,6 +24,7 @@ from pathlib import Path
 from simpair.runtime.model_ref import ModelRef
 from simpair.scoring.ledger import Ledger
 from simpair.scoring.options import ScoringOptions
+from simpair.stages import step
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,7 @@ def _since(days: int | None, today: date) -> str | None:
     return None if days is None else (today - timedelta(days=days)).isoformat()
 
 
+@step("decide-rescore")
 def decide_rescore(
     out: Path, model: ModelRef, options: ScoringOptions, today: date | None = None
 ) -> Rescore | None:

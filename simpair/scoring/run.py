@@ -51,18 +51,20 @@ from simpair.scoring.options import ScoringOptions
 from simpair.scoring.plan import hash_file, plan_files
 from simpair.scoring.rescore import decide_rescore
 from simpair.scoring.summary import ScoreSummary, summarize
-from simpair.stages import InProcess, StageRunner
+from simpair.stages import InProcess, StageRunner, step
 
 
 def new_run_id() -> str:
     return datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ-") + uuid.uuid4().hex[:8]
 
 
+@step("start-run")
 def start_run(out: Path, run_id: str, model: ModelRef) -> None:
     """Record the run as running in the ledger (a later run marks it crashed if it never finishes)."""
     Ledger(out).start_run(run_id, model.name, model.version)
 
 
+@step("publish-score-summary")
 def finish_run(out: Path, summary: ScoreSummary) -> None:
     """Record the finished run and its summary in the ledger."""
     Ledger(out).finish_run(summary.run_id, summary.to_dict())

@@ -33,6 +33,7 @@ from simpair.models.parity_limits import ParityLimits
 from simpair.models.precision_verdict import RUNGS, PrecisionVerdict, RungCheck
 from simpair.runtime import recheck
 from simpair.runtime.model_ref import ModelRef
+from simpair.stages import step
 
 log = logging.getLogger(__name__)
 
@@ -323,6 +324,7 @@ def ensure_verdict(model_dir: Path, home: Path | None, threads: int | None = Non
     return verdict
 
 
+@step("measure-precision", run_name="precision-{model_dir.name}")
 def measure_precision(home: Path, model_dir: Path) -> str | None:
     """The registration step of the night, in the flow and in process alike: the model's verdict cached.
 
