@@ -144,8 +144,8 @@ def st_cross(model: Path, a: list[str], b: list[str]) -> tuple[np.ndarray, float
 
 def msrp_test(model: Path, threads: int, limit: int | None, auto: bool) -> dict:
     from simpair.ensemble import compare_with_cross
-    from simpair.ensemble.cascade import CROSS
     from simpair.metrics.binary_classification import binary_metrics
+    from simpair.runtime.cascade import CROSS
     from simpair.runtime.loader import load_predictor
 
     a, b, gold = msrp_test_pairs(SHARED)
@@ -182,7 +182,7 @@ def msrp_test(model: Path, threads: int, limit: int | None, auto: bool) -> dict:
 
 
 def throughput(model: Path, args: argparse.Namespace, work: Path) -> dict:
-    from simpair.ensemble.cascade import BI, CROSS
+    from simpair.runtime.cascade import BI, CROSS
     from simpair.runtime.loader import load_predictor
 
     cascade = load_predictor(str(model), backend="auto", threads=args.threads)

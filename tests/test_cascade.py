@@ -20,12 +20,14 @@ from test_scoring_crash import _cmd, _wait_chunks
 from test_scoring_support import assert_exactly_once, make_pairs, read_outputs, write_batch
 from test_training_toydata import write_toy_home
 
-from simpair.ensemble import CascadeSpec, StackConfig, compare_with_cross
-from simpair.ensemble.cascade import allowed_misses, fit_band, in_band
+from simpair.ensemble import StackConfig, compare_with_cross
+from simpair.ensemble.cascade_band import allowed_misses, fit_band
 from simpair.ensemble.train import train_stack_file
 from simpair.models import save_tiny_model
+from simpair.models.composite import CascadeSpec
 from simpair.models.metadata import Calibration, ModelMetadata
 from simpair.registry.pyfunc import log_pyfunc
+from simpair.runtime.cascade import in_band
 from simpair.runtime.loader import load_predictor
 from simpair.scoring import score_inbox
 

@@ -22,10 +22,11 @@ from test_cascade import write_tiny_cascade
 from test_training_toydata import write_toy_home
 
 from simpair.catalog import Catalog
-from simpair.ensemble import CascadeSpec, compare_with_cross
-from simpair.ensemble.cascade import fit_band
+from simpair.ensemble import compare_with_cross
+from simpair.ensemble.cascade_band import fit_band
 from simpair.metrics.binary_classification import binary_metrics
 from simpair.models import ModelMetadata
+from simpair.models.composite import CascadeSpec
 from simpair.registry import registry
 from simpair.registry.record import mark_challenger, register_trained_model
 from simpair.runtime.loader import load_predictor

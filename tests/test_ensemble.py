@@ -19,17 +19,12 @@ from test_training_toydata import write_toy_home
 
 from simpair import settings
 from simpair.catalog import Catalog
-from simpair.ensemble import (
-    StackConfig,
-    StackedPredictor,
-    fit_soup,
-    fit_stack,
-    is_stack_config,
-    lexical_features,
-)
+from simpair.ensemble import StackConfig, fit_soup, fit_stack, is_stack_config
 from simpair.evaluation.splits import evaluate_model
 from simpair.registry.pyfunc import log_pyfunc
 from simpair.runtime.loader import load_predictor
+from simpair.runtime.stack_features import lexical_features
+from simpair.runtime.stacked import StackedPredictor
 from simpair.scoring import score_inbox
 from simpair.training import TrainConfig, train
 

@@ -5,7 +5,7 @@ so they make different mistakes; a ridge (graded) or logistic (paraphrase) regre
 outputs plus two lexical-overlap features, fitted on the members' shared dev split, is the
 "stacked generalisation" of Wolpert (1992). The result is an ordinary model directory
 (`kind: stacked`) that `simpair.runtime.loader.load_predictor`, evaluation, the registry and bulk scoring
-all accept. A cascade (`kind: cascade`, `simpair.ensemble.cascade`) runs a bi-encoder on every pair
+all accept. A cascade (`kind: cascade`, run by `simpair.runtime.cascade`) runs a bi-encoder on every pair
 and its cross-encoder only on the pairs a dev-fitted band marks as uncertain.
 
 The names below load on first use: a nightly profile checks whether a task's config is a stack
@@ -19,50 +19,31 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from simpair.ensemble.cascade import CascadePredictor, compare_with_cross
+    from simpair.ensemble.cascade_band import compare_with_cross
     from simpair.ensemble.cascade_fit import fit_cascade
     from simpair.ensemble.config import StackConfig, is_stack_config
-    from simpair.ensemble.features import LEXICAL_FEATURES, lexical_features
     from simpair.ensemble.fit import fit_stack
     from simpair.ensemble.soup import fit_soup
-    from simpair.ensemble.stacked import StackedPredictor
     from simpair.ensemble.train import StackResult, train_stack
-    from simpair.models.composite import CASCADE_FILE, STACK_FILE, CascadeSpec, StackSpec
 
 _EXPORTS = {
-    "CASCADE_FILE": "simpair.models.composite",
-    "CascadePredictor": "simpair.ensemble.cascade",
-    "CascadeSpec": "simpair.models.composite",
-    "LEXICAL_FEATURES": "simpair.ensemble.features",
-    "STACK_FILE": "simpair.models.composite",
     "StackConfig": "simpair.ensemble.config",
     "StackResult": "simpair.ensemble.train",
-    "StackSpec": "simpair.models.composite",
-    "StackedPredictor": "simpair.ensemble.stacked",
-    "compare_with_cross": "simpair.ensemble.cascade",
+    "compare_with_cross": "simpair.ensemble.cascade_band",
     "fit_cascade": "simpair.ensemble.cascade_fit",
     "fit_soup": "simpair.ensemble.soup",
     "fit_stack": "simpair.ensemble.fit",
     "is_stack_config": "simpair.ensemble.config",
-    "lexical_features": "simpair.ensemble.features",
     "train_stack": "simpair.ensemble.train",
 }
 __all__ = [
-    "CASCADE_FILE",
-    "LEXICAL_FEATURES",
-    "CascadePredictor",
-    "CascadeSpec",
-    "compare_with_cross",
-    "fit_cascade",
-    "STACK_FILE",
     "StackConfig",
     "StackResult",
-    "StackSpec",
-    "StackedPredictor",
+    "compare_with_cross",
+    "fit_cascade",
     "fit_soup",
     "fit_stack",
     "is_stack_config",
-    "lexical_features",
     "train_stack",
 ]
 

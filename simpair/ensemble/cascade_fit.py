@@ -21,12 +21,14 @@ import numpy as np
 
 from simpair.ensemble.backbone_member import is_zero_shot, zero_shot_members
 from simpair.ensemble.band_pool import BandPool
-from simpair.ensemble.cascade import BI, CROSS, CascadePredictor, band_figures, compare_with_cross, fit_band
+from simpair.ensemble.cascade_band import band_figures, compare_with_cross, fit_band
 from simpair.ensemble.fit import _merge_versions, dev_split_of, shared_dev_frame, write_composite
 from simpair.metrics.binary_classification import best_threshold, binary_metrics
 from simpair.models.composite import DEFAULT_BAND_RULE, DEFAULT_MAX_DISAGREEMENT, BandRule, CascadeSpec
 from simpair.models.metadata import ModelMetadata
 from simpair.models.predictor import Predictor
+from simpair.runtime.cascade import BI, CROSS, CascadePredictor
+from simpair.runtime.loader import load_predictor
 from simpair.training import calibration as calibrate
 
 
@@ -132,7 +134,7 @@ def _fit(
     text_a, text_b = dev["text_a"].to_list(), dev["text_b"].to_list()
     gold = dev["label"].to_numpy().astype(np.int64)
 
-    bi, cross = Predictor.load(bi_dir, device="cpu"), Predictor.load(cross_dir, device="cpu")
+    bi, cross = load_predictor(bi_dir, device="cpu"), load_predictor(cross_dir, device="cpu")
     bi_meta, calibration_note = _calibrated_bi(bi_dir, bi.predict_raw(text_a, text_b, batch_size), gold)
     bi.meta = bi_meta
     threshold = float(metas[CROSS].threshold)

@@ -48,7 +48,7 @@ class StackConfig(BaseModel):
     # cascade: the backbone, untouched, is the bi stage (members: the cross-encoder alone)
     zero_shot: bool = False
     # cascade only: share of decisions on unseen pairs allowed to differ from the full cross-encoder's
-    # (the band is fitted on dev by conformal risk control: simpair.ensemble.cascade.allowed_misses)
+    # (the band is fitted on dev by conformal risk control: simpair.ensemble.cascade_band.allowed_misses)
     max_disagreement: float = Field(default=0.005, ge=0.0, lt=1.0)
     # cascade only: unlabeled pairs like the traffic, fitted on beside dev (simpair.ensemble.band_pool)
     band_pool: BandPoolRef | None = None

@@ -22,14 +22,14 @@ from sklearn.model_selection import GridSearchCV, KFold, StratifiedKFold, cross_
 from simpair.atomic import atomic_path
 from simpair.catalog import Catalog
 from simpair.ensemble.backbone_member import is_zero_shot, zero_shot_members
-from simpair.ensemble.features import LEXICAL_FEATURES, product_name, product_pairs
-from simpair.ensemble.stacked import StackedPredictor
 from simpair.metrics.binary_classification import best_threshold, binary_metrics
 from simpair.metrics.graded_similarity import graded_metrics
 from simpair.metrics.threshold_free import roc_auc, spearman
 from simpair.models.composite import StackSpec
 from simpair.models.metadata import ModelMetadata
-from simpair.models.predictor import Predictor
+from simpair.runtime.loader import load_predictor
+from simpair.runtime.stack_features import LEXICAL_FEATURES, product_name, product_pairs
+from simpair.runtime.stacked import StackedPredictor
 
 GRID = np.logspace(-3, 3, 13)
 FOLDS = 5
@@ -170,7 +170,7 @@ def _fit_stack(
         intercept=0.0,
         regularisation=0.0,
     )
-    members = [Predictor.load(d) for d in member_dirs]
+    members = [load_predictor(d) for d in member_dirs]
     text_a, text_b = dev["text_a"].to_list(), dev["text_b"].to_list()
     placeholder = ModelMetadata(kind="stacked", task=task, objective="stack", backbone="stack")  # type: ignore[arg-type]
     x = StackedPredictor(placeholder, spec, members).features(text_a, text_b, batch_size=batch_size)

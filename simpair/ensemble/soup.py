@@ -20,7 +20,8 @@ from simpair.ensemble.fit import shared_dev_frame
 from simpair.ensemble.postprocess_refit import refit_postprocess, train_sentences
 from simpair.metrics.binary_classification import best_threshold, binary_metrics
 from simpair.metrics.graded_similarity import graded_metrics
-from simpair.models import ModelMetadata, Predictor, save_model
+from simpair.models import ModelMetadata, save_model
+from simpair.runtime.loader import load_predictor
 from simpair.training import calibration as calibrate
 from simpair.training.averaging import average_states
 
@@ -103,7 +104,7 @@ def fit_soup(
         remove_directions = _postprocess_setting(member_dirs, metas)
     elif first.kind != "bi":
         raise ValueError("remove_directions post-processes bi-encoder embeddings; these are cross-encoders")
-    predictors = [Predictor.load(d, device="cpu") for d in member_dirs]
+    predictors = [load_predictor(d, device="cpu") for d in member_dirs]
     post_info: dict[str, Any] | None = None
     sentences: list[str] = []
     fitted_on: list[str] = []

@@ -2,7 +2,7 @@
 
 They are file formats, like `simpair.json`: the registry checks a downloaded composite is complete,
 and tags a cascade's band on its version, without loading the ensemble code that runs them
-(`simpair.ensemble.stacked`, `simpair.ensemble.cascade`).
+(`simpair.runtime.stacked`, `simpair.runtime.cascade`).
 """
 
 from __future__ import annotations

@@ -114,9 +114,9 @@ def _open(model_dir: Path, device: str, precision: str) -> Any:
     if meta.kind not in COMPOSITE_KINDS:
         return Predictor.load(model_dir, device=device, precision=precision)
     # imported here: loading a plain model (scoring, the MLflow pyfunc) never pulls in the ensemble code
-    from simpair.ensemble.cascade import CascadePredictor
-    from simpair.ensemble.stacked import StackedPredictor
     from simpair.models.composite import CASCADE_FILE, STACK_FILE, CascadeSpec, StackSpec
+    from simpair.runtime.cascade import CascadePredictor
+    from simpair.runtime.stacked import StackedPredictor
 
     kind, spec_file, spec_type = {
         "stacked": (StackedPredictor, STACK_FILE, StackSpec),

@@ -59,7 +59,7 @@ def cascade_checks(
     """
     if ModelMetadata.read(model_dir).kind != "cascade":
         return []
-    from simpair.ensemble.cascade import compare_with_cross
+    from simpair.ensemble.cascade_band import compare_with_cross
     from simpair.runtime.loader import load_predictor
 
     predictor = load_predictor(model_dir)
@@ -181,8 +181,8 @@ def wise_ft_record(model_dir: Path) -> dict[str, Any] | None:
     path = model_dir / "metrics.json"
     record = json.loads(path.read_text()).get("wise_ft") if path.is_file() else None
     if record is None and (model_dir / "cascade.json").is_file():
-        from simpair.ensemble.cascade import CROSS
         from simpair.models.composite import CascadeSpec
+        from simpair.runtime.cascade import CROSS
 
         return wise_ft_record(model_dir / CascadeSpec.read(model_dir).members[CROSS])
     return record if isinstance(record, dict) and "by_alpha" in record else None

@@ -19,8 +19,8 @@ import numpy as np
 import polars as pl
 
 from simpair.catalog import Catalog, CatalogError
-from simpair.evaluation.plots import confusion_matrix_png, histogram_png, scatter_png
 from simpair.evaluation.splits.report import render_report
+from simpair.evaluation.splits.split_metrics import PlotPlace, binary_split_metrics, graded_split_metrics
 from simpair.metrics.binary_classification import binary_metrics
 from simpair.metrics.graded_similarity import graded_metrics
 from simpair.metrics.groups import compile_group_pattern, metrics_by_group, pair_groups
@@ -79,26 +79,6 @@ def _raw_and_truncated(
     return raw, int(frame["truncated"].sum())
 
 
-@dataclass(frozen=True)
-class _PlotPlace:
-    """Where a split's plots go and what their titles say."""
-
-    out: Path
-    model_name: str
-    label: str  # dataset/split
-
-    @property
-    def slug(self) -> str:
-        return self.label.replace("/", "-")
-
-    @property
-    def title(self) -> str:
-        return f"{self.model_name} on {self.label}"
-
-    def path(self, plot: str) -> Path:
-        return self.out / f"{self.slug}-{plot}.png"
-
-
 def _read_unleaked_split(
     catalog: Catalog,
     home: Path,
@@ -136,49 +116,12 @@ def _read_unleaked_split(
     return frame, pairs, excluded
 
 
-def _binary_split_metrics(
-    meta: Any, score: np.ndarray, gold: np.ndarray, where: _PlotPlace, plots: list[Path]
-) -> dict[str, Any]:
-    """Metrics against 0/1 labels at the model's threshold; draws the confusion matrix and histogram."""
-    bm = binary_metrics(score, gold, meta.threshold)
-    plots.append(
-        confusion_matrix_png(
-            bm["tn"], bm["fp"], bm["fn"], bm["tp"], where.path("confusion"),
-            f"{where.title} (threshold {meta.threshold:.3f}"
-            + (")" if meta.task == "paraphrase" else ", fixed: graded model)"),
-        )
-    )  # fmt: skip
-    plots.append(
-        histogram_png(
-            score, gold, {0: "not paraphrase", 1: "paraphrase"}, where.path("histogram"),
-            f"score per class, {where.label}", meta.threshold,
-        )
-    )  # fmt: skip
-    return bm
-
-
-def _graded_split_metrics(
-    score: np.ndarray, gold_score: np.ndarray, has_labels: bool, where: _PlotPlace, plots: list[Path]
-) -> dict[str, Any]:
-    """Correlations against graded gold scores (prefixed `graded_` when 0/1 labels exist too); draws plots."""
-    graded = graded_metrics(score, gold_score)
-    plots.append(scatter_png(score, gold_score, where.path("scatter"), where.title))
-    if has_labels:
-        return {f"graded_{k}": v for k, v in graded.items()}
-    buckets = np.minimum((gold_score * 5).round().astype(np.int64), 5)
-    names = {b: f"gold ~{b}/5" for b in sorted(set(buckets.tolist()))}
-    plots.append(
-        histogram_png(score, buckets, names, where.path("histogram"), f"score per gold grade, {where.label}")
-    )
-    return graded
-
-
 def _evaluate_split(
     predictor: Any,
     frame: pl.DataFrame,
     pairs: PairTokens | None,
     excluded: int,
-    where: _PlotPlace,
+    where: PlotPlace,
     batch_size: int,
     grouping: Any,
     plots: list[Path],
@@ -197,10 +140,10 @@ def _evaluate_split(
     has_scores = frame["score"].null_count() == 0 and len(frame) > 0
     if has_labels:
         gold = frame["label"].to_numpy().astype(np.int64)
-        result.update(_binary_split_metrics(meta, score, gold, where, plots))
+        result.update(binary_split_metrics(meta, score, gold, where, plots))
     if has_scores:
         gold_score = frame["score"].to_numpy().astype(np.float64)
-        result.update(_graded_split_metrics(scored["score"], gold_score, has_labels, where, plots))
+        result.update(graded_split_metrics(scored["score"], gold_score, has_labels, where, plots))
     if grouping is not None:
         result["by_group"] = _metrics_by_group(
             pair_groups(frame["pair_id"].to_list(), grouping),
@@ -253,7 +196,7 @@ def evaluate_model(
         frame, pairs, excluded_counts[label] = _read_unleaked_split(
             catalog, home, predictor, dataset, split, leakage, trained
         )
-        where = _PlotPlace(out, model_dir.name, label)
+        where = PlotPlace(out, model_dir.name, label)
         metrics[label], pred_path = _evaluate_split(
             predictor, frame, pairs, excluded_counts[label], where, batch_size, grouping, plots
         )

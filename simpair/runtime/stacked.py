@@ -17,10 +17,10 @@ from typing import Any
 
 import numpy as np
 
-from simpair.ensemble.features import LEXICAL_FEATURES, lexical_features, parse_product
 from simpair.models.composite import StackSpec
 from simpair.models.metadata import ModelMetadata
 from simpair.models.predictor_base import CompositePredictor, MemberRaw, Raw, Texts
+from simpair.runtime.stack_features import LEXICAL_FEATURES, lexical_features, parse_product
 
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:
