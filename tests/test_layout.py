@@ -387,3 +387,54 @@ def test_models_are_loaded_through_the_one_loader() -> None:
                 if any(called == name or called.endswith("." + name) for name in calls):
                     offenders.append(f"{path.relative_to(ROOT)}:{node.lineno} {called}")
     assert offenders == [], "load models with simpair.runtime.loader.load_predictor"
+
+
+def test_domain_packages_form_no_circle() -> None:
+    """Folded to top-level packages (`simpair.ensemble`, `simpair.runtime`, ...), the import graph has no
+    circle: a module-level check alone would miss two packages that reach into each other by different
+    modules."""
+    folded: dict[str, set[str]] = {}
+    for a, targets in _graph().items():
+        if _layer(a) != LAYER["simpair"] or a.count(".") < 1:
+            continue
+        pa = a.split(".")[1]
+        folded.setdefault(pa, set())
+        for b in targets:
+            if _layer(b) == LAYER["simpair"] and b.count(".") >= 1 and b.split(".")[1] != pa:
+                folded[pa].add(b.split(".")[1])
+                folded.setdefault(b.split(".")[1], set())
+    cycles = _cycles(folded)
+    assert cycles == [], "\n".join(" -> ".join(c) for c in cycles)
+
+
+# The metric functions of scikit-learn and scipy that simpair reports: called in `simpair.metrics` only,
+# so a figure (ROC-AUC, Spearman, F1) is computed one way everywhere.
+METRIC_FUNCTIONS = {
+    "sklearn.metrics": {"roc_auc_score", "f1_score", "accuracy_score", "precision_score", "recall_score"},
+    "scipy.stats": {"spearmanr", "pearsonr", "kendalltau"},
+}
+
+
+def test_metrics_are_computed_at_the_bottom_only() -> None:
+    offenders = []
+    for folder in FOLDERS:
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            if path.is_relative_to(ROOT / "simpair" / "metrics"):
+                continue
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, ast.ImportFrom) and node.module in METRIC_FUNCTIONS:
+                    used = {a.name for a in node.names} & METRIC_FUNCTIONS[node.module]
+                    offenders += [f"{path.relative_to(ROOT)}:{node.lineno} {node.module}.{n}" for n in used]
+    assert offenders == [], "compute metrics with simpair.metrics"
+
+
+def test_metrics_import_nothing_above_the_foundation() -> None:
+    rank = {name: i for i, line in enumerate(DOMAIN_ORDER) for name in line.split()}
+    reach = sorted(
+        f"{a} -> {b}"
+        for a, targets in _graph().items()
+        if a.startswith("simpair.metrics")
+        for b in targets
+        if not b.startswith("simpair.metrics") and rank.get(b.split(".")[1], 0) > 0
+    )
+    assert reach == []
