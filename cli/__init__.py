@@ -22,9 +22,7 @@ from typing import Annotated  # noqa: E402
 import typer  # noqa: E402
 
 from simpair.cli import (  # noqa: E402
-    cascade_cmd,
     contract_cmd,
-    encode_cmd,
     evaluate_cmd,
     info_cmd,
     ingest_cmd,
@@ -34,7 +32,6 @@ from simpair.cli import (  # noqa: E402
     predict_cmd,
     pretokenize_cmd,
     score_cmd,
-    soup_cmd,
     stack_cmd,
     train_cmd,
 )
@@ -87,14 +84,11 @@ for module in (
     train_cmd,
     evaluate_cmd,
     predict_cmd,
-    cascade_cmd,
-    stack_cmd,
-    soup_cmd,
+    stack_cmd,  # cascade, stack, soup
     models_cmd,
     nightly_cmd,
     score_cmd,
-    encode_cmd,
-    mine_cmd,
+    mine_cmd,  # encode, mine
     info_cmd,
 ):
     module.register(app)

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager, redirect_stdout
 from enum import StrEnum
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Annotated, Any
+from typing import IO, TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
@@ -32,28 +32,8 @@ from simpair.cli.failures import fail
 if TYPE_CHECKING:
     from pydantic import ValidationError
 
-JobsOption = Annotated[
-    int,
-    typer.Option(
-        min=1,
-        help="With --config: train this many members at once, each in its own process with "
-        "cores/jobs threads (CPU: 2 on 2 cores halves a two-member stack's wall time).",
-    ),
-]
-BackendOption = Annotated[
-    str,
-    typer.Option(help="Forward pass: auto (ONNX Runtime on CPU when installed, else torch), torch, or onnx."),
-]
-PrecisionOption = Annotated[
-    str,
-    typer.Option(
-        help="auto (default: the fastest of fp32, bf16 and int8 that keeps the model's dev decisions: at "
-        "most 0.5% of dev labels flip, dev metric within 0.002; measured once per model and cached, see "
-        "docs/scoring.md), fp32 (the fp32 reference), bf16 (where bf16 is native; not with --backend "
-        "onnx) or int8 (quantized ONNX Runtime graph; refused unless it passes the int8 parity guard on "
-        "the model's dev split, see `simpair models int8-check`; not with --backend torch).",
-    ),
-]
+T = TypeVar("T")
+
 HomeOption = Annotated[
     Path | None,
     typer.Option(
@@ -146,13 +126,6 @@ StrictOption = Annotated[
 SentenceColumnOption = Annotated[str, typer.Option(help="Column holding the sentences.")]
 IdColumnOption = Annotated[
     str | None, typer.Option(help="Column identifying each row (default: the row number).")
-]
-ModelDirOutOption = Annotated[Path | None, typer.Option(help="Output model directory.")]
-EvaluateAfterOption = Annotated[
-    list[str] | None,
-    typer.Option(
-        help="Evaluate on DATASET/SPLIT afterwards (repeatable). Default with --config: evaluate_on."
-    ),
 ]
 
 # Width of a console that is not a terminal (a pipe, a file, a log): wide enough that rich never
@@ -313,14 +286,16 @@ def require_registered(spec: str, home: Path) -> None:
         fail(no_model_message(spec, uri))
 
 
-def check_model_before_flow(spec: str, home: Path) -> None:
-    """Before a Prefect flow starts: a registry spec the registry lacks entirely, or a folder or hub id
-    that is no model, ends the command at once (one `error:` line) instead of inside a retried task.
+def check_model_first(spec: str, home: Path, *, flow: bool) -> None:
+    """Before any work: a model that is not there ends the command at once (one `error:` line).
 
-    A registry spec is only probed here (`require_registered`): the flow pins its version itself.
+    In this process (`flow` False) a registry spec the registry lacks entirely is enough to check
+    (`require_registered`): the run resolves the model first thing anyway. Before a Prefect flow, a
+    folder or hub id that is no model is also refused here instead of inside a retried task; a registry
+    spec is still only probed, since the flow pins its version itself.
     """
     require_registered(spec, home)
-    if registry_spec_name(spec) is not None or "@" in spec:
+    if not flow or registry_spec_name(spec) is not None or "@" in spec:
         return
     from simpair.runtime.model_ref import resolve_model_ref
 
@@ -434,44 +409,16 @@ def print_transfer(console: Console, report: Any, run_id: str) -> None:
     console.print(f"report: {report.out_dir}/transfer.md  (MLflow run {run_id})")
 
 
-def train_combined_from_config(
-    config: Path,
-    home: Path,
-    sets: list[str] | None,
-    jobs: int,
-    out: Path | None,
-    splits: list[tuple[str, str]],
-    combine: str | None,
-) -> None:
-    """`simpair stack`, `soup` and `cascade` with `--config`: train the members, combine, print."""
-    from simpair.ensemble.train import MemberFailed, train_stack_file
+def usage_checked(options: Callable[..., T], **fields: Any) -> T:
+    """`options(**fields)`: a command's options built into the pydantic model its job takes (the job's
+    own checks), where a combination the model refuses is a usage error (exit 2, one line in the
+    validators' words) raised before the model resolves or Prefect starts, not a failed run."""
+    from pydantic import ValidationError
 
-    overrides = parse_sets(sets)
     try:
-        result = train_stack_file(config, home, overrides, jobs, out, combine=combine)
-    except ValueError as exc:
-        raise typer.BadParameter(str(exc), param_hint="--config") from exc
-    except MemberFailed as exc:
-        fail(str(exc), exc)
-    print_combined(console(), result.model_dir, home, splits or result.evaluate_on)
-
-
-def print_combined(console: Console, target: Path, home: Path, splits: list[tuple[str, str]]) -> None:
-    """The stack's, soup's or cascade's directory and dev metrics, then its evaluation on `splits`."""
-    console.print(f"model: {target}", soft_wrap=True)
-    metrics = json.loads((target / "metrics.json").read_text())
-    console.print_json(
-        json.dumps(
-            {
-                "dev": metrics["dev"],
-                "members": metrics.get("members_dev") or metrics.get("soup") or metrics.get("cascade"),
-            }
-        )
-    )
-    if splits:
-        from simpair.evaluation.splits import evaluate_model
-
-        print_eval(console, evaluate_model(target, home, splits))
+        return options(**fields)
+    except ValidationError as exc:
+        raise typer.BadParameter(validation_message(exc)) from None
 
 
 def validation_message(exc: ValidationError) -> str:

@@ -24,6 +24,8 @@ import os
 import sys
 import traceback
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, NoReturn
 
 import typer
@@ -123,6 +125,23 @@ def fail(message: str, exc: BaseException | None = None) -> NoReturn:
         traceback.print_exception(exc, file=sys.stderr)
     print(f"error: {' '.join(message.split())}", file=sys.stderr, flush=True)
     raise typer.Exit(EXIT_FAILED)
+
+
+@contextmanager
+def job_refusals() -> Iterator[None]:
+    """A job's refusals end the command as one `error:` line, exit 1, the same in `score`, `mine` and
+    `encode`: another run holding the output (`RunLocked`) or the int8 parity guard's refusal with its
+    figures (`Int8Refused`) as `not started: ...`; a model that resolves to nothing (`LookupError`: no
+    such registry alias or version, a folder that is no model) as its own message."""
+    from simpair.models.int8_check import Int8Refused
+    from simpair.scoring.lock import RunLocked
+
+    try:
+        yield
+    except (RunLocked, Int8Refused) as exc:
+        fail(f"not started: {exc}", exc)
+    except LookupError as exc:
+        fail(str(exc), exc)
 
 
 def finish(strict: bool, quarantined: int, detail: str) -> None:

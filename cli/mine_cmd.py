@@ -1,7 +1,13 @@
-"""CLI command `simpair mine`: paraphrase mining within a file, or semantic search of it in a corpus.
+"""CLI commands that run a bi-encoder over files of sentences: `simpair mine` and `simpair encode`.
 
-Runs in this process by default (mining is one job on one machine); `--prefect` runs the same
-stages as the `mine-pairs` flow, with a flow run and task runs to look at. Prefect is imported only then.
+`mine`: paraphrase mining within a file, or semantic search of it in a corpus. It runs in this process
+by default (mining is one job on one machine); `--prefect` runs the same stages as the `mine-pairs`
+flow, with a flow run and task runs to look at. Prefect is imported only then.
+
+`encode`: every sentence's embedding, written to Parquet.
+
+Both take the same sentence, model and runtime options, declared once (`cli/common.py`,
+`cli/store_options.py`).
 """
 
 from __future__ import annotations
@@ -13,34 +19,33 @@ import typer
 from rich.markup import escape
 
 from simpair.cli.common import (
-    BackendOption,
     BiEncoderOption,
     HomeOption,
     IdColumnOption,
     JsonOutOption,
-    PrecisionOption,
     SentenceColumnOption,
     StrictOption,
-    check_model_before_flow,
+    check_model_first,
     json_owns_stdout,
     report_console,
     require_registered,
-    validation_message,
+    usage_checked,
     write_json,
 )
-from simpair.cli.failures import fail, finish
+from simpair.cli.failures import finish, job_refusals
 from simpair.cli.store_options import (
-    EmbeddingMemoryOption,
-    EmbeddingStoreOption,
+    FORWARD_PASS,
+    ForwardPass,
     OutputCacheOption,
     SentenceBatchOption,
+    forward_pass_options,
 )
 from simpair.defaults import (
     DEFAULT_BATCH_SIZE,
     DEFAULT_MINE_EMBEDDING_MEMORY_MB,
     DEFAULT_MINE_MEMORY_MB,
     DEFAULT_MINE_MODEL,
-    DEFAULT_PRECISION,
+    DEFAULT_SENTENCE_BATCH_ROWS,
     INDEX_METHODS,
 )
 
@@ -74,6 +79,7 @@ def describe(summary: MineSummary) -> str:
     return f"{read}\n{found}\n{precision}" + (f"\nembedding store: {store}" if store else "")
 
 
+@forward_pass_options(cache=OutputCacheOption, memory_mb=DEFAULT_MINE_EMBEDDING_MEMORY_MB)
 def mine(
     input: Annotated[Path, typer.Option(help="Parquet file of sentences (the queries).")],
     output: Annotated[Path, typer.Option(help="Parquet file of pairs to write.")],
@@ -110,11 +116,7 @@ def mine(
     ] = DEFAULT_MINE_MEMORY_MB,
     batch_size: SentenceBatchOption = DEFAULT_BATCH_SIZE,
     threads: Annotated[int | None, typer.Option(min=1, help="Torch and faiss threads.")] = None,
-    backend: BackendOption = "auto",
-    precision: PrecisionOption = DEFAULT_PRECISION,
-    embedding_store: EmbeddingStoreOption = True,
-    embedding_cache: OutputCacheOption = None,
-    embedding_memory_mb: EmbeddingMemoryOption = DEFAULT_MINE_EMBEDDING_MEMORY_MB,
+    forward: ForwardPass = FORWARD_PASS,
     home: HomeOption = None,
     prefect: Annotated[bool, typer.Option(help="Run as the `mine-pairs` Prefect flow.")] = False,
     json_out: JsonOutOption = None,
@@ -124,31 +126,22 @@ def mine(
 
     Rejected rows are kept with their reasons; with --strict they make the exit code 3.
     """
-    from pydantic import ValidationError
-
     from simpair import settings
     from simpair.mining.search import MineOptions
-    from simpair.models.int8_check import Int8Refused
 
     console = report_console(json_out)
-    try:
-        options = MineOptions(
-            top_k=top_k, threshold=threshold, index=index, max_memory_mb=max_memory_mb,
-            batch_size=batch_size, threads=threads, column=column, id_column=id_column,
-            corpus_column=corpus_column, corpus_id_column=corpus_id_column,
-            embedding_store=embedding_store, embedding_cache=embedding_cache,
-            embedding_memory_mb=embedding_memory_mb, backend=backend, precision=precision,
-        )  # fmt: skip
-    except ValidationError as exc:
-        raise typer.BadParameter(validation_message(exc)) from None
+    options = usage_checked(
+        MineOptions, top_k=top_k, threshold=threshold, index=index, max_memory_mb=max_memory_mb,
+        batch_size=batch_size, threads=threads, column=column, id_column=id_column,
+        corpus_column=corpus_column, corpus_id_column=corpus_id_column, **forward.fields(),
+    )  # fmt: skip
     if index not in INDEX_METHODS:
         raise typer.BadParameter(f"--index must be one of {', '.join(INDEX_METHODS)}; got {index!r}")
     for spec in (model, rerank):  # a model that is not there fails here, before any work
         if spec:
-            check = check_model_before_flow if prefect else require_registered
-            check(spec, settings.home_dir(home))
+            check_model_first(spec, settings.home_dir(home), flow=prefect)
     kwargs = dict(corpus=corpus, model=model, rerank_model=rerank, home=home, options=options)
-    try:
+    with job_refusals():
         if prefect:
             from simpair.cli.failures import quiet_prefect_console
             from simpair.flows.launch import mine as run_flow
@@ -159,10 +152,6 @@ def mine(
             from simpair.mining.run import run_mine
 
             summary = run_mine(input, output, **kwargs)
-    except LookupError as exc:  # registry: no such model/alias; a folder that is no model
-        fail(str(exc), exc)
-    except Int8Refused as exc:  # the parity guard: figures, limits and what to do, in one line
-        fail(f"not started: {exc}", exc)
     console.print(escape(describe(summary)))
     if summary.rejects:
         console.print(f"[yellow]rejected rows[/] (with reasons) in {escape(str(summary.rejects))}")
@@ -171,6 +160,58 @@ def mine(
     finish(strict, rejected, f"{rejected} rows rejected")
 
 
+@forward_pass_options(cache=OutputCacheOption, memory_mb=DEFAULT_MINE_EMBEDDING_MEMORY_MB)
+def encode(
+    input: Annotated[Path, typer.Option(help="Parquet file with one sentence per row.")],
+    output: Annotated[Path, typer.Option(help="Parquet file to write (id, text, embedding).")],
+    model: BiEncoderOption = DEFAULT_MINE_MODEL,
+    column: SentenceColumnOption = "text",
+    id_column: IdColumnOption = None,
+    batch_size: SentenceBatchOption = DEFAULT_BATCH_SIZE,
+    batch_rows: Annotated[
+        int, typer.Option(min=1, help="Rows read, encoded and written at a time (bounds memory).")
+    ] = DEFAULT_SENTENCE_BATCH_ROWS,
+    threads: Annotated[int | None, typer.Option(min=1, help="Torch threads (default: the CPUs).")] = None,
+    forward: ForwardPass = FORWARD_PASS,
+    home: HomeOption = None,
+    json_out: JsonOutOption = None,
+    strict: StrictOption = False,
+) -> None:
+    """Write every sentence's embedding (fixed-size float32 list) to Parquet, streamed by row batches.
+
+    Rejected rows are kept with their reasons; with --strict they make the exit code 3.
+    """
+    from simpair.mining.encode import encode_file
+    from simpair.runtime.embedding_store import store_line
+    from simpair.runtime.model_ref import resolve_model_ref
+    from simpair.runtime.options import RuntimeOptions
+    from simpair.settings import home_dir
+
+    console = report_console(json_out)
+    runtime = usage_checked(RuntimeOptions, batch_size=batch_size, threads=threads, **forward.fields())
+    require_registered(model, home_dir(home))
+    with job_refusals():
+        ref = resolve_model_ref(model, home_dir(home))
+        summary = encode_file(
+            input, output, ref, column=column, id_column=id_column, batch_rows=batch_rows, runtime=runtime,
+            home=home_dir(home),
+        )  # fmt: skip
+    console.print(
+        f"encoded {summary.encoded} of {summary.rows} rows with {summary.model} "
+        f"({summary.dims} dims) into {summary.output} in {summary.seconds:.1f}s"
+    )
+    why = summary.precision_why or "asked with --precision"
+    console.print(f"precision {summary.precision}: {escape(why)}")
+    if summary.rejects:
+        console.print(f"[yellow]{summary.rejected} rows rejected[/] (reasons in {summary.rejects})")
+    store = store_line(summary)
+    if store:
+        console.print(f"embedding store: {store}")
+    write_json(summary.model_dump(mode="json"), json_out)
+    finish(strict, summary.rejected, f"{summary.rejected} rows rejected")
+
+
 def register(app: typer.Typer) -> None:
-    """Add `simpair mine` to the top-level app."""
+    """Add `simpair encode` and `simpair mine` to the top-level app (in that order)."""
+    app.command("encode")(json_owns_stdout(encode))
     app.command("mine")(json_owns_stdout(mine))

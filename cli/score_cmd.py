@@ -13,32 +13,23 @@ import typer
 from rich.table import Table
 
 from simpair.cli.common import (
-    BackendOption,
     HomeOption,
     JsonOutOption,
     ModelOption,
     ModelTaskOption,
     NoPrefectOption,
-    PrecisionOption,
     StrictOption,
     Task,
     champion_of,
-    check_model_before_flow,
+    check_model_first,
     json_owns_stdout,
     report_console,
-    require_registered,
-    validation_message,
+    usage_checked,
     write_json,
 )
-from simpair.cli.failures import fail, finish, quiet_prefect_console
-from simpair.cli.store_options import EmbeddingMemoryOption, EmbeddingStoreOption, ScoreCacheOption
-from simpair.defaults import (
-    DEFAULT_BACKEND,
-    DEFAULT_BATCH_SIZE,
-    DEFAULT_CHUNK_ROWS,
-    DEFAULT_EMBEDDING_MEMORY_MB,
-    DEFAULT_PRECISION,
-)
+from simpair.cli.failures import finish, job_refusals, quiet_prefect_console
+from simpair.cli.store_options import FORWARD_PASS, ForwardPass, ScoreCacheOption, forward_pass_options
+from simpair.defaults import DEFAULT_BATCH_SIZE, DEFAULT_CHUNK_ROWS, DEFAULT_EMBEDDING_MEMORY_MB
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -92,6 +83,7 @@ def print_summary(console: Console, summary: ScoreSummary) -> None:
         console.print(line, markup=False, highlight=False)
 
 
+@forward_pass_options(cache=ScoreCacheOption, memory_mb=DEFAULT_EMBEDDING_MEMORY_MB)
 def score(
     inbox: Annotated[
         str, typer.Option(help="Folder or fsspec URL (s3://..., file://...) of Parquet batches.")
@@ -107,11 +99,7 @@ def score(
     threads: Annotated[
         int | None, typer.Option(min=1, help="Torch threads per worker. Default: CPUs/workers.")
     ] = (None),
-    backend: BackendOption = DEFAULT_BACKEND,
-    precision: PrecisionOption = DEFAULT_PRECISION,
-    embedding_store: EmbeddingStoreOption = True,
-    embedding_cache: ScoreCacheOption = None,
-    embedding_memory_mb: EmbeddingMemoryOption = DEFAULT_EMBEDDING_MEMORY_MB,
+    forward: ForwardPass = FORWARD_PASS,
     rescore: Annotated[
         bool,
         typer.Option(
@@ -144,31 +132,19 @@ def score(
     Rejected rows and quarantined files are kept with their reasons; with --strict they make the
     exit code 3.
     """
-    from pydantic import ValidationError
-
     from simpair import settings
-    from simpair.models.int8_check import Int8Refused
-    from simpair.scoring.lock import RunLocked
     from simpair.scoring.options import ScoringOptions
 
     console = report_console(json_out)
     model = model or champion_of(task)
     if no_prefect and (dask_address or local_cluster):
         raise typer.BadParameter("--dask-address/--local-cluster need the Prefect flow (drop --no-prefect)")
-    try:  # before Prefect starts, so a wrong combination is a usage error, not a failed flow run
-        options = ScoringOptions(
-            model=model, home=home, chunk_rows=chunk_rows, batch_size=batch_size, threads=threads,
-            backend=backend, precision=precision, lock_wait=wait, embedding_store=embedding_store,
-            embedding_cache=embedding_cache, embedding_memory_mb=embedding_memory_mb,
-            rescore=rescore, rescore_days=rescore_days,
-        )  # fmt: skip
-    except ValidationError as exc:
-        raise typer.BadParameter(validation_message(exc)) from None
-    if no_prefect:  # the run resolves the model first thing, in this process
-        require_registered(model, settings.home_dir(home))
-    else:  # a model that is not there fails here, not after Prefect has started
-        check_model_before_flow(model, settings.home_dir(home))
-    try:
+    options = usage_checked(
+        ScoringOptions, model=model, home=home, chunk_rows=chunk_rows, batch_size=batch_size,
+        threads=threads, lock_wait=wait, rescore=rescore, rescore_days=rescore_days, **forward.fields(),
+    )  # fmt: skip
+    check_model_first(model, settings.home_dir(home), flow=not no_prefect)
+    with job_refusals():
         if no_prefect:
             from simpair.scoring import score_inbox
 
@@ -181,12 +157,6 @@ def score(
             summary = run_flow(
                 inbox, out, options=options, dask_address=dask_address, local_cluster=local_cluster
             )
-    except RunLocked as exc:
-        fail(f"not started: {exc}", exc)
-    except LookupError as exc:  # registry: no such model/alias; a folder that is no model
-        fail(str(exc), exc)
-    except Int8Refused as exc:  # the parity guard: figures, limits and what to do, in one line
-        fail(f"not started: {exc}", exc)
     print_summary(console, summary)
     write_json(summary.to_dict(), json_out)
     rejected = f"{summary.rows_rejected} rows rejected, {summary.files_quarantined} files quarantined"
