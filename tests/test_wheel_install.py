@@ -244,7 +244,9 @@ def score_with_a_model_the_user_brings(run: Run, folder: Path, inbox: Path, out:
     score = run("score", "--no-prefect", "--inbox", str(inbox), "--out", str(out), "--model", str(folder))
     assert score.returncode == 0, score.stdout + score.stderr
     # an embedding model is adopted for graded similarity; with no dev file, auto precision means fp32
-    assert "auto: fp32 (no stored precision verdict" in " ".join(score.stdout.split()), score.stdout
+    assert "auto: fp32 (no precision verdict: imported without a dev file)" in " ".join(
+        score.stdout.split()
+    ), score.stdout
     rows = pa.concat_tables(
         [pq.read_table(p) for p in out.rglob("*.parquet") if not {"_rejects", "_ledger"} & set(p.parts)]
     )
