@@ -7,6 +7,11 @@ export HF_HUB_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 # Prefect's temporary server otherwise logs a "database is locked" traceback from its telemetry.
 export PREFECT_SERVER_ANALYTICS_ENABLED := false
+# Python writes each module's bytecode on its first import (the install skips byte-compiling, see
+# --no-compile below). Some CI images set PYTHONDONTWRITEBYTECODE=1, which makes every process a run or
+# the suite starts (CLI runs, servers, workers) compile torch, transformers, MLflow and Prefect again,
+# about 6 CPU s each (2026-11-29, 2 cores: the S3 scoring test 43 s with it set, 25 s without).
+unexport PYTHONDONTWRITEBYTECODE
 
 .PHONY: install run test test-fast lint format bench clean stack-up stack-down stack-status stack-restart
 
@@ -62,19 +67,14 @@ stack-restart:
 # SQLite, so more workers than cores fill the waits (2 cores, 2026-11-26: 18 min 51 s and 21 min 10 s of
 # tests with four on two fresh clones, 22 min 14 s with three, 25 min with two). TEST_WORKERS=0 runs it in
 # one process.
-# env -u PYTHONDONTWRITEBYTECODE: the install skips byte-compiling (--no-compile above) because Python
-# writes each module's bytecode on its first import; an environment that forbids that (some CI images
-# set PYTHONDONTWRITEBYTECODE=1) makes every Python process the suite starts (CLI runs, servers,
-# workers) compile torch, transformers, MLflow and Prefect from source again, about
-# 6 CPU s each (2026-11-29: the S3 scoring test 43 s with it, 25 s without).
 TEST_WORKERS ?= 4
 test: lint
-	env -u PYTHONDONTWRITEBYTECODE $(BIN)/python -m pytest -q --timeout=900 --durations=30 $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder)
+	$(BIN)/python -m pytest -q --timeout=900 --durations=30 $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder)
 
 test-fast: install
 	$(BIN)/python -m pytest -q -m "not slow and not integration"
 
-LINTED := simpair cli tasks flows tests benchmarks
+LINTED := simpair cli tasks flows ops tests benchmarks
 
 lint: install
 	$(BIN)/ruff check $(LINTED)
