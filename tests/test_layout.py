@@ -156,8 +156,8 @@ def test_pyproject_lists_every_package() -> None:
 
 
 # simpair's packages from the bottom up, as docs/architecture.md lists them; a module may import its
-# own package, the foundation, and packages on earlier lines only. A `package.part` entry ranks that
-# sub-package or module apart from the rest of its package (evaluation's runners sit above the loader).
+# own package, the foundation, and packages on earlier lines only. (A `package.part` entry would rank
+# a sub-package apart from its package; none does: each package sits on one floor.)
 DOMAIN_ORDER = [
     "settings defaults schema pairs pair_files contracts catalog atomic pair_tokens progress stages locks",
     "metrics",

@@ -1,13 +1,11 @@
-"""Evaluation, all in one place: the building blocks here, and the three ways to evaluate a model.
+"""Evaluation runners: a model scored on pairs with gold labels, and what the report shows.
 
-The building blocks (this package's own modules: metrics and evaluators per metric family, plots,
-groups, the leakage filter) sit low, so training, ensembles and the gate use them too. Evaluators take
-a loaded predictor and choose decision thresholds only on the data they are given (dev), never on test.
-
-Above the model loader and the registry sit the three ways `simpair evaluate` runs, each in its own
-sub-package or module, imported by name (never from here, which keeps this package light):
-`splits` (`evaluate_model`, a saved model on ingested splits), `file` (`evaluate_file`, a user's own
-labelled file beside the zero-shot backbone) and `transfer` (in its domain and off it).
+The metric functions they call live one floor down, in `simpair.metrics`; models are loaded through
+`simpair.runtime.loader`. The ways `simpair evaluate` runs each have their own sub-package or module,
+imported by name (never from here, which keeps this package light): `splits` (`evaluate_model`, a
+saved model on ingested splits), `file` (`evaluate_file`, a user's own labelled file beside the
+zero-shot backbone), `common_set` (several models on the same pairs, for the gate). Evaluators take a
+loaded predictor and choose decision thresholds only on the data they are given (dev), never on test.
 """
 
 from simpair.evaluation.evaluators import BinaryClassificationEvaluator, GradedSimilarityEvaluator

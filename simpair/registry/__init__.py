@@ -1,7 +1,8 @@
-"""MLflow tracking, the model registry (aliases `challenger`/`champion`), the promotion gate, rollback.
+"""MLflow access only: tracking runs, registered versions, aliases (`challenger`/`champion`), tags, rollback.
 
-Scoring only needs `resolve_model`; everything else is used by the nightly flow and the CLI. No Prefect
-import anywhere in this package: `tasks/registry.py` wraps it.
+Scoring only needs `resolve_model`; the decisions written here (the gate's, the precision verdict)
+are made in `simpair.selection`. No Prefect import anywhere in this package: `tasks/registry.py`
+wraps it.
 """
 
 from simpair.registry.registry import (

@@ -16,8 +16,8 @@ its training split, as the gate does), otherwise it gets threshold-free figures 
 
 One module per step, in the order `run.evaluate_file` takes them: `read` (the file), `validate` (rows
 and labels), `leakage` (pairs the model trained on), `zero_shot` (the baseline), `metrics`,
-`bootstrap` (the difference and its verdict), `plots`, `report`. It sits above `model_ref` and
-`registry` because it resolves registry refs and builds the baseline.
+`simpair.metrics.bootstrap` (the difference and its verdict), `plots`, `report`. It resolves registry
+refs and loads models through `simpair.runtime`, the floor below.
 """
 
 from simpair.evaluation.file.read import FileEvalError
