@@ -42,6 +42,7 @@ from simpair.models.composite import (
     DEFAULT_BAND_RULE,
     BandRule,
 )
+from simpair.models.predictor_base import Call
 from simpair.runtime.cascade import CROSS, CascadePredictor, in_band
 
 
@@ -148,7 +149,7 @@ def compare_with_cross(
 ) -> CrossAgreement:
     """Score pairs with the cascade and with its cross-encoder alone (each pair through the cross once)."""
     text_a, text_b = list(text_a), list(text_b)
-    p_bi = predictor.bi_probability(text_a, text_b, batch_size)
+    p_bi = predictor.bi_probability(text_a, text_b, Call(batch_size))
     full = predictor.members[CROSS].predict(text_a, text_b, batch_size=batch_size)
     cascade = predictor.combine(p_bi, lambda idx: np.asarray(full["probability"])[idx])
     n = len(text_a)

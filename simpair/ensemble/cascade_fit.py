@@ -27,6 +27,7 @@ from simpair.metrics.binary_classification import best_threshold, binary_metrics
 from simpair.models.composite import DEFAULT_BAND_RULE, DEFAULT_MAX_DISAGREEMENT, BandRule, CascadeSpec
 from simpair.models.metadata import ModelMetadata
 from simpair.models.predictor import Predictor
+from simpair.models.predictor_base import Call
 from simpair.runtime.cascade import BI, CROSS, CascadePredictor
 from simpair.runtime.loader import load_predictor
 from simpair.training import calibration as calibrate
@@ -95,7 +96,7 @@ def _on_pool(
     """The pool's calibrated bi probabilities and the cross-encoder's decisions (the reference)."""
     if pool is None or not len(pool):
         return None
-    p_bi = predictor.bi_probability(pool.text_a, pool.text_b, batch_size)
+    p_bi = predictor.bi_probability(pool.text_a, pool.text_b, Call(batch_size))
     return p_bi, np.asarray(cross.predict(pool.text_a, pool.text_b, batch_size=batch_size)["label"])
 
 

@@ -27,6 +27,7 @@ from simpair.metrics.graded_similarity import graded_metrics
 from simpair.metrics.threshold_free import roc_auc, spearman
 from simpair.models.composite import StackSpec
 from simpair.models.metadata import ModelMetadata
+from simpair.models.predictor_base import Call
 from simpair.runtime.loader import load_predictor
 from simpair.runtime.stack_features import LEXICAL_FEATURES, product_name, product_pairs
 from simpair.runtime.stacked import StackedPredictor
@@ -173,7 +174,7 @@ def _fit_stack(
     members = [load_predictor(d) for d in member_dirs]
     text_a, text_b = dev["text_a"].to_list(), dev["text_b"].to_list()
     placeholder = ModelMetadata(kind="stacked", task=task, objective="stack", backbone="stack")  # type: ignore[arg-type]
-    x = StackedPredictor(placeholder, spec, members).features(text_a, text_b, batch_size=batch_size)
+    x = StackedPredictor(placeholder, spec, members).features(text_a, text_b, Call(batch_size))
     mean, scale = x.mean(axis=0), x.std(axis=0)
     scale[scale == 0] = 1.0
     xs = (x - mean) / scale

@@ -23,7 +23,7 @@ from simpair.models.device import autocast_dtype, pick_device
 from simpair.models.inference import first_output, forward_sorted, normalized
 from simpair.models.io import EncoderModel, load_model
 from simpair.models.metadata import ModelMetadata
-from simpair.models.predictor_base import BasePredictor, ModelFacts, Raw, Texts
+from simpair.models.predictor_base import BasePredictor, Call, ModelFacts, Texts
 
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:
@@ -61,10 +61,9 @@ class Predictor(BasePredictor):
             probability = np.clip(raw, 0.0, 1.0).astype(np.float32)
         return self.scores(probability)
 
-    def _raw(
-        self, text_a: Texts, text_b: Texts, batch_size: int, progress: bool, member_raw: Raw
-    ) -> np.ndarray:
+    def _raw(self, text_a: Texts, text_b: Texts, call: Call) -> np.ndarray:
         """Cross-encoders: logits (averaged over both orders if the model is symmetric). Bi: cosines."""
+        batch_size, progress = call.batch_size, call.progress
         if self.kind == "cross":
             logits = self._cross_logits(text_a, text_b, batch_size, progress)
             if self.meta.symmetric:

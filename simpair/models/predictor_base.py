@@ -12,6 +12,7 @@ run on, a member's raw outputs (or the embedding store's in their place) and the
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,10 +24,21 @@ from simpair.models.metadata import ModelMetadata
 # (scoring gives bi-encoder members their cosines from the embedding store)
 MemberRaw = Mapping[int, Callable[[list[str], list[str]], np.ndarray]]
 Raw = MemberRaw | None
+Side = Sequence[str]  # one side of the pairs, as a caller gives it
 Texts = list[str]  # one side of the pairs, checked (`pair_lists`)
 
 
-def pair_lists(text_a: Sequence[str], text_b: Sequence[str]) -> tuple[list[str], list[str]]:
+@dataclass(frozen=True)
+class Call:
+    """The options of one `predict`/`predict_raw` call, handed as one value to the parts of a
+    predictor (its `_raw`, a composite's members) so each part does not list them again."""
+
+    batch_size: int = 64
+    progress: bool = False
+    member_raw: Raw = None
+
+
+def pair_lists(text_a: Side, text_b: Side) -> tuple[list[str], list[str]]:
     """Both sides as lists, refused when their lengths differ (a pair needs both texts)."""
     text_a, text_b = list(text_a), list(text_b)
     if len(text_a) != len(text_b):
@@ -61,41 +73,38 @@ class ModelFacts:
 
 
 class BasePredictor(ModelFacts):
-    """Scores for text pairs: `predict` is `from_raw(predict_raw(...))`, the pair checks done once."""
+    """Scores for text pairs: `predict` is `from_raw(predict_raw(...))`, the pair checks done once.
+
+    A predictor writes `_raw` (raw outputs of checked, non-empty pairs) and `from_raw`; one whose
+    public dict holds more than `from_raw` can give (a cascade's `scored_by`) writes `_predict` too.
+    """
 
     def predict(
-        self,
-        text_a: Sequence[str],
-        text_b: Sequence[str],
-        batch_size: int = 64,
-        progress: bool = False,
-        member_raw: MemberRaw | None = None,
+        self, text_a: Side, text_b: Side, batch_size: int = 64, progress: bool = False, member_raw: Raw = None
     ) -> dict[str, np.ndarray]:
         """Scores in [0, 1] for every pair; for paraphrase models also probability and label (int8; no
         label for a model whose threshold was never chosen, `ModelMetadata.threshold_chosen`)."""
-        return self.from_raw(self.predict_raw(text_a, text_b, batch_size, progress, member_raw))
+        return self._predict(*pair_lists(text_a, text_b), Call(batch_size, progress, member_raw))
 
     def predict_raw(
-        self,
-        text_a: Sequence[str],
-        text_b: Sequence[str],
-        batch_size: int = 64,
-        progress: bool = False,
-        member_raw: MemberRaw | None = None,
+        self, text_a: Side, text_b: Side, batch_size: int = 64, progress: bool = False, member_raw: Raw = None
     ) -> np.ndarray:
         """The model's raw output per pair (what its threshold cuts, before `from_raw`).
 
         `member_raw` replaces a composite model's member i's raw scores with `member_raw[i]`; a single
         model has no members and ignores it.
         """
-        text_a, text_b = pair_lists(text_a, text_b)
+        return self._checked_raw(*pair_lists(text_a, text_b), Call(batch_size, progress, member_raw))
+
+    def _predict(self, text_a: Texts, text_b: Texts, call: Call) -> dict[str, np.ndarray]:
+        return self.from_raw(self._checked_raw(text_a, text_b, call))
+
+    def _checked_raw(self, text_a: Texts, text_b: Texts, call: Call) -> np.ndarray:
         if not text_a:
             return np.zeros(0, dtype=np.float32)
-        return self._raw(text_a, text_b, batch_size, progress, member_raw)
+        return self._raw(text_a, text_b, call)
 
-    def _raw(
-        self, text_a: Texts, text_b: Texts, batch_size: int, progress: bool, member_raw: Raw
-    ) -> np.ndarray:
+    def _raw(self, text_a: Texts, text_b: Texts, call: Call) -> np.ndarray:
         raise NotImplementedError
 
     def from_raw(self, raw: np.ndarray) -> dict[str, np.ndarray]:
@@ -113,7 +122,7 @@ class BasePredictor(ModelFacts):
                 out["label"] = (probability >= self.threshold).astype(np.int8)
         return out
 
-    def truncated(self, text_a: Sequence[str], text_b: Sequence[str]) -> np.ndarray:
+    def truncated(self, text_a: Side, text_b: Side) -> np.ndarray:
         """True for pairs whose tokens exceed max_length (their predictions saw a truncated text)."""
         raise NotImplementedError
 
@@ -144,21 +153,13 @@ class CompositePredictor(BasePredictor):
         self.members = [wrap(member) for member in self.members]
         return self
 
-    def member_raw(
-        self,
-        i: int,
-        text_a: list[str],
-        text_b: list[str],
-        batch_size: int = 64,
-        progress: bool = False,
-        member_raw: MemberRaw | None = None,
-    ) -> np.ndarray:
-        """Member i's raw scores, from `member_raw[i]` when given (the embedding store's cosines)."""
-        if member_raw and i in member_raw:
-            return member_raw[i](text_a, text_b)
-        return self.members[i].predict_raw(text_a, text_b, batch_size=batch_size, progress=progress)
+    def member_raw(self, i: int, text_a: Texts, text_b: Texts, call: Call) -> np.ndarray:
+        """Member i's raw scores, from `call.member_raw[i]` when given (the embedding store's cosines)."""
+        if call.member_raw and i in call.member_raw:
+            return call.member_raw[i](text_a, text_b)
+        return self.members[i].predict_raw(text_a, text_b, batch_size=call.batch_size, progress=call.progress)
 
-    def truncated(self, text_a: Sequence[str], text_b: Sequence[str]) -> np.ndarray:
+    def truncated(self, text_a: Side, text_b: Side) -> np.ndarray:
         """True where any member would see a truncated text (a cross-encoder reads both at once).
 
         The same flags as asking each member's `truncated`, but each distinct sentence is tokenized

@@ -17,7 +17,7 @@ Layout of a cascade model directory (everything text or safetensors, nothing pic
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +25,7 @@ import numpy as np
 
 from simpair.models.composite import CascadeSpec
 from simpair.models.metadata import ModelMetadata
-from simpair.models.predictor_base import CompositePredictor, MemberRaw, Raw, Texts, pair_lists
+from simpair.models.predictor_base import Call, CompositePredictor, Texts
 
 BI, CROSS = 0, 1  # member indices: the bi stage first, the cross-encoder second
 
@@ -50,16 +50,9 @@ class CascadePredictor(CompositePredictor):
             raise ValueError(f"a cascade is a bi-encoder then a cross-encoder, got {kinds}")
         super().__init__(meta, spec, members, model_dir)
 
-    def bi_probability(
-        self,
-        text_a: list[str],
-        text_b: list[str],
-        batch_size: int = 64,
-        progress: bool = False,
-        member_raw: MemberRaw | None = None,
-    ) -> np.ndarray:
-        """The bi stage's calibrated probability of every pair (its cosines from `member_raw` if given)."""
-        raw = self.member_raw(BI, text_a, text_b, batch_size, progress, member_raw)
+    def bi_probability(self, text_a: Texts, text_b: Texts, call: Call = Call()) -> np.ndarray:
+        """The bi stage's calibrated probability of each pair (cosines from `call.member_raw` if given)."""
+        raw = self.member_raw(BI, text_a, text_b, call)
         return np.asarray(self.members[BI].from_raw(raw)["probability"], dtype=np.float32)
 
     def combine(self, p_bi: np.ndarray, cross: Callable[[np.ndarray], np.ndarray]) -> dict[str, np.ndarray]:
@@ -70,32 +63,21 @@ class CascadePredictor(CompositePredictor):
             probability[inside] = cross(np.flatnonzero(inside))
         return {**self.scores(probability), "scored_by": np.where(inside, "cross", "bi")}
 
-    def predict(
-        self,
-        text_a: Sequence[str],
-        text_b: Sequence[str],
-        batch_size: int = 64,
-        progress: bool = False,
-        member_raw: MemberRaw | None = None,
-    ) -> dict[str, np.ndarray]:
+    def _predict(self, text_a: Texts, text_b: Texts, call: Call) -> dict[str, np.ndarray]:
         """The bi stage's probability, the cross-encoder's inside the band; `scored_by` says which."""
-        text_a, text_b = pair_lists(text_a, text_b)
         if not text_a:
             return self.combine(np.zeros(0, dtype=np.float32), lambda idx: idx)
-        p_bi = self.bi_probability(text_a, text_b, batch_size, progress, member_raw)
         cross = self.members[CROSS]
 
         def cross_probability(idx: np.ndarray) -> np.ndarray:
             a, b = [text_a[i] for i in idx], [text_b[i] for i in idx]
-            return cross.predict(a, b, batch_size=batch_size, progress=progress)["probability"]
+            return cross.predict(a, b, batch_size=call.batch_size, progress=call.progress)["probability"]
 
-        return self.combine(p_bi, cross_probability)
+        return self.combine(self.bi_probability(text_a, text_b, call), cross_probability)
 
-    def _raw(
-        self, text_a: Texts, text_b: Texts, batch_size: int, progress: bool, member_raw: Raw
-    ) -> np.ndarray:
+    def _raw(self, text_a: Texts, text_b: Texts, call: Call) -> np.ndarray:
         """The cascade's probability (its raw output: `from_raw` only adds the label)."""
-        return self.predict(text_a, text_b, batch_size, progress, member_raw)["probability"]
+        return self._predict(text_a, text_b, call)["probability"]
 
     def from_raw(self, raw: np.ndarray) -> dict[str, np.ndarray]:
         return self.scores(raw)

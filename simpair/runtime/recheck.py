@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from simpair.models.predictor_base import BasePredictor, Raw, Texts
+from simpair.models.predictor_base import BasePredictor, Call, Texts
 
 FACTOR = 3.0  # band = FACTOR x the largest dev logit change: out of sample the largest was 1.2-1.8x dev's
 MAX_SHARE = 0.25  # a band holding more of dev than this costs more fp32 passes than the fast rung saves
@@ -108,12 +108,11 @@ class ThresholdRecheck(BasePredictor):
     def variant(self) -> str:
         return f"{getattr(self.fast, 'variant', 'torch')}+fp32-recheck"
 
-    def _raw(
-        self, text_a: Texts, text_b: Texts, batch_size: int, progress: bool, member_raw: Raw
-    ) -> np.ndarray:
-        """`member_raw` (a stack's bi members' cosines from the embedding store) goes to the fast pass;
-        the fp32 pass computes its own."""
-        raw = np.array(self.fast.predict_raw(text_a, text_b, batch_size, progress, member_raw))
+    def _raw(self, text_a: Texts, text_b: Texts, call: Call) -> np.ndarray:
+        """`call.member_raw` (a stack's bi members' cosines from the embedding store) goes to the fast
+        pass; the fp32 pass computes its own."""
+        batch_size = call.batch_size
+        raw = np.array(self.fast.predict_raw(text_a, text_b, batch_size, call.progress, call.member_raw))
         near = np.flatnonzero(np.abs(raw.astype(np.float64) - self.cut) < self.band)
         if near.size:
             a, b = [text_a[i] for i in near], [text_b[i] for i in near]

@@ -11,7 +11,6 @@ Layout of a stacked model directory (everything text or safetensors, nothing pic
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +18,7 @@ import numpy as np
 
 from simpair.models.composite import StackSpec
 from simpair.models.metadata import ModelMetadata
-from simpair.models.predictor_base import CompositePredictor, MemberRaw, Raw, Texts
+from simpair.models.predictor_base import Call, CompositePredictor, Side, Texts
 from simpair.runtime.stack_features import LEXICAL_FEATURES, lexical_features, parse_product
 
 
@@ -39,23 +38,16 @@ class StackedPredictor(CompositePredictor):
             raise ValueError(f"stack expects {len(spec.members)} members, got {len(members)}")
         super().__init__(meta, spec, members, model_dir)
 
-    def features(
-        self,
-        text_a: Sequence[str],
-        text_b: Sequence[str],
-        batch_size: int = 64,
-        progress: bool = False,
-        member_raw: MemberRaw | None = None,
-    ) -> np.ndarray:
+    def features(self, text_a: Side, text_b: Side, call: Call = Call()) -> np.ndarray:
         """The (n, len(spec.features)) matrix the combiner was fitted on.
 
-        `member_raw` replaces member i's `predict_raw` with `member_raw[i]` (scoring gives bi-encoder
-        members their cosines from the embedding store); it must return the same raw scores.
+        `call.member_raw` replaces member i's `predict_raw` with `member_raw[i]` (scoring gives
+        bi-encoder members their cosines from the embedding store); it must return the same raw scores.
         """
         text_a, text_b = list(text_a), list(text_b)
         columns: dict[str, np.ndarray] = {}
         for i in range(len(self.members)):
-            raw = self.member_raw(i, text_a, text_b, batch_size, progress, member_raw)
+            raw = self.member_raw(i, text_a, text_b, call)
             columns[f"member:{i}"] = np.asarray(raw, dtype=np.float64)
         if any(name in LEXICAL_FEATURES for name in self.spec.features):
             lexical = lexical_features(text_a, text_b)
@@ -74,10 +66,8 @@ class StackedPredictor(CompositePredictor):
         x = (features - np.asarray(self.spec.mean)) / np.asarray(self.spec.scale)
         return (x @ np.asarray(self.spec.coef) + self.spec.intercept).astype(np.float32)
 
-    def _raw(
-        self, text_a: Texts, text_b: Texts, batch_size: int, progress: bool, member_raw: Raw
-    ) -> np.ndarray:
-        return self.combine(self.features(text_a, text_b, batch_size, progress, member_raw))
+    def _raw(self, text_a: Texts, text_b: Texts, call: Call) -> np.ndarray:
+        return self.combine(self.features(text_a, text_b, call))
 
     def from_raw(self, raw: np.ndarray) -> dict[str, np.ndarray]:
         """Ridge: the score clipped to [0, 1]; logistic: the logit's sigmoid (a paraphrase probability)."""
