@@ -7,11 +7,12 @@ and tags a cascade's band on its version, without loading the ensemble code that
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
+
+from simpair.models.metadata import ModelFile
 
 STACK_FILE = "stack.json"
 CASCADE_FILE = "cascade.json"
@@ -22,9 +23,12 @@ BandRule = Literal["crc", "point"]
 DEFAULT_BAND_RULE: BandRule = "crc"
 
 
-class StackSpec(BaseModel):
+class StackSpec(ModelFile):
     """Contents of `stack.json`: how member outputs and features become one raw score."""
 
+    FILE = STACK_FILE
+    MISSING = f"a stacked model needs {STACK_FILE}"
+    WHAT = "stack spec"
     model_config = ConfigDict(extra="forbid")
 
     combiner: Literal["ridge", "logistic"]
@@ -36,29 +40,17 @@ class StackSpec(BaseModel):
     intercept: float
     regularisation: float  # ridge alpha or logistic C, chosen by cross-validation on dev
 
-    def write(self, model_dir: Path) -> Path:
-        path = Path(model_dir) / STACK_FILE
-        path.write_text(json.dumps(self.model_dump(mode="json"), indent=2) + "\n")
-        return path
 
-    @classmethod
-    def read(cls, model_dir: Path) -> StackSpec:
-        path = Path(model_dir) / STACK_FILE
-        if not path.is_file():
-            raise FileNotFoundError(f"{path}: a stacked model needs {STACK_FILE}")
-        try:
-            return cls.model_validate_json(path.read_text())
-        except Exception as exc:
-            raise ValueError(f"{path}: invalid stack spec: {exc}") from exc
-
-
-class CascadeSpec(BaseModel):
+class CascadeSpec(ModelFile):
     """Contents of `cascade.json`: the two stages and the band of bi probabilities sent to the cross.
 
     A pair goes to the cross-encoder when `band_low < p_bi < band_high` (open interval): a band of
     width zero sends nothing, the band (-1, 2) sends everything.
     """
 
+    FILE = CASCADE_FILE
+    MISSING = f"a cascade model needs {CASCADE_FILE}"
+    WHAT = "cascade spec"
     model_config = ConfigDict(extra="forbid")
 
     members: list[str] = Field(min_length=2, max_length=2)  # [bi, cross], relative to the model dir
@@ -79,20 +71,9 @@ class CascadeSpec(BaseModel):
     pool_share_to_cross: float | None = None
     pool_disagreement: float | None = None
 
-    def write(self, model_dir: Path) -> Path:
-        path = Path(model_dir) / CASCADE_FILE
-        path.write_text(self.model_dump_json(indent=2) + "\n")
-        return path
-
-    @classmethod
-    def read(cls, model_dir: Path) -> CascadeSpec:
-        path = Path(model_dir) / CASCADE_FILE
-        if not path.is_file():
-            raise FileNotFoundError(f"{path}: a cascade model needs {CASCADE_FILE}")
-        try:
-            return cls.model_validate_json(path.read_text())
-        except Exception as exc:
-            raise ValueError(f"{path}: invalid cascade spec: {exc}") from exc
+    def json_text(self) -> str:
+        """Pydantic's own JSON, as `cascade.json` has always been written (`1e-05` reads `0.00001`)."""
+        return self.model_dump_json(indent=2)
 
     def tags(self) -> dict[str, str]:
         """The `cascade.*` tags of an MLflow model version (values are strings)."""
@@ -122,7 +103,6 @@ def member_dirs(model_dir: Path) -> list[Path] | None:
     Raises ValueError when the spec file is there but unreadable.
     """
     for spec in (CascadeSpec, StackSpec):
-        name = CASCADE_FILE if spec is CascadeSpec else STACK_FILE
-        if (Path(model_dir) / name).exists():
+        if (Path(model_dir) / spec.FILE).exists():
             return [Path(model_dir) / rel for rel in spec.read(model_dir).members]
     return None

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -23,6 +23,34 @@ MODEL_DIR_ARTIFACT = "model_dir"
 Task = Literal["paraphrase", "sts"]
 
 
+class ModelFile(BaseModel):
+    """A JSON file that travels inside a model folder (`simpair.json`, `stack.json`, `cascade.json`),
+    written and read one way: a missing file and an invalid one are refused naming the path."""
+
+    FILE: ClassVar[str]
+    MISSING: ClassVar[str]  # what a folder without the file is (the refusal's words)
+    WHAT: ClassVar[str]  # what the file holds, for the refusal of an invalid one
+    SORT_KEYS: ClassVar[bool] = False
+
+    def json_text(self) -> str:
+        return json.dumps(self.model_dump(mode="json"), indent=2, sort_keys=self.SORT_KEYS)
+
+    def write(self, model_dir: Path) -> Path:
+        path = Path(model_dir) / self.FILE
+        path.write_text(self.json_text() + "\n")
+        return path
+
+    @classmethod
+    def read(cls, model_dir: Path) -> Self:
+        path = Path(model_dir) / cls.FILE
+        if not path.is_file():
+            raise FileNotFoundError(f"{path}: {cls.MISSING}")
+        try:
+            return cls.model_validate_json(path.read_text())
+        except Exception as exc:  # pydantic names the field; add the file
+            raise ValueError(f"{path}: invalid {cls.WHAT}: {exc}") from exc
+
+
 class Calibration(BaseModel):
     """Maps a bi-encoder's cosine to a probability: p = sigmoid(a * cosine + b) (Platt scaling).
 
@@ -33,9 +61,13 @@ class Calibration(BaseModel):
     b: float
 
 
-class ModelMetadata(BaseModel):
+class ModelMetadata(ModelFile):
     """Contents of `<model_dir>/simpair.json`. Unknown keys are kept so newer writers stay readable."""
 
+    FILE = METADATA_FILE
+    MISSING = f"not a simpair model directory (no {METADATA_FILE})"
+    WHAT = "model metadata"
+    SORT_KEYS = True
     model_config = ConfigDict(extra="allow")
 
     format_version: int = FORMAT_VERSION
@@ -68,19 +100,3 @@ class ModelMetadata(BaseModel):
     embedding_postprocess: dict[str, Any] | None = None
     tokenizer_fingerprint: str | None = None
     created_at: str | None = None
-
-    def write(self, model_dir: Path) -> Path:
-        path = Path(model_dir) / METADATA_FILE
-        path.write_text(json.dumps(self.model_dump(mode="json"), indent=2, sort_keys=True) + "\n")
-        return path
-
-    @classmethod
-    def read(cls, model_dir: Path) -> ModelMetadata:
-        path = Path(model_dir) / METADATA_FILE
-        if not path.exists():
-            raise FileNotFoundError(f"{path}: not a simpair model directory (no {METADATA_FILE})")
-        data: dict[str, Any] = json.loads(path.read_text())
-        try:
-            return cls.model_validate(data)
-        except Exception as exc:  # pydantic names the field; add the file
-            raise ValueError(f"{path}: invalid model metadata: {exc}") from exc
