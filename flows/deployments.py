@@ -14,7 +14,7 @@
 
 Usage (PREFECT_API_URL must point at a real Prefect server: `make stack-up`, or infra/README.md):
     python -m simpair.flows.deployments apply     # register the three deployments, the trigger, the
-                                                  # failure notification (flows/notifications.py) and
+                                                  # failure notification (ops/notifications.py) and
                                                   # the crash detection of dispatched runs
     python -m simpair.flows.deployments apply --profile smoke   # the night runs that profile; its
                                                   # `notify:` section is the notification target
@@ -45,7 +45,7 @@ from prefect.schedules import Cron
 from simpair import settings
 from simpair.flows.nightly_retrain import nightly_retrain, train_and_evaluate
 from simpair.flows.nightly_score import nightly_score
-from simpair.flows.notifications import apply_notifications
+from simpair.ops.notifications import apply_notifications
 from simpair.ops.pool_dispatch import CRASH_AUTOMATION, ensure_crash_detection
 from simpair.runtime.model_ref import DEFAULT_MODEL
 

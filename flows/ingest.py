@@ -1,7 +1,8 @@
 """The `ingest` flow: raw TSV/CSV sources -> versioned Parquet + leakage report + summary artifact.
 
 The DAG is `simpair.ingest.pipeline.run_ingest`, the same one `simpair ingest --no-prefect` runs in
-process; this flow runs each of its stages as the Prefect task wired below:
+process; this flow runs each of its steps as its Prefect task (`simpair.tasks.ingest`, built from
+the step's declaration), listed below in the DAG's order:
 
     load-contracts -> ingest-source (mapped over the contracts) -> update-leakage -> publish-ingest-summary
 
@@ -15,20 +16,19 @@ from __future__ import annotations
 
 from prefect import flow
 
-from simpair.ingest.dataset import ingest_dataset
-from simpair.ingest.pipeline import finish_ingest, load_contracts, run_ingest, safe_leakage
+from simpair.ingest.pipeline import run_ingest
 from simpair.ingest.report import IngestFailedError, IngestReport
 from simpair.tasks.ingest import ingest_source_task, leakage_task, load_contracts_task, publish_summary_task
 from simpair.tasks.stages import PrefectStages
 
-# stage of the ingest DAG -> the Prefect task that runs it in this flow
-AS_TASKS = PrefectStages(
-    runs={
-        load_contracts: load_contracts_task,
-        ingest_dataset: ingest_source_task,  # mapped over the contracts; parses each file as a task
-        safe_leakage: leakage_task,  # once every source is done
-        finish_ingest: publish_summary_task,  # the report + the `ingest-summary` artifact
-    }
+# the ingest DAG's steps, each as its Prefect task, in the order `run_ingest` runs them
+STEPS = PrefectStages(
+    [
+        load_contracts_task,
+        ingest_source_task,  # mapped over the contracts; parses each file as a task
+        leakage_task,  # once every source is done
+        publish_summary_task,  # the report + the `ingest-summary` artifact
+    ]
 )
 
 
@@ -37,7 +37,7 @@ def ingest_flow(
     sources: str | None = None, home: str | None = None, contracts: str | None = None
 ) -> IngestReport:
     """Ingest every dataset contract; see docs/ingest.md."""
-    report = run_ingest(sources, home, contracts, runner=AS_TASKS)
+    report = run_ingest(sources, home, contracts, runner=STEPS)
     print(report.headline())
     if not report.ok:
         raise IngestFailedError(report)

@@ -1,7 +1,8 @@
 """The `mine-pairs` flow: similar sentence pairs within a file, or each sentence's neighbours in a corpus.
 
 The DAG is `simpair.mining.run.run_mine`, the same one `simpair mine` runs in process; this flow
-runs each of its stages as the Prefect task wired below:
+runs each of its steps as its Prefect task (`simpair.tasks.mine`, built from the step's
+declaration), listed below in the DAG's order:
 
     resolve-model (bi-encoder; and the re-ranker) -> read-sentences (input; and corpus)
     -> encode-sentences -> find-pairs (exact or HNSW, corpus pieces within the memory budget)
@@ -15,18 +16,8 @@ from __future__ import annotations
 
 from prefect import flow
 
-from simpair.mining.run import (
-    MineSummary,
-    build_table,
-    encode_sentences,
-    find_pairs,
-    rerank_pairs,
-    run_mine,
-    write_mined,
-)
+from simpair.mining.run import MineSummary, run_mine
 from simpair.mining.search import MineOptions
-from simpair.mining.sentences import read_sentences
-from simpair.runtime.model_ref import resolve_model_ref
 from simpair.tasks.mine import (
     build_table_task,
     encode_sentences_task,
@@ -38,17 +29,17 @@ from simpair.tasks.mine import (
 from simpair.tasks.model_ref import resolve_model_task
 from simpair.tasks.stages import PrefectStages
 
-# stage of the mining DAG -> the Prefect task that runs it in this flow
-AS_TASKS = PrefectStages(
-    runs={
-        resolve_model_ref: resolve_model_task,
-        read_sentences: read_sentences_task,
-        encode_sentences: encode_sentences_task,
-        find_pairs: find_pairs_task,
-        build_table: build_table_task,
-        rerank_pairs: rerank_pairs_task,
-        write_mined: write_pairs_task,
-    },
+# the mining DAG's steps, each as its Prefect task, in the order `run_mine` runs them
+STEPS = PrefectStages(
+    [
+        resolve_model_task,  # the bi-encoder; and the re-ranker
+        read_sentences_task,  # the input; and the corpus
+        encode_sentences_task,
+        find_pairs_task,
+        build_table_task,
+        rerank_pairs_task,  # if asked
+        write_pairs_task,  # the pairs, the rejects and the `mine-summary` artifact
+    ],
     quoted=True,  # arguments hold columns of texts and arrays of vectors
 )
 
@@ -72,7 +63,7 @@ def mine_pairs(
         rerank_model=rerank,
         home=home,
         options=options,
-        runner=AS_TASKS,
+        runner=STEPS,
     )
     print(f"mined {summary.pairs} pairs ({summary.mode}) with {summary.model} into {summary.output}")
     return summary

@@ -9,8 +9,7 @@ flows run each of their stages as the Prefect task (or subflow) wired below:
        -> combine-members -> wise-ft -> evaluate), or a run of the GPU deployment (`dispatch: pool`)
     -> register-model (per task) -> mark-challengers -> promotion-gate (per task) -> publish-nightly-summary
 
-Retries (the profile's, transient faults only) are put on the night's steps declared with
-`profile_retries` and on the training stages `simpair.nightly.train.RETRIED` lists.
+Retries (the profile's, transient faults only) are put on the steps declared with `profile_retries`.
 `simpair.flows.launch.nightly` starts the night from Python and raises `NightlyFailed` on failure.
 """
 
@@ -23,17 +22,13 @@ from prefect import flow
 from prefect.runtime import flow_run
 
 from simpair import settings
-from simpair.ensemble.train import combine_members
-from simpair.evaluation.splits import evaluate_model
 from simpair.flows.ingest import ingest_flow
 from simpair.nightly.dispatch import recorded
 from simpair.nightly.night import ingest_sources, run_night, with_dispatch
 from simpair.nightly.profile import Retries, load_profile
 from simpair.nightly.summary import NightlySummary, Trained
-from simpair.nightly.train import RETRIED as TRAINING_RETRIED
 from simpair.nightly.train import TrainingJob, run_training, train_here, train_side_by_side
 from simpair.ops.pool_dispatch import on_pool
-from simpair.selection.wise_path import apply_wise_ft
 from simpair.selection.wise_rule import WiseFtPolicy
 from simpair.tasks.nightly import plan_night_task, publish_summary_task, stages, train_side_by_side_tasks
 from simpair.tasks.registry import (
@@ -43,19 +38,19 @@ from simpair.tasks.registry import (
     measure_precision_task,
     register_model_task,
 )
+from simpair.tasks.stages import instead
 from simpair.tasks.training import combine_task, evaluate_task, pretokenize_task, train_task, wise_ft_task
-from simpair.training.pretokenize import pretokenize_config
-from simpair.training.workers import train_model
 
-# stage of one task's training -> the Prefect task that runs it (all tagged `gpu`)
-TRAINING = {
-    pretokenize_config: pretokenize_task,
-    train_model: train_task,
-    train_side_by_side: train_side_by_side_tasks,  # one `train` task per member, `jobs` at a time
-    combine_members: combine_task,  # stack, soup or cascade, fitted on dev
-    apply_wise_ft: wise_ft_task,
-    evaluate_model: evaluate_task,
-}
+# one task's training steps, each as its Prefect task (all tagged `gpu`), in the order `run_training`
+# runs them
+TRAINING = (
+    pretokenize_task,
+    train_task,
+    instead(train_side_by_side, train_side_by_side_tasks),  # one `train` task per member, `jobs` at a time
+    combine_task,  # stack, soup or cascade, fitted on dev
+    wise_ft_task,
+    evaluate_task,
+)
 
 
 @flow(name="train-and-evaluate", log_prints=True)
@@ -77,16 +72,18 @@ def train_and_evaluate(
     record, or the error, is written there as JSON, and a heartbeat file beside it shows the run is alive.
     """
     job = TrainingJob.resolve(task_name, config_path, home, eval_sets, retries, jobs, profile, wise_ft)
-    runner = stages((), job.retries, TRAINING, TRAINING_RETRIED)
+    runner = stages(TRAINING, job.retries)
     return recorded(None if result_path is None else Path(result_path), partial(run_training, job, runner))
 
 
 # the night's steps, each as its Prefect task, in the order `run_night` runs them; ingest and each
-# task's training (`train_here`) run as subflows, or a task's training as a run of the GPU
+# task's training (`train_here`) run as subflows (below), or a task's training as a run of the GPU
 # deployment (`dispatch: pool`)
 NIGHT = (
     check_tracking_task,
+    # ingest_sources: the `ingest` subflow
     plan_night_task,
+    # train_here, per task: the `train-and-evaluate` subflow, here or on the pool
     measure_precision_task,  # per task: the precision ladder, cached beside the model
     register_model_task,  # per task, once every task is trained
     mark_challengers_task,
@@ -109,7 +106,7 @@ def nightly_retrain(
     plan = with_dispatch(load_profile(profile), dispatch)
     run_id = str(flow_run.get_id() or "")
     train = on_pool(plan, run_id, train_and_evaluate) if plan.dispatch.mode == "pool" else train_and_evaluate
-    runner = stages(NIGHT, plan.retries, {ingest_sources: ingest_flow, train_here: train})
+    runner = stages([*NIGHT, instead(ingest_sources, ingest_flow), instead(train_here, train)], plan.retries)
     return run_night(
         plan, settings.home_dir(home), runner, force=force, sources=sources, contracts=contracts,
         wait_seconds=wait_seconds, run_id=run_id,

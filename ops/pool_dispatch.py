@@ -44,7 +44,7 @@ from prefect.states import Cancelled, Crashed, State
 
 from simpair.nightly import dispatch
 from simpair.nightly.night import training_arguments
-from simpair.nightly.profile import NightlyProfile, TaskPlan
+from simpair.nightly.profile import NightlyProfile
 from simpair.nightly.summary import Trained
 
 POLL_SECONDS = 2.0
@@ -112,7 +112,7 @@ def on_pool(plan: NightlyProfile, night_id: str, here: Callable[..., Trained]) -
 
     def train(task_name: str, home: str, **arguments: Any) -> Trained:
         fallback = partial(here, task_name=task_name, home=home, **arguments)
-        done = train_on_pool(plan, task_name, plan.tasks[task_name], Path(home), night_id, run_here=fallback)
+        done = train_on_pool(plan, task_name, Path(home), night_id, run_here=fallback)
         return done.trained.model_copy(update={"note": done.note}) if done.note else done.trained
 
     return train
@@ -121,7 +121,6 @@ def on_pool(plan: NightlyProfile, night_id: str, here: Callable[..., Trained]) -
 def train_on_pool(
     plan: NightlyProfile,
     task_name: str,
-    task_plan: TaskPlan,
     home: Path,
     night_id: str,
     run_here: Callable[[], Trained] | None = None,

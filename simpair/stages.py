@@ -41,10 +41,16 @@ class Step:
 
 
 def step(name: str, **how: Any) -> Callable[[F], F]:
-    """Declare the decorated domain function a pipeline step (see `Step`); the function is unchanged."""
+    """Declare the decorated domain function a pipeline step (see `Step`); the function is unchanged.
+
+    A function is declared once: a second, different declaration of it raises (two places would
+    otherwise each believe theirs is the step's name and retries)."""
     declared = Step(name, **how)
 
     def declare(fn: F) -> F:
+        already = getattr(fn, "__step__", None)
+        if already is not None and already != declared:
+            raise TypeError(f"{fn.__qualname__} is already declared as step {already.name!r}")
         fn.__step__ = declared  # type: ignore[attr-defined]
         return fn
 

@@ -1,43 +1,28 @@
-"""Prefect tasks for ingest: each wraps one stage of `simpair.ingest.pipeline.run_ingest`, nothing more.
+"""Prefect tasks for ingest: each step of `simpair.ingest.pipeline.run_ingest`, built from its
+declaration (`simpair.tasks.stages.as_task`), so every task takes the same arguments as its step.
 
-`simpair.tasks.stages.PrefectStages` runs the ingest DAG with each stage as its task here; every task
-takes the same keyword arguments as the stage it wraps. Caching is off on purpose: ingest is already
+The `ingest` flow runs the ingest DAG with these tasks. Caching is off on purpose: ingest is already
 idempotent through its content-addressed versions, and a Prefect cache keyed on arguments would skip
 a run whose *files* changed under the same paths.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
+from typing import Any
 
-from prefect import task
 from prefect.artifacts import create_markdown_artifact
-from prefect.cache_policies import NO_CACHE
 from prefect.states import State
 
-from simpair.contracts import Contract
 from simpair.ingest.dataset import ingest_dataset
 from simpair.ingest.parse import FileJob, FileResult, parse_file
 from simpair.ingest.pipeline import finish_ingest, load_contracts, safe_leakage
-from simpair.ingest.report import (
-    DatasetReport,
-    IngestFailedError,
-    IngestReport,
-    LeakageReport,
-    summary_markdown,
-)
+from simpair.ingest.report import IngestFailedError, IngestReport, summary_markdown
+from simpair.tasks.stages import as_task
 
-
-@task(name="load-contracts", cache_policy=NO_CACHE)
-def load_contracts_task(contracts: Path) -> tuple[list[Contract], list[DatasetReport]]:
-    """Valid contracts, plus a failed report per unusable contract file (they do not stop the others)."""
-    return load_contracts(contracts)
-
-
-@task(name="parse-file", task_run_name="parse-{job.contract.dataset}-{job.relative}", cache_policy=NO_CACHE)
-def parse_file_task(job: FileJob) -> FileResult:
-    """One source file into its parts under the version's work folder (nothing else is written)."""
-    return parse_file(job)
+# valid contracts, plus a failed report per unusable contract file (they do not stop the others)
+load_contracts_task = as_task(load_contracts)
+# one source file into its parts under the version's work folder (nothing else is written)
+parse_file_task = as_task(parse_file)
 
 
 def parse_files_as_tasks(jobs: list[FileJob]) -> list[FileResult]:
@@ -52,30 +37,26 @@ def parse_files_as_tasks(jobs: list[FileJob]) -> list[FileResult]:
     return [future.result() for future in futures]
 
 
-@task(name="ingest-source", task_run_name="ingest-{contract.dataset}", cache_policy=NO_CACHE)
-def ingest_source_task(contract: Contract, sources: str | Path, home: Path) -> DatasetReport:
-    """One source; a bad file comes back as status "failed" rather than raising, so siblings finish.
-
-    The source's lock, version check and final write stay in this task; its files are parsed as
-    `parse-file` tasks, so a Dask task runner parses the files of a large source on many workers.
-    """
-    return ingest_dataset(contract, sources, home, parse_files=parse_files_as_tasks)
+def _parse_as_tasks() -> dict[str, Any]:
+    return {"parse_files": parse_files_as_tasks}
 
 
-@task(name="update-leakage", cache_policy=NO_CACHE)
-def leakage_task(home: Path) -> LeakageReport:
-    """The train/test overlap report over every current dataset (a failure is reported, not raised)."""
-    return safe_leakage(home)
+# One source; a bad file comes back as status "failed" rather than raising, so siblings finish. The
+# source's lock, version check and final write stay in this task; its files are parsed as `parse-file`
+# tasks, so a Dask task runner parses the files of a large source on many workers.
+ingest_source_task = as_task(ingest_dataset, adds=_parse_as_tasks)
+# the train/test overlap report over every current dataset (a failure is reported, not raised)
+leakage_task = as_task(safe_leakage)
 
 
-@task(name="publish-ingest-summary", cache_policy=NO_CACHE)
-def publish_summary_task(datasets: list[DatasetReport], leakage: LeakageReport) -> IngestReport:
-    """The run's report, also published as a markdown artifact (key `ingest-summary`: one list in the UI)."""
-    report = finish_ingest(datasets, leakage)
+def _publish_report(report: IngestReport, _: dict[str, Any]) -> None:
     create_markdown_artifact(
         markdown=summary_markdown(report), key="ingest-summary", description=report.headline()
     )
-    return report
+
+
+# the run's report, also published as a markdown artifact (key `ingest-summary`: one list in the UI)
+publish_summary_task = as_task(finish_ingest, then=_publish_report)
 
 
 def report_from_state(state: State) -> IngestReport:

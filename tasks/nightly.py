@@ -1,14 +1,14 @@
 """Prefect tasks of the nightly retrain: the plan, the summary artifact, members trained side by side,
-and the profile's retries put on the stages the domain marks as retried.
+and the profile's retries put on the steps declared with `profile_retries`.
 
 The DAGs are `simpair.nightly.night.run_night` (the night) and `simpair.nightly.train.run_training`
-(one task's training); `flows/nightly_retrain.py` maps each of their stages to a task here, in
-`simpair.tasks.training` or in `simpair.tasks.registry`, and hands them `stages(...)`.
+(one task's training); `flows/nightly_retrain.py` lists their steps' tasks (here, in
+`simpair.tasks.training` and in `simpair.tasks.registry`) and hands them to `stages(...)`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +20,7 @@ from simpair.nightly.plan import plan_night
 from simpair.nightly.profile import Retries
 from simpair.nightly.summary import NightlySummary
 from simpair.tasks.side_by_side import submit_side_by_side
-from simpair.tasks.stages import PrefectStages, as_task, retry_if_transient, stage_of
+from simpair.tasks.stages import Instead, PrefectStages, as_task, retry_if_transient, stage_of
 from simpair.tasks.training import side_by_side_train_task
 from simpair.training import TrainConfig
 from simpair.training.workers import share_cores, threads_per_job
@@ -35,27 +35,19 @@ def retrying(task_: Task, retries: Retries) -> Task:
     )
 
 
-def stages(
-    tasks: Iterable[Task],
-    retries: Retries,
-    runs: Mapping[Callable[..., Any], Any] | None = None,
-    retried: Collection[Callable[..., Any]] = (),
-) -> PrefectStages:
-    """`PrefectStages` over `tasks` (built from their steps' declarations) and `runs` (a step run as a
-    subflow, or by a Prefect-aware function that submits tasks itself: `train_side_by_side_tasks`,
-    `simpair.ops.pool_dispatch.on_pool`). A task whose step is declared with `profile_retries`, and a
-    step in `retried`, gets the profile's retries."""
+def stages(steps: Iterable[Task | Instead], retries: Retries) -> PrefectStages:
+    """`PrefectStages` over `steps`: tasks built from their steps' declarations, and steps run
+    `instead` as a subflow or by a Prefect-aware function that submits tasks itself
+    (`train_side_by_side_tasks`, `simpair.ops.pool_dispatch.on_pool`). A task whose step is declared
+    with `profile_retries` gets the profile's retries (transient faults only)."""
 
-    def policy(stage: Callable[..., Any], runs_it: Any) -> Any:
-        declared = getattr(stage, "__step__", None)
-        if stage in retried or (declared is not None and declared.profile_retries):
-            return retrying(runs_it, retries)
-        return runs_it
+    def policy(runs: Task | Instead) -> Task | Instead:
+        declared = getattr(stage_of(runs), "__step__", None)
+        if isinstance(runs, Instead) or declared is None or not declared.profile_retries:
+            return runs
+        return retrying(runs, retries)
 
-    return PrefectStages(
-        [policy(stage_of(t), t) for t in tasks],
-        {stage: policy(stage, runs_it) for stage, runs_it in (runs or {}).items()},
-    )
+    return PrefectStages([policy(runs) for runs in steps])
 
 
 def _publish_summary(markdown: str, arguments: dict[str, Any]) -> None:

@@ -5,10 +5,11 @@ function): the task's name, retries, timeout, tags and run name are the declarat
 the function's, so no signature is written twice. `then` adds what only a flow has (a markdown
 artifact) after the function returns; `adds` hands it arguments only a flow knows (its run's tags).
 
-A flow hands `PrefectStages` the tasks of its steps (and, for a step that runs as a subflow or
-submits tasks itself, what runs it); the domain's DAG function (`run_ingest`, `run_scoring`,
-`run_mine`, `run_night`, `run_training`) then calls its steps through it. `run` calls the task, `map`
-maps it over the flow's task runner, `submit` submits it with futures as arguments, `result` waits.
+A flow hands `PrefectStages` the tasks of its steps in DAG order (and, for a step that runs as a
+subflow or submits tasks itself, `instead(step, runs_it)`); each task knows the step it was built from,
+so no table pairs steps with tasks. The domain's DAG function (`run_ingest`, `run_scoring`, `run_mine`,
+`run_night`, `run_training`) then calls its steps through it. `run` calls the task, `map` maps it over
+the flow's task runner, `submit` submits it with futures as arguments, `result` waits.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from prefect import Task, task, unmapped
@@ -80,28 +82,41 @@ def as_task(
     )
 
 
-def stage_of(runs: Task) -> Callable[..., Any]:
-    """The domain function a task built by `as_task` runs."""
-    return inspect.unwrap(runs.fn)
+@dataclass(frozen=True)
+class Instead:
+    """Step `stage` run in the flow by `runs` instead of a task of its own: a subflow (the night's
+    ingest and trainings), or a function that submits tasks itself (members trained side by side)."""
+
+    stage: Callable[..., Any]
+    runs: Callable[..., Any]
+
+
+def instead(stage: Callable[..., Any], runs: Callable[..., Any]) -> Instead:
+    """`stage`, run in the flow by `runs` (which takes the same keyword arguments)."""
+    return Instead(stage, runs)
+
+
+def stage_of(runs: Task | Instead) -> Callable[..., Any]:
+    """The domain function a task built by `as_task` runs, or the step an `Instead` stands for."""
+    return runs.stage if isinstance(runs, Instead) else inspect.unwrap(runs.fn)
 
 
 class PrefectStages:
     """Runs each step as its Prefect task (see `simpair.stages.StageRunner`).
 
-    `tasks`: the steps' tasks (built by `as_task`); `runs`: a step run otherwise (as a subflow, or by
-    a function that submits tasks itself), by its domain function.
-    `quoted`: `run` passes its arguments quoted, for steps whose arguments hold whole columns of
-    texts or arrays of vectors, which Prefect would otherwise walk element by element looking for
-    futures (mining). Off where `run` is given plain settings and `submit` futures (scoring).
+    `steps`: the steps' tasks (built by `as_task`), and `instead(step, runs_it)` for a step run
+    otherwise. `quoted`: `run` passes its arguments quoted, for steps whose arguments hold whole
+    columns of texts or arrays of vectors, which Prefect would otherwise walk element by element
+    looking for futures (mining). Off where `run` is given plain settings and `submit` futures (scoring).
     """
 
-    def __init__(
-        self,
-        tasks: Iterable[Task] = (),
-        runs: Mapping[Callable[..., Any], Callable[..., Any]] | None = None,
-        quoted: bool = False,
-    ) -> None:
-        self.tasks: dict[Callable[..., Any], Any] = {stage_of(t): t for t in tasks} | dict(runs or {})
+    def __init__(self, steps: Iterable[Task | Instead] = (), quoted: bool = False) -> None:
+        self.tasks: dict[Callable[..., Any], Any] = {}
+        for runs in steps:
+            stage = stage_of(runs)
+            if stage in self.tasks:
+                raise ValueError(f"step {stage.__qualname__} is given twice")
+            self.tasks[stage] = runs.runs if isinstance(runs, Instead) else runs
         self.quoted = quoted
 
     def _task(self, stage: Callable[..., Any]) -> Any:

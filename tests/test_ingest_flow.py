@@ -55,17 +55,23 @@ def _summary(flow_run_id: UUID, within: float = 30.0) -> str:
     return str(artifacts[0].data)
 
 
-def _parse_task_runs(flow_run_id: UUID) -> list[str]:
-    """Names of this flow run's `parse-file` task runs (one per source file)."""
-    with get_client(sync_client=True) as client:
-        runs = client.read_task_runs(
-            flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[flow_run_id])),
-            task_run_filter=TaskRunFilter(name=TaskRunFilterName(like_="parse-")),
-            sort=TaskRunSort.EXPECTED_START_TIME_ASC,
-            limit=100,
-            offset=0,
-        )
-    return sorted(r.name for r in runs)
+def _parse_task_runs(flow_run_id: UUID, expected: int) -> list[str]:
+    """Names of this flow run's `parse-file` task runs (one per source file). Task runs reach the API
+    as events written behind the flow's back, so the last ones may land after the flow returns: read
+    again until `expected` are there (or 30 s have passed)."""
+    deadline = time.monotonic() + 30
+    while True:
+        with get_client(sync_client=True) as client:
+            runs = client.read_task_runs(
+                flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[flow_run_id])),
+                task_run_filter=TaskRunFilter(name=TaskRunFilterName(like_="parse-")),
+                sort=TaskRunSort.EXPECTED_START_TIME_ASC,
+                limit=100,
+                offset=0,
+            )
+        if len(runs) >= expected or time.monotonic() > deadline:
+            return sorted(r.name for r in runs)
+        time.sleep(0.5)
 
 
 def test_flow_ingests_real_data_and_publishes_summary(
@@ -79,7 +85,7 @@ def test_flow_ingests_real_data_and_publishes_summary(
     assert Catalog(home).read_split("stsb", "dev").height == 1497  # 1,500 less 2 exact repeats, 1 swapped
     flow_run_id = state.state_details.flow_run_id
     # each source file was parsed by its own task run, on the flow's task runner
-    assert _parse_task_runs(flow_run_id) == [
+    assert _parse_task_runs(flow_run_id, expected=5) == [
         "parse-msrp-msrp/msr_paraphrase_test.txt",
         "parse-msrp-msrp/msr_paraphrase_train.txt",
         "parse-stsb-stsb/sts-dev.csv",

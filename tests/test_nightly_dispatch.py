@@ -259,7 +259,7 @@ def test_a_run_no_worker_starts_is_cancelled_and_the_task_fails_naming_the_pool(
     with _StandInWorker(pool_deployment, night_id, []):  # no worker: nothing takes the run
         started = time.monotonic()
         with pytest.raises(NoWorkerTookRun) as failure:
-            train_on_pool(plan, "sts", plan.tasks["sts"], tmp_path, night_id)
+            train_on_pool(plan, "sts", tmp_path, night_id)
         waited = time.monotonic() - started
         time.sleep(0.3)
     message = str(failure.value)
@@ -283,7 +283,7 @@ def test_with_fallback_cpu_a_task_no_worker_took_trains_here_and_the_night_says_
         trained_here.append(True)
         return _trained(tmp_path)
 
-    done = train_on_pool(plan, "sts", plan.tasks["sts"], tmp_path, night_id, run_here=here)
+    done = train_on_pool(plan, "sts", tmp_path, night_id, run_here=here)
     assert done.trained == _trained(tmp_path) and trained_here == [True]
     assert (
         done.note and "cpu pool instead (dispatch.fallback: cpu)" in done.note and "'gpu-test'" in done.note
@@ -312,7 +312,7 @@ def test_a_crashed_run_is_retried_whatever_error_it_recorded(
     plan = _pool_plan(pool_deployment, attempts=1)
     scripts = [["Running", "error", "Crashed"], ["Running", "result", "Completed"]]
     with _StandInWorker(pool_deployment, night_id, scripts) as pool:
-        done = train_on_pool(plan, "sts", plan.tasks["sts"], tmp_path, night_id)
+        done = train_on_pool(plan, "sts", tmp_path, night_id)
         ensure_crash_detection()  # a second night on the same server adds no second automation
         assert done.trained == _trained(tmp_path) and done.note is None
     first, second = pool.runs
@@ -341,7 +341,7 @@ def test_pool_runs_that_crash_are_retried_then_the_task_fails(
         _StandInWorker(pool_deployment, night_id, scripts) as pool,
         pytest.raises(dispatch.PoolRunFailed, match="ended CRASHED") as failure,
     ):
-        train_on_pool(plan, "sts", plan.tasks["sts"], tmp_path, night_id)
+        train_on_pool(plan, "sts", tmp_path, night_id)
     assert failure.value.transient and len(pool.runs) == 3  # 1 + 2 retries, then the task fails
     assert [r.parameters["result_path"].rsplit("/", 1)[1] for r in pool.runs] == [
         "sts-1.json",
@@ -359,7 +359,7 @@ def test_a_permanent_failure_on_the_pool_is_not_retried(
     plan = _pool_plan(pool_deployment, attempts=2)
     with _StandInWorker(pool_deployment, night_id, [["Running", "error", "Failed"]] * 3) as pool:
         with pytest.raises(dispatch.PoolRunFailed, match="no-such-backbone") as failure:
-            train_on_pool(plan, "sts", plan.tasks["sts"], tmp_path, night_id)
+            train_on_pool(plan, "sts", tmp_path, night_id)
         time.sleep(0.3)
     assert not failure.value.transient and len(pool.runs) == 1
 
@@ -372,7 +372,7 @@ def test_a_silent_running_run_is_marked_crashed_and_dispatched_again(
 
     plan = _pool_plan(pool_deployment, attempts=1, lost_after=0.5)
     with _StandInWorker(pool_deployment, night_id, [["Running"], ["Running", "result", "Completed"]]) as pool:
-        done = train_on_pool(plan, "sts", plan.tasks["sts"], tmp_path, night_id)
+        done = train_on_pool(plan, "sts", tmp_path, night_id)
     assert done.trained == _trained(tmp_path)
     state, message = _state(pool.runs[0].id)
     assert state == "CRASHED" and "no heartbeat" in (message or "")  # the lost run, marked by the night

@@ -54,9 +54,9 @@ from mlflow import MlflowClient
 from stack_helpers import prefect_api
 
 from simpair import settings
-from simpair.flows.notifications import AUTOMATION_NAME
 from simpair.nightly.lock import nightly_lock
 from simpair.ops import local_stack
+from simpair.ops.notifications import AUTOMATION_NAME
 from simpair.ops.pool_dispatch import CRASH_AUTOMATION, SILENT_ENV, crash_message
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration]

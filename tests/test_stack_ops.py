@@ -33,7 +33,7 @@ def test_apply_notifications_is_off_without_a_target_and_updates_one_automation(
     from prefect.automations import Automation
     from prefect.blocks.notifications import SlackWebhook
 
-    from simpair.flows import notifications
+    from simpair.ops import notifications
 
     assert notifications.apply_notifications({}).startswith("notifications: off (set SIMPAIR_NOTIFY_WEBHOOK")
     with pytest.raises(ValueError):
@@ -88,7 +88,7 @@ def test_notification_target_comes_from_the_profile_and_the_environment_wins(
     SIMPAIR_NOTIFY_WEBHOOK in apply's environment overrides it; `notify: {block: ...}` names a saved block."""
     from prefect.blocks.notifications import SlackWebhook
 
-    from simpair.flows import notifications
+    from simpair.ops import notifications
 
     from_profile = _notify_profile(tmp_path, {"webhook": "http://127.0.0.1:9/from-profile"})
     line = notifications.apply_notifications({}, profile=from_profile)

@@ -34,6 +34,81 @@ def test_every_task_built_from_a_step_has_its_name_retries_and_signature() -> No
     assert (chunk.name, chunk.retries, chunk.task_run_name) == ("score-chunk", 2, "score-{plan.name}-{idx}")
 
 
+def test_training_ingest_and_mine_tasks_are_built_from_their_steps() -> None:
+    """Each task of the training, ingest and mine DAGs has its step's name, retries, timeout, tags and
+    run name, and the step function's own parameters; the flows list the tasks, with no table of steps."""
+    from simpair.flows.ingest import STEPS as INGEST
+    from simpair.flows.mine import STEPS as MINE
+    from simpair.flows.nightly_retrain import TRAINING
+    from simpair.nightly.train import train_side_by_side
+    from simpair.tasks.ingest import parse_file_task
+    from simpair.tasks.stages import Instead, stage_of
+    from simpair.training.workers import TRAIN_TIMEOUT_SECONDS
+
+    tasks = [t for t in TRAINING if not isinstance(t, Instead)]
+    tasks += [*INGEST.tasks.values(), parse_file_task, *MINE.tasks.values()]
+    names = [t.name for t in tasks]
+    assert names == [
+        "pretokenize", "train", "combine-members", "wise-ft", "evaluate",
+        "load-contracts", "ingest-source", "update-leakage", "publish-ingest-summary", "parse-file",
+        "resolve-model", "read-sentences", "encode-sentences", "find-pairs", "pairs-table", "rerank-pairs",
+        "write-pairs",
+    ]  # fmt: skip
+    for task in tasks:
+        stage = stage_of(task)
+        declared = declaration(stage)
+        assert (task.name, task.retries, task.timeout_seconds) == (
+            declared.name, declared.retries, declared.timeout_seconds,
+        )  # fmt: skip
+        assert task.task_run_name == declared.run_name and set(task.tags) == set(declared.tags)
+        assert inspect.signature(task.fn) == inspect.signature(stage)
+    training = {t.name: t for t in tasks[:5]}
+    assert all(set(t.tags) == {"gpu"} for t in training.values())
+    assert training["train"].timeout_seconds == TRAIN_TIMEOUT_SECONDS and training["train"].retries == 0
+    assert [training[n].retries for n in ("pretokenize", "combine-members", "wise-ft", "evaluate")] == [1] * 4
+    assert [training[n].retry_delay_seconds for n in ("pretokenize", "evaluate")] == [10, 10]
+    assert INGEST.tasks[stage_of(tasks[6])].task_run_name == "ingest-{contract.dataset}"
+    assert parse_file_task.task_run_name == "parse-{job.contract.dataset}-{job.relative}"
+    assert MINE.quoted and MINE.tasks[stage_of(tasks[11])].task_run_name == "read-{path}"
+    # members side by side are the one training step the flow runs otherwise (one `train` task each)
+    assert [t.stage for t in TRAINING if isinstance(t, Instead)] == [train_side_by_side]
+
+
+def test_training_retries_come_from_the_declarations_in_the_flow_and_in_process() -> None:
+    """The profile's retries go to every training step declared with `profile_retries`, in the flow
+    (`stages`) and in process (`RetryingInProcess`), read from the declaration (no list of retried steps)."""
+    from simpair.flows.nightly_retrain import TRAINING
+    from simpair.nightly import train
+    from simpair.tasks.nightly import stages
+    from simpair.tasks.stages import retry_if_transient
+
+    retries = Retries(attempts=3, delays_seconds=[1.0, 2.0])
+    runner = stages(TRAINING, retries)
+    in_process = RetryingInProcess(retries)
+    assert not hasattr(train, "RETRIED")
+    retried = [train.pretokenize_config, train.train_model, train.combine_members]
+    retried += [train.apply_wise_ft, train.evaluate_model]
+    for stage in retried:
+        task = runner.tasks[stage]
+        assert (task.retries, task.retry_delay_seconds) == (3, [1.0, 2.0])
+        assert task.retry_condition_fn is retry_if_transient
+        assert in_process._retried(stage)
+    assert runner.tasks[train.train_side_by_side].__name__ == "train_side_by_side_tasks"
+    assert not in_process._retried(train.train_side_by_side)  # it retries each member's `train` task itself
+
+
+def test_a_step_is_declared_once_and_given_to_a_flow_once() -> None:
+    from simpair.tasks.stages import PrefectStages, as_task
+    from simpair.training.workers import train_model
+
+    with pytest.raises(TypeError, match="train_model is already declared as step 'train'"):
+        step("train-again", retries=5)(train_model)
+    assert declaration(train_model).name == "train"  # unchanged
+    task = as_task(train_model)
+    with pytest.raises(ValueError, match="step train_model is given twice"):
+        PrefectStages([task, task])
+
+
 def test_the_night_declares_no_stub_and_the_pool_reads_the_training_arguments(tmp_path: Path) -> None:
     from simpair.nightly.train import train_here
     from simpair.ops.pool_dispatch import _as_json

@@ -20,8 +20,11 @@ def test_pretokenize_train_evaluate_tasks_in_a_flow(home: Path, prefect_api: Non
     for t in (pretokenize_task, train_task, evaluate_task):
         assert "gpu" in t.tags
 
+    from simpair.training import TrainConfig
+
     @flow
-    def tiny_retrain(config: str, home: Path) -> dict:
+    def tiny_retrain(path: str, home: Path) -> dict:
+        config = TrainConfig.from_yaml(path)  # a step takes the config, as the training DAG passes it
         tokens = pretokenize_task(config, home)
         trained = train_task(config, home)
         evaluated = evaluate_task(trained.model_dir, home, [("msrp", "test")], group_pattern=r"-00([01])\d$")

@@ -20,6 +20,7 @@ from simpair.ensemble.config import StackConfig
 from simpair.ensemble.fit import fit_stack
 from simpair.ensemble.soup import fit_soup
 from simpair.models.io import new_model_dir
+from simpair.stages import step
 from simpair.training import TrainConfig, train
 from simpair.training.pretokenize import pretokenize_config
 from simpair.training.side_by_side import executor_side_by_side
@@ -188,6 +189,7 @@ def train_configs(configs: list[TrainConfig], home: Path, jobs: int = 1) -> list
     return [Path(result.model_dir) for result in results]
 
 
+@step("combine-members", tags=("gpu",), retries=1, retry_delay_seconds=10, profile_retries=True)
 def combine_members(config: StackConfig, member_dirs: list[Path], home: Path) -> Path:
     """The stack, soup or cascade of trained members, as `<home>/models/<name>-<UTC time>`."""
     pool = read_pool(ref, home) if (ref := config.band_pool_ref()) else None  # before a model dir is made

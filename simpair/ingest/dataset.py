@@ -32,6 +32,7 @@ from simpair.ingest.report import STAT_KEYS, DatasetReport, SplitReport
 from simpair.ingest.sources import SourceRoot, compression_of, plain_stem
 from simpair.ingest.versioning import INGEST_CODE_VERSION, code_fingerprint, dataset_version
 from simpair.ingest.writer import TMP_PREFIX, remove_leftovers, set_current, write_version
+from simpair.stages import step
 
 log = logging.getLogger(__name__)
 # A new version that fails a split guard is written here for inspection, never made current.
@@ -317,6 +318,7 @@ def _previous_clean(dataset_dir: Path, previous: str | None) -> dict[str, int]:
     return {s["split"]: int(s["report"]["clean"]) for s in manifest["splits"]}
 
 
+@step("ingest-source", run_name="ingest-{contract.dataset}")
 def ingest_dataset(
     contract: Contract,
     sources: str | Path,

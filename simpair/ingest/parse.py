@@ -44,6 +44,7 @@ from simpair.ingest.reader import (
 from simpair.ingest.rows import build_candidates, resolve_columns
 from simpair.ingest.sources import ContentStream, SourceRoot, compression_of, decompress
 from simpair.ingest.workers import default_workers
+from simpair.stages import step
 
 RECORD_BATCH = 20_000  # records per call of the per-record path
 _T = TypeVar("_T")
@@ -84,6 +85,7 @@ class FileResult:
     split: str | None = None  # the file's split; None: its rows may go to any split (split_column)
 
 
+@step("parse-file", run_name="parse-{job.contract.dataset}-{job.relative}")
 def parse_file(job: FileJob) -> FileResult:
     """Parse one file into its folder of parts; a file that cannot be ingested raises SourceFileError.
 

@@ -25,11 +25,12 @@ from simpair.contracts import Contract, ContractError, contract_files, load_cont
 from simpair.ingest.dataset import ingest_dataset
 from simpair.ingest.leakage import LeakageInputError, update_leakage
 from simpair.ingest.report import DatasetReport, IngestReport, LeakageReport
-from simpair.stages import InProcess, StageRunner
+from simpair.stages import InProcess, StageRunner, step
 
 log = logging.getLogger(__name__)
 
 
+@step("load-contracts")
 def load_contracts(contracts: Path) -> tuple[list[Contract], list[DatasetReport]]:
     """Valid contracts, and a failed report for each contract file that cannot be used."""
     good: list[Contract] = []
@@ -56,6 +57,7 @@ def load_contracts(contracts: Path) -> tuple[list[Contract], list[DatasetReport]
     return good, bad
 
 
+@step("update-leakage")
 def safe_leakage(home: Path) -> LeakageReport:
     """Leakage never hides the per-source results: any failure here is reported in one line, not raised.
 
@@ -78,6 +80,7 @@ def one_line(text: str) -> str:
     return " ".join(text.split())
 
 
+@step("publish-ingest-summary")
 def finish_ingest(datasets: list[DatasetReport], leakage: LeakageReport) -> IngestReport:
     """The run's report, sources in name order (contract failures among them), with its headline logged."""
     report = IngestReport(datasets=sorted(datasets, key=lambda r: r.dataset), leakage=leakage)

@@ -38,7 +38,7 @@ from simpair.mining.sentences import Sentences, distinct, read_sentences
 from simpair.runtime.embedding_store import StoreCounts, release_store
 from simpair.runtime.model_ref import ModelRef, resolve_model_ref
 from simpair.settings import home_dir
-from simpair.stages import InProcess, StageRunner
+from simpair.stages import InProcess, StageRunner, step
 
 # summary fields about this run, not about the pairs: kept out of the pairs file's metadata
 RUN_ONLY = {
@@ -76,6 +76,7 @@ class MineSummary(BaseModel):
     rerank_precision_why: str | None = None
 
 
+@step("encode-sentences")
 def encode_sentences(
     model: ModelRef, sentences: Sentences, options: MineOptions, store: str | None = None
 ) -> Encoded:
@@ -93,6 +94,7 @@ def encode_sentences(
     return Encoded(vectors, encoder.counts)
 
 
+@step("find-pairs")
 def find_pairs(
     vectors: np.ndarray,
     model: ModelRef,
@@ -110,6 +112,7 @@ def find_pairs(
     return candidates
 
 
+@step("pairs-table")
 def build_table(
     candidates: Candidates, inputs: Sentences, corpus: Sentences | None, model: ModelRef
 ) -> pa.Table:
@@ -124,11 +127,13 @@ def build_table(
     )
 
 
+@step("rerank-pairs")
 def rerank_pairs(table: pa.Table, reranker: ModelRef, options: MineOptions) -> pa.Table:
     """Add the re-ranker's scores (see `simpair.mining.pairs.rerank`)."""
     return rerank(table, load_reranker(reranker, options), reranker, options)
 
 
+@step("write-pairs")
 def write_mined(
     table: pa.Table,
     output: str,

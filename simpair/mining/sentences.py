@@ -17,6 +17,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from simpair.defaults import DEFAULT_SENTENCE_BATCH_ROWS as DEFAULT_BATCH_ROWS
+from simpair.stages import step
 
 REJECT_SCHEMA = pa.schema([("row", pa.int64()), ("id", pa.string()), ("reason", pa.string())])
 
@@ -122,6 +123,7 @@ def iter_sentences(
         start += batch.num_rows
 
 
+@step("read-sentences", run_name="read-{path}")
 def read_sentences(path: str | Path, column: str = "text", id_column: str | None = None) -> Sentences:
     """The whole file (texts only: mining needs every sentence; their vectors are what is bounded)."""
     out = Sentences()

@@ -111,7 +111,7 @@ class DispatchPlan(BaseModel):
 
 
 class NotifyPlan(BaseModel):
-    """Where the deployed nights report a failed, crashed or late run (flows/notifications.py). Read
+    """Where the deployed nights report a failed, crashed or late run (ops/notifications.py). Read
     when the deployments are applied; SIMPAIR_NOTIFY_WEBHOOK / SIMPAIR_NOTIFY_BLOCK in that
     environment win, so a secret URL can stay out of the profile."""
 

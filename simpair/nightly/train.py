@@ -2,9 +2,10 @@
 -> WiSE-FT choice -> evaluate. What the `train-and-evaluate` flow runs, and `simpair nightly --no-prefect`.
 
 `run_training(job, runner)` calls its stages through a `simpair.stages.StageRunner`: the flow hands
-it `PrefectStages` over the tasks in `simpair.tasks.training` (each stage a task tagged `gpu`), the
-in-process night a `RetryingInProcess`. The stages in `RETRIED` are retried on transient faults with
-the profile's retries either way.
+it `PrefectStages` over the tasks in `simpair.tasks.training` (each stage a task tagged `gpu`, built
+from its step's declaration), the in-process night a `RetryingInProcess`. Every stage but the
+side-by-side trainings is declared with `profile_retries`: it is retried on transient faults with the
+profile's retries either way.
 
 A stack config (`members:`) trains every member like a single model, `job.jobs` at a time (each in
 its own process when more than one), combines nested stacks bottom-up, then fits the stack on dev.
@@ -27,7 +28,7 @@ from simpair.nightly.retry import RetryingInProcess
 from simpair.nightly.summary import Trained
 from simpair.selection.wise_path import apply_wise_ft
 from simpair.selection.wise_rule import WiseFtPolicy
-from simpair.stages import StageRunner
+from simpair.stages import StageRunner, step
 from simpair.training import TrainConfig
 from simpair.training.pretokenize import pretokenize_config
 from simpair.training.workers import train_model
@@ -82,8 +83,12 @@ def train_side_by_side(
     return train_configs(configs, Path(home), jobs)
 
 
-# the stages run with the profile's retries (transient faults only), in the flow and in process
-RETRIED = (pretokenize_config, train_model, combine_members, apply_wise_ft, evaluate_model)
+# The WiSE-FT choice and the evaluation are steps of this DAG only; they are declared here, where the
+# DAG runs them, rather than beside their functions in `simpair.selection` and `simpair.evaluation`
+# (the same function object: `simpair.tasks.training` builds their tasks from these declarations).
+_GPU_STEP = {"tags": ("gpu",), "retries": 1, "retry_delay_seconds": 10, "profile_retries": True}
+step("wise-ft", **_GPU_STEP)(apply_wise_ft)
+step("evaluate", **_GPU_STEP)(evaluate_model)
 
 
 def run_training(job: TrainingJob, runner: StageRunner) -> Trained:
@@ -188,4 +193,4 @@ def train_here(
     """One task's training in this process (the night's in-process path; the flow runs the
     `train-and-evaluate` flow with the same arguments instead)."""
     job = TrainingJob.resolve(task_name, config_path, home, eval_sets, retries, jobs, wise_ft=wise_ft)
-    return run_training(job, RetryingInProcess(retries, RETRIED))
+    return run_training(job, RetryingInProcess(retries))

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from simpair.models.tiny import default_backbone
 from simpair.models.tokenizer import load_tokenizer
+from simpair.stages import step
 from simpair.tokens import TokenSplit, pretokenize
 from simpair.training.config import TrainConfig
 from simpair.training.data import config_splits
@@ -18,6 +19,7 @@ def tokenizer_source(config: TrainConfig) -> str:
     return config.backbone
 
 
+@step("pretokenize", tags=("gpu",), retries=1, retry_delay_seconds=10, profile_retries=True)
 def pretokenize_config(config: TrainConfig, home: Path) -> list[TokenSplit]:
     """Tokens for all of the config's splits (cached ones are reused, not rebuilt)."""
     tokenizer = load_tokenizer(tokenizer_source(config))

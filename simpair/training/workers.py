@@ -16,6 +16,7 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
 from typing import Any
 
+from simpair.stages import step
 from simpair.training.config import TrainConfig
 from simpair.training.loop import TrainResult
 from simpair.training.progress_slot import claim_slot
@@ -114,6 +115,8 @@ def train_in_process(
     raise TrainingTimedOut(f"training {config.name} ran past its limit of {timeout:g} s and was stopped")
 
 
+# Prefect's timeout on the task too; side by side the training process enforces it (`timeout`)
+@step("train", tags=("gpu",), timeout_seconds=TRAIN_TIMEOUT_SECONDS, profile_retries=True)
 def train_model(
     config: TrainConfig,
     home: str | Path,
