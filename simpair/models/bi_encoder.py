@@ -17,9 +17,10 @@ from pathlib import Path
 from typing import Literal
 
 import torch
-from torch import nn
+from torch import Tensor, nn
 from transformers import AutoModel, PreTrainedModel
 
+from simpair.models.body import body_inputs
 from simpair.models.embedding_postprocess import EmbeddingPostprocess
 from simpair.models.pooler import freeze_unused_pooler
 
@@ -74,14 +75,9 @@ class BiEncoder(nn.Module):
         return int(self.model.config.hidden_size)
 
     def forward(
-        self,
-        input_ids: torch.Tensor,
-        attention_mask: torch.Tensor,
-        token_type_ids: torch.Tensor | None = None,
-    ) -> torch.Tensor:
-        kwargs = {"input_ids": input_ids, "attention_mask": attention_mask}
-        if token_type_ids is not None:
-            kwargs["token_type_ids"] = token_type_ids
+        self, input_ids: Tensor, attention_mask: Tensor, token_type_ids: Tensor | None = None
+    ) -> Tensor:
+        kwargs = body_inputs(input_ids, attention_mask, token_type_ids)
         hidden = self.model(**kwargs).last_hidden_state
         pooled = (hidden[:, 0] if self.pooling == "cls" else mean_pool(hidden, attention_mask)).float()
         return pooled if self.post is None else self.post(pooled)

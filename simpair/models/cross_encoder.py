@@ -28,10 +28,11 @@ from typing import Literal
 
 import torch
 from safetensors.torch import load_file, save_file
-from torch import nn
+from torch import Tensor, nn
 from transformers import AutoModel, AutoModelForSequenceClassification, PreTrainedModel
 from transformers.utils import logging as hf_logging
 
+from simpair.models.body import body_inputs
 from simpair.models.pooler import freeze_unused_pooler
 
 CrossHead = Literal["cls", "segment_cosine"]
@@ -190,14 +191,9 @@ class CrossEncoder(nn.Module):
             freeze_unused_pooler(self.model)
 
     def forward(
-        self,
-        input_ids: torch.Tensor,
-        attention_mask: torch.Tensor,
-        token_type_ids: torch.Tensor | None = None,
-    ) -> torch.Tensor:
-        kwargs = {"input_ids": input_ids, "attention_mask": attention_mask}
-        if token_type_ids is not None:
-            kwargs["token_type_ids"] = token_type_ids
+        self, input_ids: Tensor, attention_mask: Tensor, token_type_ids: Tensor | None = None
+    ) -> Tensor:
+        kwargs = body_inputs(input_ids, attention_mask, token_type_ids)
         if self.pair_head is None:
             return one_logit(self.model(**kwargs).logits).float()
         if token_type_ids is None:

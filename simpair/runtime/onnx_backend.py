@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 import torch
-from torch import nn
+from torch import Tensor, nn
 
 from simpair.models import Predictor
 from simpair.models.batching import pad_batch
@@ -58,11 +58,8 @@ class OrtEncoder(nn.Module):
         self.variant = variant  # "cls-last-layer" or "plain": which graph was exported (for reports)
 
     def forward(
-        self,
-        input_ids: torch.Tensor,
-        attention_mask: torch.Tensor,
-        token_type_ids: torch.Tensor | None = None,
-    ) -> torch.Tensor:
+        self, input_ids: Tensor, attention_mask: Tensor, token_type_ids: Tensor | None = None
+    ) -> Tensor:
         if token_type_ids is None:
             token_type_ids = torch.zeros_like(input_ids)
         feed = {
