@@ -15,8 +15,9 @@ The names below load on first use: a nightly profile checks whether a task's con
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from simpair.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from simpair.ensemble.cascade_band import compare_with_cross
@@ -46,9 +47,4 @@ __all__ = [
     "is_stack_config",
     "train_stack",
 ]
-
-
-def __getattr__(name: str) -> Any:
-    if name not in _EXPORTS:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(_EXPORTS[name]), name)
+__getattr__ = lazy_exports(__name__, _EXPORTS)

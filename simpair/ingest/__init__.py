@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from simpair.lazy import lazy_exports
 
 # Loaded on first use, so a process that only parses chunks (a worker of `workers.py`) does not import
 # the whole ingest stack.
@@ -15,9 +14,4 @@ _EXPORTS = {
     "LeakageReport": "simpair.ingest.report",
 }
 __all__ = sorted(_EXPORTS)
-
-
-def __getattr__(name: str) -> Any:
-    if name not in _EXPORTS:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(_EXPORTS[name]), name)
+__getattr__ = lazy_exports(__name__, _EXPORTS)

@@ -11,8 +11,9 @@ about 7 s of CPU here and made `simpair ingest` of 2M rows a third slower.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from simpair.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from simpair.models.bi_encoder import BiEncoder, mean_pool
@@ -50,9 +51,4 @@ __all__ = [
     "save_model",
     "save_tiny_model",
 ]
-
-
-def __getattr__(name: str) -> Any:
-    if name not in _EXPORTS:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(_EXPORTS[name]), name)
+__getattr__ = lazy_exports(__name__, _EXPORTS)

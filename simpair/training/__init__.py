@@ -8,8 +8,9 @@ import the trainer's torch and transformers.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from simpair.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from simpair.training.config import DevConfig, SplitRef, TrainConfig
@@ -23,9 +24,4 @@ _EXPORTS = {
     "train": "simpair.training.trainer",
 }
 __all__ = ["DevConfig", "SplitRef", "TrainConfig", "TrainResult", "train"]
-
-
-def __getattr__(name: str) -> Any:
-    if name not in _EXPORTS:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(_EXPORTS[name]), name)
+__getattr__ = lazy_exports(__name__, _EXPORTS)
