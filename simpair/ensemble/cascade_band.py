@@ -21,13 +21,7 @@ close (fitted on random halves of MSRP dev, 0.60% on the other halves against 1.
 itself). Too few dev pairs to certify the share send every pair to the cross-encoder
 (docs/experiments.md, 2026-11-26).
 
-Layout of a cascade model directory (everything text or safetensors, nothing pickled):
-
-    simpair.json       kind "cascade", task paraphrase, threshold (the cross-encoder's), max_length
-    cascade.json       members (bi first, then cross), the band, and its dev figures
-    members/0-<bi>     the bi stage, a complete model directory (its calibration in its simpair.json)
-    members/1-<cross>  the cross stage, a complete model directory
-    metrics.json, dev_pair_ids.txt, train_pairs.txt (dev pairs count as training data for leakage)
+A cascade model directory's layout is in `simpair.runtime.cascade`, which runs it.
 """
 
 from __future__ import annotations
