@@ -85,15 +85,7 @@ def _precision_tags(model_dir: Path) -> dict[str, str]:
     return verdict.to_tags() if verdict else {}
 
 
-@step(
-    "register-model",
-    run_name="register-{model_dir.name}",
-    tags=("mlflow",),
-    retries=3,
-    retry_delay_seconds=(10.0, 60.0, 300.0),
-    transient_only=True,
-    profile_retries=True,
-)
+@step("register-model", run_name="register-{model_dir.name}", **tracking.MLFLOW_STEP)
 def register_trained_model(
     home: Path,
     model_dir: Path,
@@ -166,14 +158,7 @@ def mark_challenger(home: Path, registered: RegisteredVersion) -> None:
     registry.set_challenger(registry.client(home), registered.name, registered.version)
 
 
-@step(
-    "mark-challengers",
-    tags=("mlflow",),
-    retries=3,
-    retry_delay_seconds=(10.0, 60.0, 300.0),
-    transient_only=True,
-    profile_retries=True,
-)
+@step("mark-challengers", **tracking.MLFLOW_STEP)
 def mark_challengers(home: Path, registered: Sequence[RegisteredVersion]) -> list[str]:
     """Point `challenger` at every new version: called once all of a night's versions exist."""
     for item in registered:

@@ -35,6 +35,17 @@ _HTTP_DEFAULTS = {
 }
 
 
+# How a step that talks to MLflow retries: three times, after 10 s, 1 min and 5 min (a tracking server
+# restarting), transient faults only (`simpair.registry.faults`), or the nightly profile's retries.
+MLFLOW_STEP: dict[str, Any] = {
+    "tags": ("mlflow",),
+    "retries": 3,
+    "retry_delay_seconds": (10.0, 60.0, 300.0),
+    "transient_only": True,
+    "profile_retries": True,
+}
+
+
 class TrackingUnavailable(RuntimeError):
     """The tracking server or store cannot be reached (a transient fault worth retrying)."""
 
@@ -80,14 +91,7 @@ def ensure_experiment(home: Path, name: str = EXPERIMENT) -> str:
         raise TrackingUnavailable(f"MLflow tracking store {uri} is not reachable: {exc}") from exc
 
 
-@step(
-    "check-tracking",
-    tags=("mlflow",),
-    retries=3,
-    retry_delay_seconds=(10.0, 60.0, 300.0),
-    transient_only=True,
-    profile_retries=True,
-)
+@step("check-tracking", **MLFLOW_STEP)
 def check_reachable(home: Path) -> str:
     """Fail fast (TrackingUnavailable) before anything is written when the tracking store is down."""
     ensure_experiment(home)
