@@ -19,7 +19,19 @@ if TYPE_CHECKING:
     from simpair.models.predictor import Predictor
 
 
-class BinaryClassificationEvaluator:
+class PairEvaluator:
+    """What both evaluators hold: the pairs, a name, and the batch size they are scored with."""
+
+    def __init__(self, text_a: Sequence[str], text_b: Sequence[str], name: str, batch_size: int) -> None:
+        self.text_a, self.text_b = list(text_a), list(text_b)
+        self.name = name
+        self.batch_size = batch_size
+
+    def predict(self, predictor: Predictor) -> dict[str, np.ndarray]:
+        return predictor.predict(self.text_a, self.text_b, batch_size=self.batch_size)
+
+
+class BinaryClassificationEvaluator(PairEvaluator):
     """Scores pairs with a predictor and reports classification metrics at a fixed threshold.
 
     Built on dev without a threshold, it picks the best one there (`threshold_metric`); pass that
@@ -36,16 +48,14 @@ class BinaryClassificationEvaluator:
         name: str = "",
         batch_size: int = 64,
     ) -> None:
-        self.text_a, self.text_b = list(text_a), list(text_b)
+        super().__init__(text_a, text_b, name, batch_size)
         self.labels = np.asarray(labels, dtype=np.int64)
         self.threshold = threshold
         self.threshold_metric = threshold_metric
-        self.name = name
-        self.batch_size = batch_size
         self.probabilities: np.ndarray | None = None
 
     def __call__(self, predictor: Predictor) -> dict[str, float]:
-        out = predictor.predict(self.text_a, self.text_b, batch_size=self.batch_size)
+        out = self.predict(predictor)
         self.probabilities = out.get("probability", out["score"])
         threshold = self.threshold
         if threshold is None:
@@ -53,7 +63,7 @@ class BinaryClassificationEvaluator:
         return binary_metrics(self.probabilities, self.labels, threshold)
 
 
-class GradedSimilarityEvaluator:
+class GradedSimilarityEvaluator(PairEvaluator):
     """Scores pairs with a predictor and correlates the 0-1 score with gold 0-1 scores."""
 
     def __init__(
@@ -64,12 +74,10 @@ class GradedSimilarityEvaluator:
         name: str = "",
         batch_size: int = 64,
     ) -> None:
-        self.text_a, self.text_b = list(text_a), list(text_b)
+        super().__init__(text_a, text_b, name, batch_size)
         self.gold = np.asarray(scores, dtype=np.float64)
-        self.name = name
-        self.batch_size = batch_size
         self.predicted: np.ndarray | None = None
 
     def __call__(self, predictor: Predictor) -> dict[str, float]:
-        self.predicted = predictor.predict(self.text_a, self.text_b, batch_size=self.batch_size)["score"]
+        self.predicted = self.predict(predictor)["score"]
         return graded_metrics(self.predicted, self.gold)
