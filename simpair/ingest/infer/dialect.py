@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from simpair.ingest.infer.columns import as_number
 from simpair.ingest.infer.errors import InferError
+from simpair.ingest.infer.sample import first_records
 
 _DELIMITERS = ("\t", ",", ";", "|")
 DELIMITER_NAMES = {"\t": "tab", ",": "comma", ";": "semicolon", "|": "pipe"}
@@ -50,17 +51,7 @@ class Parse:
 
 
 def _parse_plain(lines: list[str], delimiter: str, limit: int) -> Parse:
-    records: list[list[str]] = []
-    starts: list[int] = []
-    blank = 0
-    for number, line in enumerate(lines, start=1):
-        if len(records) >= limit:
-            break
-        if not line.strip():
-            blank += 1
-            continue
-        records.append(line.split(delimiter))
-        starts.append(number)
+    records, starts, blank, _ = first_records(lines, limit, lambda line: line.split(delimiter))
     return Parse(delimiter, "none", records, 0, 0, blank, starts)
 
 

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import codecs
 import unicodedata
+from collections.abc import Callable
 from pathlib import Path, PurePosixPath
+from typing import TypeVar
 
 import pyarrow as pa
 
@@ -19,6 +21,7 @@ from simpair.ingest.sources import SourceAccessError, SourceRoot, compression_of
 MAX_SAMPLE_BYTES = 64 << 20
 # Lines of the sample that do not decode, named in the review note (the count covers the rest).
 _BAD_LINES_SHOWN = 10
+R = TypeVar("R")
 
 
 def _split_location(location: str | Path) -> tuple[SourceRoot, str]:
@@ -151,3 +154,26 @@ def _mostly_utf8(data: bytes, error: UnicodeDecodeError, notes: list[str]) -> tu
         "any byte: check the source's real encoding (often cp1252 for Windows exports)"
     )
     return data.decode("latin-1"), "latin-1"
+
+
+def first_records(
+    lines: list[str], limit: int, parse: Callable[[str], R | None]
+) -> tuple[list[R], list[int], int, int]:
+    """The first `limit` records of the sample's non-blank lines and their 1-based line numbers, with
+    how many lines were blank and how many `parse` refused (None: that line is no record)."""
+    records: list[R] = []
+    numbers: list[int] = []
+    blank = refused = 0
+    for number, line in enumerate(lines, start=1):
+        if len(records) >= limit:
+            break
+        if not line.strip():
+            blank += 1
+            continue
+        record = parse(line)
+        if record is None:
+            refused += 1
+            continue
+        records.append(record)
+        numbers.append(number)
+    return records, numbers, blank, refused

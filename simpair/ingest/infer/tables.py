@@ -16,28 +16,21 @@ import pyarrow.parquet as pq
 from simpair.ingest.infer.columns import Column, table_of_records
 from simpair.ingest.infer.dialect import Parse, choose_layout, looks_like_header
 from simpair.ingest.infer.errors import InferError
+from simpair.ingest.infer.sample import first_records
+
+
+def _json_object(line: str) -> dict[str, Any] | None:
+    """The line's JSON object; None for a line that is not JSON or not an object."""
+    try:
+        value = json.loads(line)
+    except json.JSONDecodeError:
+        return None
+    return value if isinstance(value, dict) else None
 
 
 def jsonl_rows(lines: list[str], limit: int, shown: str) -> tuple[list[dict[str, Any]], list[int]]:
     """The first `limit` JSON objects and their 1-based lines; refused when most lines are not objects."""
-    rows: list[dict[str, Any]] = []
-    numbers: list[int] = []
-    broken = 0
-    for number, line in enumerate(lines, start=1):
-        if len(rows) >= limit:
-            break
-        if not line.strip():
-            continue
-        try:
-            value = json.loads(line)
-        except json.JSONDecodeError:
-            broken += 1
-            continue
-        if isinstance(value, dict):
-            rows.append(value)
-            numbers.append(number)
-        else:
-            broken += 1
+    rows, numbers, _, broken = first_records(lines, limit, _json_object)
     if broken > len(rows):
         raise InferError(f"{shown}: {broken} of the first {broken + len(rows)} lines are not JSON objects")
     if not rows:
