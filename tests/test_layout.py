@@ -159,7 +159,8 @@ def test_pyproject_lists_every_package() -> None:
 # own package, the foundation, and packages on earlier lines only. (A `package.part` entry would rank
 # a sub-package apart from its package; none does: each package sits on one floor.)
 DOMAIN_ORDER = [
-    "settings defaults schema pairs pair_files contracts catalog atomic pair_tokens progress stages locks lazy",
+    "settings defaults schema pairs pair_files contracts catalog atomic pair_tokens progress stages locks"
+    " lazy",
     "metrics",
     "losses",
     "models",
