@@ -12,6 +12,7 @@ from simpair.nightly.night import night_in_process
 from simpair.nightly.profile import Retries
 from simpair.nightly.retry import RetryingInProcess
 from simpair.nightly.summary import NightlyFailed
+from simpair.stages import step
 
 
 def test_no_prefect_night_refuses_pool_dispatch_before_taking_the_lock(tmp_path: Path) -> None:
@@ -36,13 +37,15 @@ def test_in_process_stages_retry_transient_faults_only() -> None:
             )
         return "done"
 
-    runner = RetryingInProcess(Retries(attempts=2, delays_seconds=[0.0]), retried=[flaky])
-    assert runner.run(flaky, kind="io") == "done" and calls == ["io", "io"]
+    retried = step("flaky", profile_retries=True)(flaky)
+    once = step("once")(lambda kind: flaky(kind))
+    runner = RetryingInProcess(Retries(attempts=2, delays_seconds=[0.0]))
+    assert runner.run(retried, kind="io") == "done" and calls == ["io", "io"]
     calls.clear()
     with pytest.raises(ValueError, match="bad config"):
-        runner.run(flaky, kind="permanent")
+        runner.run(retried, kind="permanent")
     assert calls == ["permanent"]  # a permanent fault is not retried
     calls.clear()
     with pytest.raises(ConnectionError):
-        RetryingInProcess(Retries(attempts=2, delays_seconds=[0.0]), retried=[]).run(flaky, kind="io")
-    assert calls == ["io"]  # a stage not marked as retried runs once
+        runner.run(once, kind="io")
+    assert calls == ["io"]  # a step not declared with profile retries runs once

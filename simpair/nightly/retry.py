@@ -9,7 +9,7 @@ waiting `retries.delays_seconds` (the last delay repeats) in between.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 from simpair.nightly.profile import Retries
@@ -26,19 +26,14 @@ def retry_delay(retries: Retries, attempt: int) -> float:
 
 
 class RetryingInProcess(InProcess):
-    """Runs every stage here and now; a retried stage that fails on a transient fault runs again.
+    """Runs every stage here and now; a stage declared with `profile_retries` that fails on a
+    transient fault runs again."""
 
-    The stages retried are those declared with `profile_retries`, or the ones in `retried` when given.
-    """
-
-    def __init__(self, retries: Retries, retried: Collection[Callable[..., Any]] | None = None) -> None:
+    def __init__(self, retries: Retries) -> None:
         super().__init__()
         self.retries = retries
-        self.retried = None if retried is None else frozenset(retried)
 
     def _retried(self, stage: Callable[..., Any]) -> bool:
-        if self.retried is not None:
-            return stage in self.retried
         return hasattr(stage, "__step__") and declaration(stage).profile_retries
 
     def run(self, stage: Callable[..., T], /, **kwargs: Any) -> T:
