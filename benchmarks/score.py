@@ -348,14 +348,17 @@ def _ref(model: Path) -> object:
 def worker_verdict(model: Path, home: Path, threads: int) -> dict:
     """What `--precision auto` picks for the model, the way `simpair score` resolves it.
 
-    A model with no cached verdict is measured now on its dev split in `home` (the ladder), and the
-    verdict cached beside it, exactly as the first `auto` run of such a model does.
+    A model with no stored verdict is measured first on its dev split in `home` (the ladder), and the
+    verdict stored beside it, as `simpair models verdict` (or its registration) does; `resolve_seconds`
+    includes that measurement.
     """
     from simpair.models.precision_verdict import PrecisionVerdict
     from simpair.runtime.resolve import resolve
+    from simpair.selection.precision_ladder import verdict_for
 
     had_one = PrecisionVerdict.read(model) is not None
     began = time.perf_counter()
+    verdict_for(_ref(model), home)
     precision, why = resolve("auto", "auto", model=_ref(model), home=home)
     verdict = PrecisionVerdict.read(model)
     return {

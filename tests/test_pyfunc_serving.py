@@ -123,7 +123,7 @@ def test_the_logged_model_carries_the_domain_code_and_names_no_simpair_requireme
     code = local / "code" / "simpair"
     assert (code / "runtime" / "loader.py").exists() and (code / "registry" / "pyfunc.py").exists()
     assert not list(code.rglob("__pycache__")) and not list(code.rglob("*.pyc"))
-    assert not {"cli", "tasks", "flows"} & {p.name for p in code.iterdir()}, "orchestration layers shipped"
+    assert not {"cli", "tasks", "ops", "flows"} & {p.name for p in code.iterdir()}, "orchestration shipped"
     requirements = [line.strip() for line in (local / "requirements.txt").read_text().splitlines()]
     names = {line.split("==")[0].lower() for line in requirements if line and not line.startswith("#")}
     assert "simpair" not in names

@@ -260,6 +260,12 @@ def import_it_and_let_a_smoke_night_beat_it(run: Run, folder: Path, work: Path, 
     assert imported.returncode == 0, imported.stdout + imported.stderr
     registered = json.loads(imported.stdout)
     assert (registered["name"], registered["alias"]) == ("simpair-paraphrase", "champion"), registered
+    # the logged pyfunc carries the installed domain package only: no Prefect layer, no package data
+    home = Path(json.loads(run("info", "--json", "-").stdout)["home"])
+    (code,) = [c for c in home.rglob("code/simpair") if c.is_dir()]
+    assert (code / "runtime" / "loader.py").is_file() and (code / "runtime" / "pyfunc_entry.py").is_file()
+    shipped = {p.name for p in code.iterdir()}
+    assert not {"cli", "tasks", "ops", "flows", "configs", "data_contracts"} & shipped, shipped
 
     config, profile = work / "team-smoke.yaml", work / "team-night.yaml"
     config.write_text(TRAIN_CONFIG)

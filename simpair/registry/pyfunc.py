@@ -63,9 +63,10 @@ REQUIREMENTS = (
     "filelock",
     "platformdirs",  # simpair.settings: the home outside a checkout
 )
-# Top-level folders of the installed `simpair` package that are not the domain: the orchestration layers
-# (`simpair.cli`, `.tasks`, `.flows` import Prefect) and package data. The pyfunc needs none of them.
-NOT_SHIPPED = frozenset({"cli", "tasks", "flows", "configs", "data_contracts"})
+# Top-level folders of the installed `simpair` package that are not the domain: the orchestration and
+# operations layers (`simpair.cli`, `.tasks`, `.ops`, `.flows` import Prefect) and package data. The
+# pyfunc needs none of them.
+NOT_SHIPPED = frozenset({"cli", "tasks", "ops", "flows", "configs", "data_contracts"})
 PACKAGE_DIR = Path(__file__).resolve().parents[1]
 
 
