@@ -29,10 +29,10 @@ PrecisionOption = Annotated[
     str,
     typer.Option(
         help="auto (default: the fastest of fp32, bf16 and int8 that keeps the model's dev decisions: at "
-        "most 0.5% of dev labels flip, dev metric within 0.002; measured once per model and cached, see "
-        "docs/scoring.md), fp32 (the fp32 reference), bf16 (where bf16 is native; not with --backend "
-        "onnx) or int8 (quantized ONNX Runtime graph; refused unless it passes the int8 parity guard on "
-        "the model's dev split, see `simpair models int8-check`; not with --backend torch).",
+        "most 0.5% of dev labels flip, dev metric within 0.002; read from the verdict stored with the "
+        "model, fp32 without one, see `simpair models verdict`), fp32 (the fp32 reference), bf16 (where "
+        "bf16 is native; not with --backend onnx) or int8 (quantized ONNX Runtime graph; refused unless "
+        "a stored int8 check accepted it, see `simpair models int8-check`; not with --backend torch).",
     ),
 ]
 EmbeddingStoreOption = Annotated[

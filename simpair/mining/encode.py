@@ -103,11 +103,11 @@ def encode_file(
     """Write the vectors of every usable row of `input` to `output`; see the module docstring.
 
     `runtime` says how the model runs (batch size, threads, backend, precision, the embedding store);
-    `home` holds the dev split a model without a precision verdict is measured on under `auto`.
+    `home` holds the registry an explicit int8's stored check is read from.
     """
     started = time.monotonic()
     total = open_sentences(input, column, id_column).metadata.num_rows  # fails before the model loads
-    check_bi_encoder(model)  # a wrong kind fails before any precision is measured
+    check_bi_encoder(model)  # a wrong kind fails before any precision is resolved
     runtime, why = resolve_precision(model, runtime, Path(home) if home else None)
     folder = output_store(output, runtime)
     encoder = bi_encoder(model, runtime, folder)

@@ -77,9 +77,9 @@ def resolve_precision(
     """`runtime` with the precision `model` runs in for this job, decided once as `simpair score` decides
     it (`resolve.resolve`), and the line that says why auto chose it (None for an explicit precision).
 
-    `auto` takes the model's cached precision verdict (measured once on its dev split in `home` when it
-    has none); an explicit `bf16` falls back to fp32 where it is not native; an explicit `int8` must
-    pass the parity guard (`int8_guard.Int8Refused` otherwise). With the default `auto`, encoded and
+    `auto` takes the model's stored precision verdict (fp32 when it has none: nothing is measured
+    here); an explicit `bf16` falls back to fp32 where it is not native; an explicit `int8` needs a
+    stored int8 check that accepted it (`simpair.models.int8_check.Int8Refused` otherwise). With the default `auto`, encoded and
     mined vectors equal scored ones and share their stored vectors.
     """
     from simpair.runtime.resolve import resolve

@@ -3,11 +3,13 @@
 Checked once, where the options are built (`RuntimeOptions`, `ScoringOptions`), and resolved once, by
 the process that starts a run (`resolve.resolve`), before its first chunk; the resolved precision is what
 every chunk and worker gets. `auto` (default) is the fastest rung of the model's precision ladder that
-keeps its dev decisions (`precision_ladder`: measured once per model, cached beside it). `fp32` gives
+keeps its dev decisions (`simpair.selection.precision_ladder`: measured once per model, at
+registration, import or `simpair models verdict`, and stored beside it; a run only reads it). `fp32` gives
 scores equal to sentence-transformers' to ~1e-7. `bf16` runs only where bf16 is native (CUDA with bf16,
 CPUs with AVX512-BF16 or AMX): emulated bf16 is slower than fp32 and would still move the scores, so
 elsewhere an explicit bf16 falls back to fp32 with a warning. ONNX Runtime has no fast bf16 on CPU,
-so bf16 scores with torch; `int8` runs a quantized ONNX Runtime graph and needs `int8_guard`'s consent.
+so bf16 scores with torch; `int8` runs a quantized ONNX Runtime graph and needs a stored int8 check
+that accepted it (`simpair.selection.int8_guard`).
 """
 
 from __future__ import annotations

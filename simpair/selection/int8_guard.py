@@ -12,11 +12,12 @@ is refused when the metric moves by more than `max_delta` or more than `max_flip
 flip. The dev split is the one the model records (`metrics.json` `dev_source`, `dev_pair_ids.txt`),
 read from the pipeline home, never the test split, which stays for evaluation.
 
-A registry version's result is recorded on the version as `simpair.int8.*` tags, so one measurement
-serves every later night and the verdict is visible in MLflow; a saved folder is measured on every
-run that asks for int8 (it has no place to keep a verdict). A recorded verdict stands until the check
-is run again (`simpair models int8-check`), which re-judges the recorded figures under the limits it
-is given, or measures anew with `--force` (or when the quantization mode changed).
+A registry version's result is recorded on the version as `simpair.int8.*` tags by `simpair models
+int8-check`, so one measurement serves every later night and the verdict is visible in MLflow; a
+scoring run only reads it (`simpair.runtime.resolve`), and a saved folder is judged by the int8 rung
+of its stored precision verdict. A recorded verdict stands until the check is run again, which
+re-judges the recorded figures under the limits it is given, or measures anew with `--force` (or when
+the quantization mode changed).
 """
 
 from __future__ import annotations
