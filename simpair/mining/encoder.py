@@ -79,8 +79,8 @@ def resolve_precision(
 
     `auto` takes the model's stored precision verdict (fp32 when it has none: nothing is measured
     here); an explicit `bf16` falls back to fp32 where it is not native; an explicit `int8` needs a
-    stored int8 check that accepted it (`simpair.models.int8_check.Int8Refused` otherwise). With the default `auto`, encoded and
-    mined vectors equal scored ones and share their stored vectors.
+    stored int8 check that accepted it (`simpair.models.int8_check.Int8Refused` otherwise). With the
+    default `auto`, encoded and mined vectors equal scored ones and share their stored vectors.
     """
     from simpair.runtime.resolve import resolve
 
