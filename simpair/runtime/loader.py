@@ -2,8 +2,8 @@
 
 Every path from a model to scores goes through `load_predictor`: evaluation, the promotion gate and
 WiSE-FT path, the MLflow pyfunc, `simpair predict`, bulk scoring, mining and encoding, the precision
-ladder and the benchmarks. A stacked model or a cascade loads its members through it too. It sits
-above `simpair.ensemble` because it knows every model kind; `simpair.models.Predictor.load` builds
+ladder and the benchmarks. A stacked model or a cascade loads its members through it too, and the
+ensemble fitters (one floor up) load theirs through it; `simpair.models.Predictor.load` builds
 one single model and nothing above the model packages calls it but this module
 (`tests/test_layout.py` checks it). A registry spec (`name@alias`) is pinned first
 (`model_ref.resolve_model_ref`, so one run never mixes two versions) and its `ModelRef` loaded here.
@@ -37,7 +37,6 @@ from pathlib import Path
 from typing import Any
 
 from simpair.models.metadata import COMPOSITE_KINDS, METADATA_FILE, ModelMetadata
-from simpair.models.predictor import Predictor
 from simpair.models.predictor_base import BasePredictor
 from simpair.runtime.model_ref import ModelRef
 from simpair.runtime.options import RuntimeOptions
@@ -112,6 +111,8 @@ def _open(model_dir: Path, device: str, precision: str) -> Any:
     (each through this function) under the composite's predictor."""
     meta = ModelMetadata.read(model_dir)
     if meta.kind not in COMPOSITE_KINDS:
+        from simpair.models.predictor import Predictor  # torch and transformers: only when a model loads
+
         return Predictor.load(model_dir, device=device, precision=precision)
     # imported here: loading a plain model (scoring, the MLflow pyfunc) never pulls in the ensemble code
     from simpair.models.composite import CASCADE_FILE, STACK_FILE, CascadeSpec, StackSpec
