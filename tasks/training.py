@@ -18,11 +18,9 @@ from prefect import Task
 from prefect.artifacts import create_markdown_artifact
 
 from simpair.ensemble.train import combine_members
-from simpair.evaluation.splits import EvalResult
-
-# imported from the training DAG, which declares them as its `wise-ft` and `evaluate` steps
-from simpair.nightly.train import apply_wise_ft, evaluate_model
+from simpair.evaluation.splits import EvalResult, evaluate_model
 from simpair.selection.gate import wise_ft_markdown
+from simpair.selection.wise_path import apply_wise_ft
 from simpair.tasks.stages import as_task
 from simpair.training import TrainResult
 from simpair.training.pretokenize import pretokenize_config

@@ -28,7 +28,7 @@ from simpair.nightly.retry import RetryingInProcess
 from simpair.nightly.summary import Trained
 from simpair.selection.wise_path import apply_wise_ft
 from simpair.selection.wise_rule import WiseFtPolicy
-from simpair.stages import StageRunner, step
+from simpair.stages import StageRunner
 from simpair.training import TrainConfig
 from simpair.training.pretokenize import pretokenize_config
 from simpair.training.workers import train_model
@@ -81,14 +81,6 @@ def train_side_by_side(
     `simpair stack --jobs`); in the flow each is its own `train` task (`simpair.tasks.nightly`)."""
     print(f"[{task_name}] training {len(configs)} configs, {jobs} at once")
     return train_configs(configs, Path(home), jobs)
-
-
-# The WiSE-FT choice and the evaluation are steps of this DAG only; they are declared here, where the
-# DAG runs them, rather than beside their functions in `simpair.selection` and `simpair.evaluation`
-# (the same function object: `simpair.tasks.training` builds their tasks from these declarations).
-_GPU_STEP = {"tags": ("gpu",), "retries": 1, "retry_delay_seconds": 10, "profile_retries": True}
-step("wise-ft", **_GPU_STEP)(apply_wise_ft)
-step("evaluate", **_GPU_STEP)(evaluate_model)
 
 
 def run_training(job: TrainingJob, runner: StageRunner) -> Trained:

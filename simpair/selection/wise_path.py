@@ -36,6 +36,7 @@ from simpair.models.inference import first_output, forward_sorted, normalized
 from simpair.pairs import sorted_texts
 from simpair.runtime.loader import load_predictor
 from simpair.selection.wise_rule import DEV_METRIC, RULE, ChoiceCanary, PathPoint, WiseFtPolicy, choose_alpha
+from simpair.stages import step
 from simpair.training.averaging import interpolate
 
 
@@ -400,6 +401,7 @@ def walk_path(model_dir: Path, home: Path, policy: WiseFtPolicy) -> tuple[Predic
     return predictor, record
 
 
+@step("wise-ft", tags=("gpu",), retries=1, retry_delay_seconds=10, profile_retries=True)
 def apply_wise_ft(model_dir: str | Path, home: str | Path, policy: WiseFtPolicy) -> Path:
     """Walk the path, save the chosen interpolation beside the model as `<name>-wiseft` (safetensors,
     its record under `wise_ft` in metrics.json); returns that directory."""

@@ -28,6 +28,7 @@ from simpair.models.inference import raw_outputs
 from simpair.models.metadata import COMPOSITE_KINDS
 from simpair.pair_tokens import PairTokens, open_pairs
 from simpair.runtime.loader import load_predictor
+from simpair.stages import step
 from simpair.tokens import pretokenize
 from simpair.training.leaked_pairs import leaked_pair_ids, trained_pairs
 
@@ -159,6 +160,7 @@ def _evaluate_split(
     return result, pred_path
 
 
+@step("evaluate", tags=("gpu",), retries=1, retry_delay_seconds=10, profile_retries=True)
 def evaluate_model(
     model_dir: str | Path,
     home: str | Path,
