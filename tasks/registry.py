@@ -14,12 +14,12 @@ from typing import Any
 from prefect.artifacts import create_markdown_artifact
 from prefect.runtime import deployment, flow_run
 
-from simpair.nightly.night import gate
 from simpair.registry import model_name
 from simpair.registry.record import mark_challengers, register_trained_model
 from simpair.registry.tracking import check_reachable
 from simpair.selection.gate import GateDecision
 from simpair.selection.precision_ladder import measure_precision
+from simpair.selection.promotion import run_gate
 from simpair.tasks.stages import as_task, retry_if_transient
 
 __all__ = [
@@ -51,9 +51,9 @@ def _tagged() -> dict[str, Any]:
 
 
 def _publish_decision(decision: GateDecision, arguments: dict[str, Any]) -> None:
-    name = model_name(arguments["task_name"])
+    name = model_name(arguments["task"])
     create_markdown_artifact(
-        key=f"gate-{arguments['task_name']}",
+        key=f"gate-{arguments['task']}",
         markdown=decision.to_markdown(name),
         description=f"{name} v{decision.challenger_version}: {decision.outcome}",
     )
@@ -69,4 +69,4 @@ register_model_task = as_task(register_trained_model, adds=_tagged)
 # `challenger` on every new version, only once all of tonight's versions exist
 mark_challengers_task = as_task(mark_challengers)
 # challenger vs champion, the decision recorded and published as a markdown artifact
-gate_task = as_task(gate, adds=_tagged, then=_publish_decision)
+gate_task = as_task(run_gate, adds=_tagged, then=_publish_decision)

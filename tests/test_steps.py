@@ -13,6 +13,7 @@ from simpair.nightly.profile import Retries, load_profile
 from simpair.nightly.retry import RetryingInProcess
 from simpair.registry.faults import is_transient
 from simpair.scoring.chunk import score_chunk
+from simpair.selection.promotion import run_gate
 from simpair.stages import declaration, step
 
 
@@ -144,4 +145,4 @@ def test_in_process_retries_come_from_the_declaration() -> None:
     with pytest.raises(ConnectionError):
         runner.run(once)
     assert calls.count("once") == 1  # declared without profile retries: not retried
-    assert declaration(night.gate).profile_retries and declaration(night.gate).name == "promotion-gate"
+    assert declaration(run_gate).profile_retries and declaration(run_gate).name == "promotion-gate"

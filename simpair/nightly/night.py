@@ -22,7 +22,7 @@ deployment the night waits for (`dispatch: pool`, `simpair.ops.pool_dispatch`).
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +46,6 @@ from simpair.nightly.summary import (
 from simpair.nightly.train import train_here
 from simpair.registry.record import RegisteredVersion, mark_challengers, register_trained_model
 from simpair.registry.tracking import check_reachable
-from simpair.selection.gate import GateDecision, GatePolicy
 from simpair.selection.precision_ladder import measure_precision
 from simpair.selection.promotion import run_gate
 from simpair.stages import StageRunner, step
@@ -75,28 +74,6 @@ def pool_needs_prefect(plan: NightlyProfile) -> NightlyFailed:
         f"nightly ({plan.name}): dispatch: pool needs Prefect (a work pool and its workers): run the night "
         "without --no-prefect, or set dispatch: local"
     )
-
-
-@step(
-    "promotion-gate",
-    run_name="gate-{task_name}",
-    tags=("mlflow", "gpu"),
-    retries=3,
-    retry_delay_seconds=(10.0, 60.0, 300.0),
-    transient_only=True,
-    profile_retries=True,
-)
-def gate(
-    home: Path,
-    task_name: str,
-    policy: GatePolicy,
-    eval_sets: Sequence[tuple[str, str]],
-    version: str,
-    flow_tags: Mapping[str, str] | None = None,
-) -> GateDecision:
-    """Challenger `version` against the champion; `champion` moves only if it wins. `flow_tags` name
-    the flow run on the gate's MLflow run (the flow's task adds them)."""
-    return run_gate(home, task_name, policy, eval_sets, challenger_version=version, flow_tags=flow_tags)
 
 
 @step("publish-nightly-summary")
@@ -141,8 +118,8 @@ def run_night(
             task_plan = plan.tasks[t.task]
             print(f"nightly: promotion gate for {version.name} v{version.version}")
             decision = runner.run(
-                gate, home=home, task_name=t.task, policy=task_plan.gate, eval_sets=task_plan.evaluate,
-                version=version.version,
+                run_gate, home=home, task=t.task, policy=task_plan.gate, eval_sets=task_plan.evaluate,
+                challenger_version=version.version,
             )  # fmt: skip
             outcomes.append(TaskOutcome.of(t, version.version, decision.outcome, decision.reason))
         announce_rescore(plan, outcomes)

@@ -42,6 +42,7 @@ from simpair.selection.gate import (
     GatePolicy,
     decide,
 )
+from simpair.stages import step
 
 
 def cascade_checks(
@@ -302,6 +303,15 @@ def _record_decision(
         registry.move_champion(c, name, version, reason=decision.reason, by="gate", action="promote")
 
 
+@step(
+    "promotion-gate",
+    run_name="gate-{task}",
+    tags=("mlflow", "gpu"),
+    retries=3,
+    retry_delay_seconds=(10.0, 60.0, 300.0),
+    transient_only=True,
+    profile_retries=True,
+)
 def run_gate(
     home: Path,
     task: str,
