@@ -102,7 +102,7 @@ def test_int8_scores_stay_close_to_fp32(which: str, request: pytest.FixtureReque
     got = predictor.predict(a, b)
     np.testing.assert_allclose(got["score"], want["score"], atol=INT8_ATOL)
     for member in getattr(predictor, "members", [predictor]):  # every member really runs int8
-        assert member.precision == "int8" and member.variant.endswith("+int8-dynamic")
+        assert member.precision == "int8" and member.variant.endswith("+int8-per-row")
 
 
 def test_default_precision_is_auto_and_int8_needs_onnx_runtime() -> None:

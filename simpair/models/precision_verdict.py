@@ -24,7 +24,7 @@ TAG_PREFIX = "simpair.precision."
 RUNGS = ("fp32", "bf16", "int8")
 # which forward passes can run which precision: ONNX Runtime has no fast bf16, int8 is an ORT graph
 FIGURES = ("metric_delta", "label_flip_share", "max_score_change", "pairs_per_s", "speedup", "recheck_band",
-           "recheck_share")  # fmt: skip
+           "recheck_share", "batch_max_diff")  # fmt: skip
 BACKEND_RUNGS = {"auto": RUNGS, "torch": ("fp32", "bf16"), "onnx": ("fp32", "int8")}
 # a rung that changes scores must buy at least this much speed: a 1.0x "gain" is timing noise, and
 # trading exact scores for it would make the chosen precision a coin toss between machines and runs
@@ -51,6 +51,9 @@ class RungCheck:
     # (`simpair.runtime.recheck`); `recheck_share` of the dev pairs were. None: no recheck.
     recheck_band: float | None = None
     recheck_share: float | None = None
+    # largest change of a dev pair's score between two batchings (batch sizes 64 and 8, shuffled, a
+    # chunk of dev against all of it); above 1e-4 the rung is refused. None: measured before 2026-12.
+    batch_max_diff: float | None = None
 
     @property
     def accepted(self) -> bool:

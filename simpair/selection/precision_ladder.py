@@ -10,6 +10,13 @@ flip and the metric moves by at most 0.002; a graded model has no labels, so onl
 bf16 is skipped where it is not native (`simpair.models.device.native_bf16`). `--precision auto`
 scores in the fastest accepted rung.
 
+Every rung must also be batch-invariant: a pair's score may not depend on what it is batched with. A
+share of the dev pairs (`INVARIANCE_PAIRS`) is scored again on its own, shuffled, at a small batch
+size (`INVARIANCE_BATCH`), and set against the same pairs' scores from the whole dev run (batch
+size 64, other batch-mates); a rung whose scores move by more than `MAX_BATCH_DIFF` is refused with
+that figure as its reason. ONNX Runtime's dynamic int8 (one activation scale per batch tensor) moved
+the STS champion's scores by 0.030 between batch sizes 64 and 8; fp32 moves them by ~3e-8.
+
 The verdict is stored beside the model's metadata (`simpair.models.precision_verdict`), written when a
 version is registered or imported, or by `simpair models verdict`; a scoring run only reads it
 (`simpair.runtime.resolve`), and scores a model without one at fp32. The int8
@@ -43,6 +50,9 @@ ENV_MAX_DELTA = "SIMPAIR_PRECISION_MAX_DELTA"
 ENV_MAX_FLIP_SHARE = "SIMPAIR_PRECISION_MAX_FLIP_SHARE"
 PRIMARY = {"paraphrase": "f1", "sts": "spearman"}
 WARMUP_PAIRS = 16
+MAX_BATCH_DIFF = 1e-4  # largest score change a rung may show between two batchings of the same pairs
+INVARIANCE_PAIRS = 256  # dev pairs scored again alone, shuffled, at INVARIANCE_BATCH
+INVARIANCE_BATCH = 8
 
 
 class NoDevSplit(RuntimeError):
@@ -118,6 +128,7 @@ class Comparison:
     metric_rung: float
     label_flip_share: float | None
     max_score_change: float
+    batch_max_diff: float | None = None  # across two batchings of the same pairs (`batch_invariance`)
 
     @property
     def delta(self) -> float:
@@ -125,9 +136,14 @@ class Comparison:
 
 
 def compare(
-    predictor: Any, want: dict[str, np.ndarray], got: dict[str, np.ndarray], frame: Any
+    predictor: Any,
+    want: dict[str, np.ndarray],
+    got: dict[str, np.ndarray],
+    frame: Any,
+    batch_max_diff: float | None = None,
 ) -> Comparison:
-    """Label flips, dev metric of both, and the largest score change of `got` against fp32's `want`."""
+    """Label flips, dev metric of both, and the largest score change of `got` against fp32's `want`;
+    `batch_max_diff` is the rung's own figure from `batch_invariance`, judged too when given."""
     flips = float(np.mean(want["label"] != got["label"])) if "label" in want else None
     return Comparison(
         metric=PRIMARY.get(predictor.task, "f1") if "label" in want else "spearman",
@@ -135,12 +151,32 @@ def compare(
         metric_rung=dev_metric(predictor, got, frame),
         label_flip_share=flips,
         max_score_change=float(np.max(np.abs(np.asarray(got["score"]) - np.asarray(want["score"])))),
+        batch_max_diff=batch_max_diff,
     )
+
+
+def batch_invariance(
+    predictor: Any, text_a: list[str], text_b: list[str], scores: np.ndarray, seed: int = 0
+) -> float:
+    """The largest score change of up to `INVARIANCE_PAIRS` dev pairs scored again on their own,
+    shuffled, at batch size `INVARIANCE_BATCH`, against `scores` (the whole dev run's, batch size 64):
+    other batch-mates, another batch size and another order at once."""
+    n = len(text_a)
+    pick = np.random.default_rng(seed).permutation(n)[: min(n, INVARIANCE_PAIRS)]
+    again = predictor.predict(
+        [text_a[i] for i in pick], [text_b[i] for i in pick], batch_size=INVARIANCE_BATCH
+    )["score"]
+    return float(np.max(np.abs(np.asarray(again) - np.asarray(scores)[pick]), initial=0.0))
 
 
 def judge(precision: str, c: Comparison, limits: Limits) -> tuple[str, str]:
     """(verdict, reason) of a rung's comparison under `limits`: the reason names the figures."""
     problems = []
+    if c.batch_max_diff is not None and c.batch_max_diff > MAX_BATCH_DIFF:
+        problems.append(
+            f"not batch-invariant: the same dev pairs move by {c.batch_max_diff:.2g} between batch sizes "
+            f"64 and {INVARIANCE_BATCH} (shuffled), more than the allowed {MAX_BATCH_DIFF:g}"
+        )
     if abs(c.delta) > limits.max_delta:
         problems.append(f"dev {c.metric} moves {c.delta:+.4f}, more than the allowed {limits.max_delta:g}")
     if c.label_flip_share is not None and c.label_flip_share > limits.max_flip_share:
@@ -211,9 +247,11 @@ def _measure(
     )  # what fp32 scoring runs (ORT on CPU)
     want, fp32_speed = _timed(fp32, text_a, text_b)
     metric = compare(fp32, want, want, frame)
+    fp32_moves = batch_invariance(fp32, text_a, text_b, want["score"])
     exact_raw = None  # fp32's logits on dev, computed once if a rung is considered for a recheck
-    rungs = [RungCheck("fp32", "accepted", "the reference", metric.metric_fp32, 0.0,
-                       0.0 if "label" in want else None, 0.0, round(fp32_speed, 1), 1.0)]  # fmt: skip
+    rungs = [RungCheck("fp32", "accepted", _reference_reason(fp32_moves), metric.metric_fp32, 0.0,
+                       0.0 if "label" in want else None, 0.0, round(fp32_speed, 1), 1.0,
+                       batch_max_diff=fp32_moves)]  # fmt: skip
     for precision in RUNGS[1:]:
         if precision == "bf16" and not native_bf16(device):
             rungs.append(RungCheck("bf16", "skipped", f"no native bf16 on {device}"))
@@ -229,7 +267,8 @@ def _measure(
                 recheck=False,
             )
             got, speed = _timed(loaded, text_a, text_b)
-            checks.append(_check(precision, via, fp32, want, got, frame, limits, (speed, fp32_speed)))
+            moves = batch_invariance(loaded, text_a, text_b, got["score"])
+            checks.append(_check(precision, via, fp32, want, got, frame, limits, (speed, fp32_speed), moves))
             if not checks[-1].accepted and recheck.supports(fp32):  # near the threshold in fp32?
                 if exact_raw is None:
                     exact_raw = fp32.predict_raw(text_a, text_b)
@@ -254,13 +293,16 @@ def _rechecked(
 ) -> list[RungCheck]:
     """The refused runtime of `plain` again, with its pairs near the threshold scored in fp32 (`recheck`):
     its check, or nothing when the band would hold more than `max_share` of the dev pairs. `dev` is
-    fp32's outputs, the dev frame and fp32's raw outputs on it.
+    fp32's outputs, the dev frame and fp32's raw outputs on it. A runtime refused for moving with its
+    batch-mates stays refused: a recheck only rescores pairs near the cut, the rest would still move.
 
     Judged out of sample: a band fitted on all of dev holds every dev pair the runtime flips, so its
     flips there would be 0 by construction. Instead each half of dev (alternate pairs) is decided with
     the band fitted on the other half, and those decisions are what the limits judge. The recorded
     band, and what runs use, is the one fitted on all of dev; the speed is measured with it.
     """
+    if plain.batch_max_diff is not None and plain.batch_max_diff > MAX_BATCH_DIFF:
+        return []
     want, frame, exact_raw = dev
     text_a, text_b = frame["text_a"].to_list(), frame["text_b"].to_list()
     fast_raw = np.asarray(loaded.predict_raw(text_a, text_b))
@@ -271,7 +313,8 @@ def _rechecked(
     got = loaded.from_raw(recheck.cross_fitted(exact_raw, fast_raw, cut))
     width = round(band.width, 4)
     speed = _timed(recheck.ThresholdRecheck(loaded, fp32, width), text_a, text_b)[1]
-    check = _check(plain.precision, plain.runtime, fp32, want, got, frame, limits, (speed, fp32_speed))
+    speeds, moves = (speed, fp32_speed), plain.batch_max_diff
+    check = _check(plain.precision, plain.runtime, fp32, want, got, frame, limits, speeds, moves)
     return [dataclasses.replace(check, recheck_band=width, recheck_share=round(band.share, 4))]
 
 
@@ -284,14 +327,24 @@ def _check(
     frame: Any,
     limits: Limits,
     speeds: tuple[float, float],
+    batch_max_diff: float | None = None,
 ) -> RungCheck:
-    """One runtime's rung judged against fp32 on the dev pairs; `speeds` is (its pairs/s, fp32's)."""
-    c = compare(fp32, want, got, frame)
+    """One runtime's rung judged against fp32 on the dev pairs; `speeds` is (its pairs/s, fp32's),
+    `batch_max_diff` its own scores' change between two batchings (`batch_invariance`)."""
+    c = compare(fp32, want, got, frame, batch_max_diff)
     verdict, reason = judge(precision, c, limits)
     return RungCheck(
         precision, verdict, reason, c.metric_rung, c.delta, c.label_flip_share, c.max_score_change,
-        round(speeds[0], 1), round(speeds[0] / speeds[1], 2), via,
+        round(speeds[0], 1), round(speeds[0] / speeds[1], 2), via, batch_max_diff=batch_max_diff,
     )  # fmt: skip
+
+
+def _reference_reason(moves: float) -> str:
+    """fp32's reason: the reference, and a warning when even it moves with its batch-mates (nothing
+    is below it to fall back on, so it is never refused; every other rung is then refused with it)."""
+    if moves <= MAX_BATCH_DIFF:
+        return "the reference"
+    return f"the reference, though not batch-invariant here: its dev scores move by {moves:.2g}"
 
 
 def _best_runtime(checks: list[RungCheck]) -> RungCheck:
