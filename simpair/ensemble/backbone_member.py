@@ -15,32 +15,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from simpair.models.io import build_model, save_model
 from simpair.models.metadata import ModelMetadata
-from simpair.models.tiny import TINY_BACKBONE, build_tiny
-from simpair.models.tokenizer import load_tokenizer
-
-ZERO_SHOT_OBJECTIVE = "zero-shot"
+from simpair.models.zero_shot import ZERO_SHOT_OBJECTIVE, save_zero_shot
 
 
 def is_zero_shot(meta: ModelMetadata) -> bool:
     return meta.objective == ZERO_SHOT_OBJECTIVE
-
-
-def save_zero_shot(backbone: str, task: str, directory: Path, max_length: int = 128) -> Path:
-    """The backbone as a bi-encoder (cosine of mean-pooled embeddings), saved as a model directory."""
-    if backbone == TINY_BACKBONE:  # tests: the tiny members' seed-0 random initialisation
-        model, tokenizer = build_tiny("bi", seed=0)
-    else:
-        model, tokenizer = build_model("bi", backbone), load_tokenizer(backbone)
-    meta = ModelMetadata(
-        kind="bi",
-        task=task,  # type: ignore[arg-type]
-        objective=ZERO_SHOT_OBJECTIVE,
-        max_length=max_length,
-        backbone=backbone,
-    )
-    return save_model(model, tokenizer, directory, meta)
 
 
 def zero_shot_members(metas: Sequence[ModelMetadata], workdir: Path) -> list[Path]:

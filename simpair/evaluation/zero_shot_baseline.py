@@ -17,13 +17,12 @@ import polars as pl
 
 from simpair.catalog import Catalog
 from simpair.metrics.binary_classification import best_threshold
-from simpair.models import ModelMetadata, build_model, save_model, save_tiny_model
-from simpair.models.tiny import TINY_BACKBONE, default_backbone
-from simpair.models.tokenizer import load_tokenizer
+from simpair.models import ModelMetadata
+from simpair.models.tiny import default_backbone
+from simpair.models.zero_shot import save_zero_shot
 from simpair.runtime.loader import load_predictor
 
 ZERO_SHOT_DIR = "registry-cache/zero-shot"
-TINY_NAMES = {"tiny", TINY_BACKBONE}
 THRESHOLD_SAMPLE = 2000  # train pairs used to pick the zero-shot threshold (enough for a stable F1 optimum)
 
 
@@ -50,24 +49,8 @@ def zero_shot_model(
     if done.exists():
         return target
     backbone = backbone or default_backbone()
-    if backbone in TINY_NAMES:
-        # tests and the smoke profile: the "backbone" is the seeded random tiny model itself
-        save_tiny_model(target, task=task, kind="bi", seed=seed)
-        meta = ModelMetadata.read(target)
-        meta.objective = "zero-shot"
-        meta.write(target)
-    else:
-        model = build_model("bi", backbone)
-        tokenizer = load_tokenizer(backbone)
-        meta = ModelMetadata(
-            kind="bi",
-            task=task,  # type: ignore[arg-type]
-            objective="zero-shot",
-            threshold=0.5,
-            max_length=128,
-            backbone=backbone,
-        )
-        save_model(model, tokenizer, target, meta)
+    save_zero_shot(backbone, task, target, max_length=128, seed=seed)
+    meta = ModelMetadata.read(target)
     if task == "paraphrase" and threshold_dataset:
         split = _threshold_split(catalog, threshold_dataset)
         if split is not None:

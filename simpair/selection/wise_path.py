@@ -214,8 +214,8 @@ def dev_criterion(
 
 def _backbone_start(meta: ModelMetadata, model_dir: Path) -> dict[str, torch.Tensor]:
     """The encoder's pre-trained weights (the tiny test backbone: its seeded random init)."""
-    from simpair.evaluation.zero_shot_baseline import TINY_NAMES
     from simpair.models.tiny import build_tiny
+    from simpair.models.zero_shot import TINY_NAMES
     from simpair.selection.promotion import _train_seed
 
     if meta.backbone in TINY_NAMES:
