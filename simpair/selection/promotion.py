@@ -25,7 +25,6 @@ from typing import Any
 
 import mlflow
 import polars as pl
-import yaml
 from mlflow import MlflowClient
 
 from simpair.catalog import Catalog
@@ -43,6 +42,7 @@ from simpair.selection.gate import (
     decide,
 )
 from simpair.stages import step
+from simpair.training.config import train_seed
 
 
 def cascade_checks(
@@ -189,16 +189,6 @@ def wise_ft_record(model_dir: Path) -> dict[str, Any] | None:
     return record if isinstance(record, dict) and "by_alpha" in record else None
 
 
-def _train_seed(model_dir: Path) -> int:
-    """Seed the model was initialised with (tiny backbones: the zero-shot twin uses the same init)."""
-    path = model_dir / "train_config.yaml"
-    if path.is_file():
-        seed = (yaml.safe_load(path.read_text()) or {}).get("seed")
-        if isinstance(seed, int):
-            return seed
-    return 0
-
-
 def _is_binary(home: Path, dataset: str, split: str) -> bool:
     """Whether a split carries 0/1 labels (else graded scores): picks the canary's default metric."""
     labels = Catalog(home).read_split(dataset, split)["label"]
@@ -268,7 +258,7 @@ def _score_zero_shot_and_canaries(
         task,
         home,
         threshold_dataset=eval_sets[0][0] if eval_sets else None,
-        seed=_train_seed(challenger_dir),
+        seed=train_seed(challenger_dir),
     )
     zero_eval = evaluate(zs_dir, home, zero_sets, excluded, out / "zero-shot")
     canaries = [

@@ -216,10 +216,10 @@ def _backbone_start(meta: ModelMetadata, model_dir: Path) -> dict[str, torch.Ten
     """The encoder's pre-trained weights (the tiny test backbone: its seeded random init)."""
     from simpair.models.tiny import build_tiny
     from simpair.models.zero_shot import TINY_NAMES
-    from simpair.selection.promotion import _train_seed
+    from simpair.training.config import train_seed
 
     if meta.backbone in TINY_NAMES:
-        model, _ = build_tiny(meta.kind, seed=_train_seed(model_dir), cross_head=meta.cross_head)
+        model, _ = build_tiny(meta.kind, seed=train_seed(model_dir), cross_head=meta.cross_head)
     else:
         model = build_model(meta.kind, meta.backbone, meta.cross_head)
     return {k: v.detach().clone() for k, v in model.encoder.state_dict().items()}
@@ -293,9 +293,9 @@ def _backbone_figures(
 ) -> dict[str, float]:
     """The untrained backbone's figure on each choice canary: the bar the rule holds every alpha to."""
     from simpair.evaluation.zero_shot_baseline import zero_shot_model
-    from simpair.selection.promotion import _train_seed
+    from simpair.training.config import train_seed
 
-    zero = load_predictor(zero_shot_model(meta.backbone, meta.task, home, seed=_train_seed(model_dir)))
+    zero = load_predictor(zero_shot_model(meta.backbone, meta.task, home, seed=train_seed(model_dir)))
     return {
         key: _figure(_Pairs(zero, *_texts(c.frame)).raw(zero), c.frame, c.binary)
         for key, (_, c) in zip(keys, sets.specs, strict=True)

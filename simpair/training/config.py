@@ -213,3 +213,13 @@ def parse_split(value: str) -> tuple[str, str]:
         raise ValueError(f"expected DATASET/SPLIT (e.g. msrp/test), got {value!r}")
     dataset, split = value.split("/", 1)
     return dataset, split
+
+
+def train_seed(model_dir: Path) -> int:
+    """Seed the model was initialised with (tiny backbones: the zero-shot twin uses the same init)."""
+    path = model_dir / "train_config.yaml"
+    if path.is_file():
+        seed = (yaml.safe_load(path.read_text()) or {}).get("seed")
+        if isinstance(seed, int):
+            return seed
+    return 0
