@@ -113,6 +113,13 @@ def fit_on_dev(model_dir: Path, home: Path, dev_label: str, frame: pl.DataFrame)
     return figures
 
 
+def _alias_for(home: Path, name: str) -> str:
+    """`--alias auto`: a model the team brings becomes champion where there is none yet, else challenger
+    (so it is gated against the champion like any new version)."""
+    current = registry.version_for(registry.client(home), name, registry.CHAMPION)
+    return registry.CHAMPION if current is None else registry.CHALLENGER
+
+
 def import_model(
     home: Path,
     source: str,
@@ -153,7 +160,7 @@ def import_model(
             staged,
             source,
             name=name,
-            alias=alias,
+            alias=_alias_for(home, name or registry.model_name(task)) if alias == "auto" else alias,
             dev=dev_frame[0] if dev_frame is not None else None,
             dev_metrics=dev_metrics,
         )

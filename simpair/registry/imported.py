@@ -29,6 +29,7 @@ from simpair.registry.registry import CHALLENGER, CHAMPION
 
 Alias = Literal["auto", "champion", "challenger", "none"]
 ALIASES: tuple[str, ...] = ("auto", "champion", "challenger", "none")
+MOVED_ALIASES: tuple[str, ...] = ("champion", "challenger", "none")
 
 
 class ImportRefused(ValueError):
@@ -122,16 +123,16 @@ def register_imported(
     source: str,
     *,
     name: str | None = None,
-    alias: Alias = "auto",
+    alias: str = CHALLENGER,
     dev: str | None = None,
     dev_metrics: dict[str, float] | None = None,
 ) -> ImportResult:
-    """Register a staged imported model folder as a version and move an alias.
+    """Register a staged imported model folder as a version and move `alias` to it ("none": no alias).
 
-    `alias="auto"`: champion when the registered model has none yet, else challenger.
+    Which alias a new import takes is decided by the caller (`simpair.model_import`).
     """
-    if alias not in ALIASES:
-        raise ImportRefused(f"--alias must be one of {', '.join(ALIASES)}, got {alias!r}")
+    if alias not in MOVED_ALIASES:
+        raise ImportRefused(f"alias must be one of {', '.join(MOVED_ALIASES)}, got {alias!r}")
     meta = ModelMetadata.read(staged)
     provenance = dict(meta.imported or {})
     name = name or registry.model_name(meta.task)
@@ -139,7 +140,7 @@ def register_imported(
     run_id, version = _register(home, staged, meta, name, provenance, dev_metrics or {})
     c = registry.client(home)
     previous = registry.version_for(c, name, CHAMPION)
-    chosen = (CHAMPION if previous is None else CHALLENGER) if alias == "auto" else alias
+    chosen = alias
     if chosen == CHAMPION:
         reason = f"imported from {provenance.get('source', source)}"
         registry.move_champion(c, name, version, reason=reason, by="import", action="promote")
