@@ -281,8 +281,8 @@ def worker_impact(cross_model: Path, bi_model: Path, threads: int, limit: int) -
     threshold (tuned on its dev split, in fp32); 0.5 is reported too.
     """
     import torch
-    from scipy.stats import spearmanr
 
+    from simpair.metrics.threshold_free import spearman
     from simpair.models.device import native_bf16
     from simpair.runtime.loader import load_predictor
 
@@ -327,9 +327,9 @@ def worker_impact(cross_model: Path, bi_model: Path, threads: int, limit: int) -
     result["sts"] = {
         "model": str(bi_model), "trained": "backbone-" not in bi_model.name, "pairs": len(a),
         **diffs(fp32["score"], bf16["score"]),
-        "spearman_fp32": float(spearmanr(fp32["score"], gold).statistic),
-        "spearman_bf16": float(spearmanr(bf16["score"], gold).statistic),
-        "spearman_fp32_vs_bf16": float(spearmanr(fp32["score"], bf16["score"]).statistic),
+        "spearman_fp32": spearman(fp32["score"], gold),
+        "spearman_bf16": spearman(bf16["score"], gold),
+        "spearman_fp32_vs_bf16": spearman(fp32["score"], bf16["score"]),
         "pairs_per_s": speed,
     }  # fmt: skip
     result["loadavg_after"] = os.getloadavg()
@@ -408,9 +408,8 @@ def worker_default(model: Path, kind: str, pairs: Path, threads: int, slices: in
 def worker_test_impact(model: Path, kind: str, chosen: str, threads: int) -> dict:
     """Test-split quality of the chosen precision against fp32: MSRP F1 at the model's threshold, or STS-B
     Spearman. The precision was chosen on the dev split; the test split is read here and only here."""
-    from scipy.stats import spearmanr
-
     from simpair.metrics.binary_classification import binary_metrics
+    from simpair.metrics.threshold_free import spearman
     from simpair.runtime.loader import load_predictor
 
     a, b, gold = msrp_test_pairs(SHARED) if kind == "cross" else stsb_test_pairs(SHARED)
@@ -422,7 +421,7 @@ def worker_test_impact(model: Path, kind: str, chosen: str, threads: int) -> dic
             metrics = binary_metrics(out["probability"], gold, predictor.threshold)
             result[f"f1_{precision}"], result[f"accuracy_{precision}"] = metrics["f1"], metrics["accuracy"]
         else:
-            result[f"spearman_{precision}"] = float(spearmanr(out["score"], gold).statistic)
+            result[f"spearman_{precision}"] = spearman(out["score"], gold)
     got, want = outs[chosen], outs["fp32"]
     result["max_abs_diff"] = float(np.abs(got["score"].astype(np.float64) - want["score"]).max())
     if "label" in want:

@@ -395,10 +395,10 @@ def canaries(model_dir: Path, home: HOME, pattern: str = r"^(.+?)-\d{4}") -> Non
     import time
 
     import numpy as np
-    from scipy.stats import spearmanr
 
     from simpair.ensemble.fit import shared_dev_frame
     from simpair.evaluation.zero_shot_baseline import zero_shot_model
+    from simpair.metrics.threshold_free import spearman
     from simpair.models import ModelMetadata
     from simpair.runtime.loader import load_predictor
     from simpair.selection.promotion import _train_seed
@@ -422,9 +422,6 @@ def canaries(model_dir: Path, home: HOME, pattern: str = r"^(.+?)-\d{4}") -> Non
     is_unseen = ~dev["pair_id"].is_in(trained["pair_id"].implode()).to_numpy()
     msrp = canary_frame(home, model_dir, ChoiceCanary(dataset="msrp", split="train", max_pairs=500)).frame
     gold = dev["score"].to_numpy()
-
-    def spearman(x: Any, y: Any) -> float:
-        return float(spearmanr(x, y).statistic)
 
     def figures(dev_raw: Any, msrp_raw: Any, zero_msrp: Any) -> dict[str, float]:
         return {
