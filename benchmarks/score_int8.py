@@ -7,10 +7,12 @@ Run by hand, niced (the machine is shared):
 What is measured, in one process, taking turns slice by slice so every contender sees the same load:
 
 - speed: pairs/s of `CrossEncoder.predict` (fp32, batch 64), ours in fp32 (ONNX Runtime) and ours in
-  int8, dynamic and static, on the same weights (the bundled all-MiniLM-L6-v2 saved as our
-  cross-encoder with a seeded head, `benchmarks/common.py::build_models`) and the same random pairs of
-  MSRP sentences; ratios are against sentence-transformers from this one run;
+  int8, per-row (the default), dynamic and static, on the same weights (the bundled
+  all-MiniLM-L6-v2 saved as our cross-encoder with a seeded head, `benchmarks/common.py::build_models`)
+  and the same random pairs of MSRP sentences; ratios are against sentence-transformers from this one run;
 - score change of each int8 mode against fp32 on those pairs (max and mean absolute difference);
+- batch invariance: the backbone as cross- and bi-encoder, fp32 and each int8 mode, the same pairs
+  scored at batch sizes 64, 8 and 1 and shuffled: the largest change of a pair's score;
 - decisions: MSRP test pairs through a trained paraphrase cross-encoder (`--model`, default the one
   under /tmp/xfer when present) in fp32 and int8: accuracy and F1 at the model's dev threshold, their
   change, and the share of labels that flip. Without a trained model the untrained backbone is used,
@@ -85,7 +87,7 @@ def speed(model: Path, threads: int, n: int, calibration: tuple[list[str], list[
             show_progress_bar=False,
         ),  # fmt: skip
     }
-    for precision in ("fp32", "int8-dynamic", "int8-static"):
+    for precision in ("fp32", "int8-per-row", "int8-dynamic", "int8-static"):
         predictor = ours(model, threads, precision, calibration)
         contenders[f"ours_{precision}"] = lambda a, b, p=predictor: p.predict(a, b, batch_size=BATCH)["score"]
     seconds = dict.fromkeys(contenders, 0.0)
@@ -107,8 +109,33 @@ def speed(model: Path, threads: int, n: int, calibration: tuple[list[str], list[
             "seconds": round(seconds[name], 2),
             "pairs_per_s": round(n / seconds[name], 1),
             "ratio_vs_theirs": round(seconds["theirs_fp32"] / seconds[name], 2),
+            "ratio_vs_int8_dynamic": round(seconds["ours_int8-dynamic"] / seconds[name], 2),
             "max_abs_diff_vs_fp32": float(diff.max()),
             "mean_abs_diff_vs_fp32": float(diff.mean()),
+        }
+    return out
+
+
+def invariance(model: Path, threads: int, n: int, calibration: tuple[list[str], list[str]]) -> dict:
+    """Each variant's largest score change between batchings of the same pairs (64, 8, 1, shuffled)."""
+    rng = np.random.default_rng(1)
+    pool = sentence_pool(SHARED)
+    a = [pool[i] for i in rng.integers(0, len(pool), n)]
+    b = [pool[i] for i in rng.integers(0, len(pool), n)]
+    order = rng.permutation(n)
+    out: dict = {"pairs": n}
+    reference = None
+    for precision in ("fp32", "int8-per-row", "int8-dynamic", "int8-static"):
+        predictor = ours(model, threads, precision, calibration)
+        want = predictor.predict(a, b, batch_size=64)["score"]
+        reference = want if reference is None else reference
+        moved = [predictor.predict(a, b, batch_size=size)["score"] for size in (8, 1)]
+        shuffled = predictor.predict([a[i] for i in order], [b[i] for i in order], batch_size=8)["score"]
+        moved.append(np.empty_like(shuffled))
+        moved[-1][order] = shuffled
+        out[precision] = {
+            "max_diff_across_batchings": float(max(np.abs(got - want).max() for got in moved)),
+            "max_diff_vs_fp32": float(np.abs(want - reference).max()),
         }
     return out
 
@@ -124,7 +151,7 @@ def decisions(model: Path, threads: int, calibration: tuple[list[str], list[str]
     fp32 = ours(model, threads, "fp32", calibration).predict(text_a, text_b, batch_size=BATCH)
     reference = binary_metrics(fp32["probability"], gold, threshold)
     out["fp32"] = {k: reference[k] for k in ("accuracy", "f1", "roc_auc")}
-    for mode in ("int8-dynamic", "int8-static"):
+    for mode in ("int8-per-row", "int8-dynamic", "int8-static"):
         got = ours(model, threads, mode, calibration).predict(text_a, text_b, batch_size=BATCH)
         metrics = binary_metrics(got["probability"], gold, threshold)
         out[mode] = {
@@ -143,6 +170,7 @@ def main() -> None:
     parser.add_argument("--pairs", type=int, default=2000, help="pairs for the speed measurement")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--model", type=Path, default=None, help="trained paraphrase cross-encoder")
+    parser.add_argument("--invariance-pairs", type=int, default=300, help="pairs for batch invariance")
     parser.add_argument("--calibration", type=int, default=256, help="MSRP train pairs for static int8")
     args = parser.parse_args()
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -159,6 +187,10 @@ def main() -> None:
             "command": " ".join(["benchmarks/score_int8.py", *sys.argv[1:]]),
             "machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "loadavg": os.getloadavg()},
             "speed_backbone_cross": speed(models["backbone-cross"], args.threads, args.pairs, calibration),
+            "batch_invariance": {
+                kind: invariance(models[f"backbone-{kind}"], args.threads, args.invariance_pairs, calibration)
+                for kind in ("cross", "bi")
+            },
             "decisions": decisions(
                 trained or models["backbone-cross"], args.threads, calibration, proxy=trained is None
             ),
