@@ -68,14 +68,6 @@ class Limits(ParityLimits):
     env: ClassVar[tuple[str, str]] = (ENV_MAX_DELTA, ENV_MAX_FLIP_SHARE)
 
 
-@dataclass(frozen=True)
-class Auto:
-    """What `--precision auto` resolved to for one run, and the one line that says why."""
-
-    precision: str
-    why: str
-
-
 def dev_pairs(model_dir: Path, home: Path) -> tuple[str, Any]:
     """(where the dev pairs come from, frame) of the pairs the model was tuned on, from the pipeline home."""
     from simpair.catalog import Catalog, CatalogError
