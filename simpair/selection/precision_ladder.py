@@ -303,7 +303,7 @@ def _rechecked(
     if band.share > max_share:
         return []
     got = loaded.from_raw(recheck.cross_fitted(exact_raw, fast_raw, cut))
-    width = round(band.width, 4)
+    width = band.width  # unrounded: a close runtime's band can be far below 1e-4, and 0 would recheck nothing
     speed = _timed(recheck.ThresholdRecheck(loaded, fp32, width), text_a, text_b)[1]
     speeds, moves = (speed, fp32_speed), plain.batch_max_diff
     check = _check(plain.precision, plain.runtime, fp32, want, got, frame, limits, speeds, moves)
