@@ -90,3 +90,44 @@ def autocast(device: torch.device, dtype: torch.dtype | None) -> Iterator[None]:
         return
     with torch.autocast(device_type=device.type, dtype=dtype):
         yield
+
+
+# the CPU flags a precision verdict's timings and kernels depend on: bf16 (AVX512-BF16, AMX) and int8
+# (AVX512-VNNI, AMX-INT8) instructions, and the AVX2 baseline every ONNX Runtime / OpenVINO kernel assumes
+VERDICT_CPU_FLAGS = ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_tile", "amx_bf16", "amx_int8")
+VERDICT_RUNTIMES = ("torch", "onnxruntime", "openvino")
+
+
+@functools.cache
+def _cpu_flags() -> str:
+    """The `VERDICT_CPU_FLAGS` this CPU has, space-separated ("" where /proc/cpuinfo cannot be read)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
+            line = next((x for x in cpuinfo if x.startswith("flags")), "")
+    except OSError:
+        return ""
+    have = set(line.partition(":")[2].split())
+    return " ".join(f for f in VERDICT_CPU_FLAGS if f in have)
+
+
+def host_facts(device: torch.device) -> dict[str, str]:
+    """The facts of this host a precision verdict holds for: CPU flags, runtime versions, the GPU.
+
+    A verdict measured on another CPU or runtime version may not hold here (another bf16 kernel, an
+    int8 path without VNNI, a different speedup), so it records these and scoring compares them
+    (`simpair.runtime.resolve`). Read from package metadata, not by importing the runtimes: a
+    scoring run checks them before its first batch and must stay cheap.
+    """
+    from importlib import metadata
+
+    # a hypervisor may hide a flag from /proc/cpuinfo that oneDNN still finds and uses (this 2-core
+    # AMD EPYC shows no avx512_bf16 there, yet runs bf16 natively), so oneDNN's own answer is kept too
+    facts = {"cpu_flags": _cpu_flags(), "native_bf16": "yes" if native_bf16(device) else "no"}
+    for name in VERDICT_RUNTIMES:
+        try:
+            facts[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            facts[name] = "absent"
+    if device.type == "cuda":
+        facts["gpu"] = torch.cuda.get_device_name(device)
+    return facts

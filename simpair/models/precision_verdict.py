@@ -23,11 +23,13 @@ VERDICT_FILE = "precision_verdict.json"
 TAG_PREFIX = "simpair.precision."
 RUNGS = ("fp32", "bf16", "int8")
 # which forward passes can run which precision: ONNX Runtime has no fast bf16, int8 is an ORT graph
-FIGURES = ("metric_delta", "label_flip_share", "max_score_change", "pairs_per_s", "speedup", "recheck_band",
-           "recheck_share", "batch_max_diff")  # fmt: skip
+FIGURES = ("metric_delta", "label_flip_share", "max_score_change", "pairs_per_s", "speedup", "speedup_low",
+           "timing_rounds", "recheck_band", "recheck_share", "batch_max_diff")  # fmt: skip
 BACKEND_RUNGS = {"auto": RUNGS, "torch": ("fp32", "bf16"), "onnx": ("fp32", "int8")}
 # a rung that changes scores must buy at least this much speed: a 1.0x "gain" is timing noise, and
-# trading exact scores for it would make the chosen precision a coin toss between machines and runs
+# trading exact scores for it would make the chosen precision a coin toss between machines and runs.
+# It is judged on the lower quartile of the rung's speedups over several interleaved rounds
+# (`RungCheck.speedup_low`), so a rung has to clear it in most rounds, not in one lucky one.
 MIN_SPEEDUP = 1.1
 
 
@@ -43,7 +45,9 @@ class RungCheck:
     label_flip_share: float | None = None  # None for graded (STS) models: no labels
     max_score_change: float | None = None  # largest |score - fp32 score| over the dev pairs
     pairs_per_s: float | None = None
-    speedup: float | None = None  # pairs/s against fp32's, measured in the same process
+    # the median of fp32's time over the rung's, over interleaved rounds on the same pairs after a
+    # warm-up (`precision_ladder.speed_ratio`); verdicts before 2026-11-29 timed one pass of each
+    speedup: float | None = None
     # bf16 only: "openvino" or "torch" (autocast); verdicts written before 2026-11-27 measured torch.
     # `--precision auto` and an explicit bf16 run the runtime that measured the rung.
     runtime: str | None = None
@@ -54,6 +58,9 @@ class RungCheck:
     # largest change of a dev pair's score between two batchings (batch sizes 64 and 8, shuffled, a
     # chunk of dev against all of it); above 1e-4 the rung is refused. None: measured before 2026-12.
     batch_max_diff: float | None = None
+    # the lower quartile of the timing rounds' speedups (what MIN_SPEEDUP judges), and how many rounds
+    speedup_low: float | None = None
+    timing_rounds: int | None = None
 
     @property
     def accepted(self) -> bool:
@@ -79,8 +86,30 @@ class RungCheck:
         return ", ".join(parts)
 
 
+def sure_speedup(rung: RungCheck) -> float:
+    """The speedup a rung is judged on: its lower quartile over the timing rounds (the one figure of an
+    older verdict, timed once)."""
+    return rung.speedup_low if rung.speedup_low is not None else (rung.speedup or 0.0)
+
+
 def worth_it(rung: RungCheck) -> bool:
-    return (rung.speedup or 0.0) >= MIN_SPEEDUP
+    return sure_speedup(rung) >= MIN_SPEEDUP
+
+
+def host_differences(recorded: Mapping[str, str], here: Mapping[str, str]) -> list[str]:
+    """'onnxruntime 1.31.0 here 1.32.0' for each host fact a verdict recorded that differs here.
+
+    A verdict with no recorded facts (written before 2026-11-29) matches every host: homes that
+    already hold verdicts keep scoring as they did.
+    """
+    if not recorded:
+        return []
+    keys = [k for k in recorded if k in here] + [k for k in here if k not in recorded]
+    return [
+        f"{key.replace('_', ' ')} {recorded.get(key) or 'none'} here {here.get(key) or 'none'}"
+        for key in keys
+        if (recorded.get(key) or "none") != (here.get(key) or "none")
+    ]
 
 
 @dataclass(frozen=True)
@@ -96,19 +125,29 @@ class PrecisionVerdict:
     max_delta: float
     max_flip_share: float
     rungs: tuple[RungCheck, ...] = field(default_factory=tuple)
+    # the host facts it holds for (`simpair.models.device.host_facts`: CPU flags, runtime versions);
+    # empty in verdicts written before 2026-11-29, which are taken to hold everywhere
+    host: dict[str, str] = field(default_factory=dict)
 
     def rung(self, precision: str) -> RungCheck | None:
         return next((r for r in self.rungs if r.precision == precision), None)
 
     def choose(self, allowed: Collection[str] = RUNGS) -> RungCheck:
-        """The fastest accepted rung among `allowed` that is at least `MIN_SPEEDUP` x fp32, else fp32."""
-        candidates = [
-            r for r in self.rungs
-            if r.accepted and r.precision in allowed and (r.precision == "fp32" or worth_it(r))
-        ]  # fmt: skip
-        if not candidates:
-            return self.rung("fp32") or RungCheck("fp32", "accepted", speedup=1.0)
-        return max(candidates, key=lambda r: (r.speedup or 0.0, r.precision == "fp32"))
+        """Walk down the ladder (fp32, bf16, int8): each accepted rung among `allowed` replaces the one
+        chosen so far only where it is surely `MIN_SPEEDUP` x faster than it (`sure_speedup` against
+        the chosen one's median), else fp32.
+
+        Two lossy rungs within timing noise of each other (int8 1.45x, bf16 1.5x) would otherwise
+        swap on every measurement; the walk keeps the more exact one unless the other clearly pays.
+        """
+        chosen = self.rung("fp32") or RungCheck("fp32", "accepted", speedup=1.0)
+        for precision in RUNGS[1:]:
+            r = self.rung(precision)
+            if r is None or not r.accepted or precision not in allowed:
+                continue
+            if sure_speedup(r) >= MIN_SPEEDUP * (chosen.speedup or 1.0):
+                chosen = r
+        return chosen
 
     def why(self, chosen: RungCheck, allowed: Collection[str] = RUNGS) -> str:
         """One line for the run summary: 'auto: int8 (0.2% flips, metric -0.001, 2.9x fp32)'."""
@@ -121,7 +160,10 @@ class PrecisionVerdict:
             if r.precision not in allowed:
                 others.append(f"{r.precision} not run by this backend or device")
             elif r.accepted:
-                others.append(f"{r.precision} accepted but {r.speedup or 0:.2f}x fp32, under {MIN_SPEEDUP}x")
+                low = "" if r.speedup_low is None else f" (lower quartile {r.speedup_low:.2f}x)"
+                others.append(
+                    f"{r.precision} accepted but {r.speedup or 0:.2f}x fp32{low}, under {MIN_SPEEDUP}x"
+                )
             else:
                 others.append(f"{r.precision} {r.verdict}: {r.reason}")
         return "auto: fp32" + (f" ({'; '.join(others)})" if others else "")
@@ -131,7 +173,8 @@ class PrecisionVerdict:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> PrecisionVerdict:
-        values = dict(data)
+        values = {k: v for k, v in data.items() if k in {f.name for f in fields(cls)}}
+        values["host"] = {str(k): str(v) for k, v in (values.get("host") or {}).items()}
         known = {f.name for f in fields(RungCheck)}  # a newer writer's extra figures are skipped
         values["rungs"] = tuple(
             RungCheck(**{k: v for k, v in r.items() if k in known}) for r in values.get("rungs", ())
@@ -173,6 +216,8 @@ class PrecisionVerdict:
                     tags[f"{r.precision}.{key}"] = f"{value:.6g}"
             if r.runtime is not None:
                 tags[f"{r.precision}.runtime"] = r.runtime
+        for key, value in self.host.items():
+            tags[f"host.{key}"] = value
         return {TAG_PREFIX + key: value[:5000] for key, value in tags.items()}
 
 

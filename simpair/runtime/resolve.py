@@ -6,6 +6,11 @@ by `simpair models verdict`); a model without one scores at fp32 and the run say
 explicit `bf16` falls back to fp32 where it is not native; an explicit `int8` needs a stored int8
 check that accepted it (the version's `simpair.int8.*` tags, or the verdict's int8 rung).
 
+A verdict holds for the host it was measured on: it records that host's CPU flags and runtime versions
+(`simpair.models.device.host_facts`), and where this host's differ, `auto` scores at fp32 and an
+explicit int8 is refused, each with one line naming the difference and the command that measures
+here. A verdict that records no host (written before 2026-11-29) is taken to hold everywhere.
+
 Nothing is measured here: a scoring run never loads the dev split, exports a graph to time it, or
 writes a registry tag before its first batch. Measuring is `simpair.selection`'s job. The result goes
 to every chunk and worker, so one run never mixes precisions.
@@ -17,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from simpair.models.int8_check import Int8Check, Int8Refused
-from simpair.models.precision_verdict import PrecisionVerdict
+from simpair.models.precision_verdict import PrecisionVerdict, host_differences
 from simpair.runtime.model_ref import ModelRef
 from simpair.runtime.precision import allowed_rungs, check_precision, runnable_precision, warn_fallback
 
@@ -48,6 +53,20 @@ def _no_verdict(model: ModelRef) -> str:
     return f"no stored precision verdict; measure one with `{_measure_hint(model)}`"
 
 
+def _other_host(verdict: PrecisionVerdict, model: ModelRef, device: Any) -> str | None:
+    """'verdict measured on another host: onnxruntime 1.31.0 here 1.32.0; measure here with `...`',
+    or None where the verdict holds on this host."""
+    from simpair.models.device import host_facts
+
+    differences = host_differences(verdict.host, host_facts(device))
+    if not differences:
+        return None
+    return (
+        f"verdict measured on another host: {', '.join(differences)}; "
+        f"measure here with `{_measure_hint(model)}`"
+    )
+
+
 def auto_precision(model: ModelRef | None, backend: str, device: Any) -> tuple[str, str]:
     """The rung `--precision auto` takes for `model` from its stored verdict, and the line saying why."""
     if model is None:
@@ -55,6 +74,9 @@ def auto_precision(model: ModelRef | None, backend: str, device: Any) -> tuple[s
     verdict = PrecisionVerdict.read(Path(model.local_dir))
     if verdict is None:
         return "fp32", f"auto: fp32 ({_no_verdict(model)})"
+    elsewhere = _other_host(verdict, model, device)
+    if elsewhere is not None:
+        return "fp32", f"auto: fp32 ({elsewhere})"
     allowed = allowed_rungs(backend, device)
     chosen = verdict.choose(allowed)
     return chosen.precision, verdict.why(chosen, allowed)
@@ -64,8 +86,15 @@ def int8_refusal(model: ModelRef, home: Path | None) -> str | None:
     """Why int8 may not be used for `model`, from what is stored (None: a stored check accepted it).
 
     A registry version's recorded int8 check (`simpair models int8-check`) comes first; else the int8
-    rung of the model's stored precision verdict.
+    rung of the model's stored precision verdict. Either way, a stored verdict measured on another host
+    refuses it: int8 kernels differ with the CPU's VNNI/AMX and ONNX Runtime's version.
     """
+    from simpair.models.device import pick_device
+
+    stored = PrecisionVerdict.read(Path(model.local_dir))
+    elsewhere = None if stored is None else _other_host(stored, model, pick_device("auto"))
+    if elsewhere is not None:
+        return elsewhere
     if not model.version.startswith("local-") and home is not None:
         from simpair.registry import registry  # the registry (MLflow) only for a registry version
 
@@ -73,7 +102,7 @@ def int8_refusal(model: ModelRef, home: Path | None) -> str | None:
         recorded = Int8Check.from_tags(dict(c.get_model_version(model.name, model.version).tags or {}))
         if recorded is not None:
             return None if recorded.accepted else recorded.reason
-    verdict = PrecisionVerdict.read(Path(model.local_dir))
+    verdict = stored
     rung = verdict.rung("int8") if verdict is not None else None
     if verdict is None or rung is None:
         return f"no stored int8 check (measure one with `{_measure_hint(model)}`)"

@@ -37,7 +37,14 @@ from typing import Any, ClassVar
 import numpy as np
 
 from simpair.models.parity_limits import ParityLimits
-from simpair.models.precision_verdict import RUNGS, PrecisionVerdict, RungCheck
+from simpair.models.precision_verdict import (
+    MIN_SPEEDUP,
+    RUNGS,
+    PrecisionVerdict,
+    RungCheck,
+    host_differences,
+    sure_speedup,
+)
 from simpair.runtime import recheck
 from simpair.runtime.model_ref import ModelRef
 from simpair.stages import step
@@ -50,6 +57,12 @@ ENV_MAX_DELTA = "SIMPAIR_PRECISION_MAX_DELTA"
 ENV_MAX_FLIP_SHARE = "SIMPAIR_PRECISION_MAX_FLIP_SHARE"
 PRIMARY = {"paraphrase": "f1", "sts": "spearman"}
 WARMUP_PAIRS = 16
+# timing: a rung's speedup is fp32's time over the rung's on the same TIMING_PAIRS dev pairs, in
+# TIMING_ROUNDS rounds that alternate which of the two runs first, after one untimed warm-up round of
+# each; while the rounds' quartiles straddle MIN_SPEEDUP, up to MAX_TIMING_ROUNDS are run
+TIMING_PAIRS = 128
+TIMING_ROUNDS = 7
+MAX_TIMING_ROUNDS = 21
 MAX_BATCH_DIFF = 1e-4  # largest score change a rung may show between two batchings of the same pairs
 INVARIANCE_PAIRS = 256  # dev pairs scored again alone, shuffled, at INVARIANCE_BATCH
 INVARIANCE_BATCH = 8
@@ -181,6 +194,61 @@ def judge(precision: str, c: Comparison, limits: Limits) -> tuple[str, str]:
     return "accepted", f"dev {c.metric} moves {c.delta:+.4f}{flips}"
 
 
+@dataclass(frozen=True)
+class Timing:
+    """A rung's speed against fp32's over interleaved rounds: the figures `RungCheck` records."""
+
+    pairs_per_s: float  # the rung's median over the rounds
+    speedup: float  # median of fp32's time / the rung's, round by round
+    speedup_low: float  # lower quartile of the same ratios: what MIN_SPEEDUP judges
+    rounds: int
+
+
+def speed_ratio(
+    fast: Any, fp32: Any, text_a: list[str], text_b: list[str], rounds: int = TIMING_ROUNDS
+) -> Timing:
+    """Time `fast` against `fp32` on the same dev pairs, interleaved, and take robust figures.
+
+    One pass of each, timed apart, decided the verdict before: the same cross-encoder measured 1.5x
+    fp32 on one registration and 1.00x on the next (2026-11-28), a compile, a cold cache or another
+    process landing on one side. Here both first run an untimed round (OpenVINO and ONNX Runtime
+    compile and allocate on their first batches), then each round times both on the same pairs, the
+    order alternating so a drift in the machine's speed falls on both; the ratio is taken per round,
+    so load that comes and goes between rounds cancels, and its median and lower quartile are kept.
+    While the quartiles straddle MIN_SPEEDUP, more rounds are run (up to MAX_TIMING_ROUNDS) to narrow them.
+    """
+    n = min(len(text_a), TIMING_PAIRS)
+    a, b = text_a[:n], text_b[:n]
+    for predictor in (fp32, fast):
+        predictor.predict(a, b)
+    ratios: list[float] = []
+    rates: list[float] = []
+
+    def one_round(i: int) -> None:
+        took = {}
+        for name, predictor in (("fp32", fp32), ("fast", fast))[:: 1 if i % 2 == 0 else -1]:
+            began = time.perf_counter()
+            predictor.predict(a, b)
+            took[name] = max(time.perf_counter() - began, 1e-9)
+        ratios.append(took["fp32"] / took["fast"])
+        rates.append(n / took["fast"])
+
+    for i in range(rounds):
+        one_round(i)
+    while len(ratios) < MAX_TIMING_ROUNDS:
+        low, high = np.quantile(ratios, [0.25, 0.75])
+        if not low < MIN_SPEEDUP <= high:
+            break
+        for _ in range(2):  # keep the orders balanced
+            one_round(len(ratios))
+    return Timing(
+        pairs_per_s=float(np.median(rates)),
+        speedup=float(np.median(ratios)),
+        speedup_low=float(np.quantile(ratios, 0.25)),
+        rounds=len(ratios),
+    )
+
+
 def _timed(predictor: Any, text_a: list[str], text_b: list[str]) -> tuple[dict[str, np.ndarray], float]:
     """The predictor's outputs on the dev pairs and its pairs/s (after a short warm-up batch)."""
     predictor.predict(text_a[:WARMUP_PAIRS], text_b[:WARMUP_PAIRS])
@@ -225,7 +293,7 @@ def _measure(
     recheck_max_share: float,
     dev: tuple[str, Any] | None = None,
 ) -> PrecisionVerdict:
-    from simpair.models.device import native_bf16, pick_device
+    from simpair.models.device import host_facts, native_bf16, pick_device
     from simpair.runtime.loader import bf16_runtimes, default_threads, load_predictor
 
     limits = limits or Limits.from_env()
@@ -258,19 +326,20 @@ def _measure(
                 bf16_via=via,
                 recheck=False,
             )
-            got, speed = _timed(loaded, text_a, text_b)
+            got = loaded.predict(text_a, text_b)
             moves = batch_invariance(loaded, text_a, text_b, got["score"])
-            checks.append(_check(precision, via, fp32, want, got, frame, limits, (speed, fp32_speed), moves))
+            timing = speed_ratio(loaded, fp32, text_a, text_b)
+            checks.append(_check(precision, via, fp32, want, got, frame, limits, timing, moves))
             if not checks[-1].accepted and recheck.supports(fp32):  # near the threshold in fp32?
                 if exact_raw is None:
                     exact_raw = fp32.predict_raw(text_a, text_b)
                 dev = (want, frame, exact_raw)
-                checks += _rechecked(checks[-1], loaded, fp32, dev, limits, fp32_speed, recheck_max_share)
+                checks += _rechecked(checks[-1], loaded, fp32, dev, limits, recheck_max_share)
         rungs.append(_best_runtime(checks))
     return PrecisionVerdict(
         metric=metric.metric, dev_split=split, pairs=len(text_a), device=str(device), threads=threads,
         measured_at=datetime.now(UTC).isoformat(timespec="seconds"), max_delta=limits.max_delta,
-        max_flip_share=limits.max_flip_share, rungs=tuple(rungs),
+        max_flip_share=limits.max_flip_share, rungs=tuple(rungs), host=host_facts(device),
     )  # fmt: skip
 
 
@@ -280,7 +349,6 @@ def _rechecked(
     fp32: Any,
     dev: tuple[dict, Any, np.ndarray],
     limits: Limits,
-    fp32_speed: float,
     max_share: float,
 ) -> list[RungCheck]:
     """The refused runtime of `plain` again, with its pairs near the threshold scored in fp32 (`recheck`):
@@ -304,9 +372,10 @@ def _rechecked(
         return []
     got = loaded.from_raw(recheck.cross_fitted(exact_raw, fast_raw, cut))
     width = band.width  # unrounded: a close runtime's band can be far below 1e-4, and 0 would recheck nothing
-    speed = _timed(recheck.ThresholdRecheck(loaded, fp32, width), text_a, text_b)[1]
-    speeds, moves = (speed, fp32_speed), plain.batch_max_diff
-    check = _check(plain.precision, plain.runtime, fp32, want, got, frame, limits, speeds, moves)
+    timing = speed_ratio(recheck.ThresholdRecheck(loaded, fp32, width), fp32, text_a, text_b)
+    check = _check(
+        plain.precision, plain.runtime, fp32, want, got, frame, limits, timing, plain.batch_max_diff
+    )
     return [dataclasses.replace(check, recheck_band=width, recheck_share=round(band.share, 4))]
 
 
@@ -318,16 +387,17 @@ def _check(
     got: dict,
     frame: Any,
     limits: Limits,
-    speeds: tuple[float, float],
+    timing: Timing,
     batch_max_diff: float | None = None,
 ) -> RungCheck:
-    """One runtime's rung judged against fp32 on the dev pairs; `speeds` is (its pairs/s, fp32's),
-    `batch_max_diff` its own scores' change between two batchings (`batch_invariance`)."""
+    """One runtime's rung judged against fp32 on the dev pairs; `timing` is its speed against fp32's
+    (`speed_ratio`), `batch_max_diff` its own scores' change between two batchings (`batch_invariance`)."""
     c = compare(fp32, want, got, frame, batch_max_diff)
     verdict, reason = judge(precision, c, limits)
     return RungCheck(
         precision, verdict, reason, c.metric_rung, c.delta, c.label_flip_share, c.max_score_change,
-        round(speeds[0], 1), round(speeds[0] / speeds[1], 2), via, batch_max_diff=batch_max_diff,
+        round(timing.pairs_per_s, 1), round(timing.speedup, 2), via, batch_max_diff=batch_max_diff,
+        speedup_low=round(timing.speedup_low, 2), timing_rounds=timing.rounds,
     )  # fmt: skip
 
 
@@ -345,20 +415,36 @@ def _best_runtime(checks: list[RungCheck]) -> RungCheck:
     bf16 on OpenVINO is faster than torch autocast on CPUs with native bf16, but it keeps more of the
     graph in bf16: on the MSRP cross-encoder it flipped 1.0% of dev labels where torch flipped none
     (2026-11-27), so each runtime is judged on its own, and a refused one again with its pairs near the
-    threshold scored in fp32 (`_rechecked`).
+    threshold scored in fp32 (`_rechecked`). Runtimes within timing noise of each other would swap
+    between measurements, so a later one replaces the first accepted only where it clearly pays.
     """
     accepted = [c for c in checks if c.accepted]
-    if accepted:
-        return max(accepted, key=lambda c: c.pairs_per_s or 0.0)
+    if accepted:  # the first (fastest-expected) runtime, unless another is surely MIN_SPEEDUP x faster
+        best = accepted[0]
+        for c in accepted[1:]:
+            if sure_speedup(c) >= MIN_SPEEDUP * (best.speedup or 0.0):
+                best = c
+        return best
     if len(checks) == 1:
         return checks[0]
     reasons = "; ".join(f"{c.label()}: {c.reason}" for c in checks)
     return dataclasses.replace(checks[0], reason=reasons)
 
 
+def measured_here(verdict: PrecisionVerdict | None) -> PrecisionVerdict | None:
+    """`verdict` if it holds on this host (its recorded CPU flags and runtime versions are this host's,
+    or it records none), else None: a copy registered or re-measured here measures again."""
+    from simpair.models.device import host_facts, pick_device
+
+    if verdict is None or host_differences(verdict.host, host_facts(pick_device("auto"))):
+        return None
+    return verdict
+
+
 def ensure_verdict(model_dir: Path, home: Path | None, threads: int | None = None) -> PrecisionVerdict:
-    """The model's cached verdict, else measured now on its dev split and cached (`NoDevSplit` if none)."""
-    cached = PrecisionVerdict.read(model_dir)
+    """The model's cached verdict if it holds on this host, else measured now on its dev split and
+    cached (`NoDevSplit` if none)."""
+    cached = measured_here(PrecisionVerdict.read(model_dir))
     if cached is not None:
         return cached
     if home is None:
@@ -387,13 +473,14 @@ def measure_precision(home: Path, model_dir: Path) -> str | None:
 
 
 def verdict_for(model: ModelRef, home: Path, force: bool = False) -> PrecisionVerdict:
-    """`simpair models verdict`: the model's verdict, measured here when it has none (or `force`).
+    """`simpair models verdict`: the model's verdict, measured here when it has none, when the one it
+    has was measured on another host (`measured_here`), or when `force`d.
 
     Stored beside the model (so scoring reads it) and, for a registry version, as its
     `simpair.precision.*` tags. Raises `NoDevSplit` when the model records no readable dev split.
     """
     model_dir = Path(model.local_dir)
-    verdict = None if force else PrecisionVerdict.read(model_dir)
+    verdict = None if force else measured_here(PrecisionVerdict.read(model_dir))
     if verdict is None:
         verdict = measure(model_dir, home)
         verdict.write(model_dir)
