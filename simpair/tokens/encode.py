@@ -13,6 +13,7 @@ the tokenizer's own ids, checked once on probe pairs) take the plain per-batch p
 from __future__ import annotations
 
 import gc
+import json
 import os
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -23,10 +24,11 @@ from typing import Any, Literal, Protocol
 import numpy as np
 import polars as pl
 import pyarrow as pa
+import pyarrow.compute as pc
 from tokenizers import Tokenizer
 from transformers import PreTrainedTokenizerBase
 
-from simpair.tokens.template import assemble, read_template
+from simpair.tokens.template import assemble, ragged_take, read_template
 
 Form = Literal["cross", "bi"]
 PROBES = [
@@ -34,7 +36,17 @@ PROBES = [
     ("word " * 200, "two words"),
     ("x", "y " * 150),
     ("one two three " * 30, "four five " * 50),
+    ("  double  spaces\tand\ttabs\n", "Ünïcödé café naïve résumé, 東京 中文字 ok"),
+    ("ctrl\x00char\x1fs a\u200bb \u00a0nbsp", "[SEP] inside [CLS] text, [MASK]!"),
+    ("", " "),
+    ("x" * 150 + " word", "re-tokenize,punctuation...(and)brackets"),
 ]
+# Normalizers and pre-tokenizers that act on each ' '-separated piece of a text on its own: a text's
+# ids are then its pieces' ids end to end (each distinct piece tokenized once). Per-character maps,
+# NFD (a space is a starter: nothing reorders across it), and splits on whitespace that drop it.
+WORD_NORMALIZERS = {"BertNormalizer", "Lowercase", "NFD", "StripAccents"}
+WORD_PRE_TOKENIZERS = {"BertPreTokenizer", "Whitespace", "WhitespaceSplit"}
+WORD_MODELS = {"WordPiece"}
 
 
 def ids_type(tokenizer: PreTrainedTokenizerBase) -> pa.DataType:
@@ -84,6 +96,32 @@ def _gc_paused() -> Iterator[None]:
             gc.enable()
 
 
+def _parts(node: dict[str, Any] | None, key: str) -> list[str]:
+    """Component types of a normalizer/pre-tokenizer (a `Sequence` flattened); [] for none."""
+    if node is None:
+        return []
+    if node.get("type") == "Sequence":
+        return [t for child in node.get(key, []) for t in _parts(child, key)]
+    return [str(node.get("type"))]
+
+
+def splits_on_spaces(backend: Tokenizer) -> bool:
+    """Whether the backend tokenizes each ' '-separated piece of a text independently (WordPiece
+    behind BERT-style normalization and whitespace splitting, no added token containing a space)."""
+    state = json.loads(backend.to_str())
+    model = (state.get("model") or {}).get("type")
+    normalizers = _parts(state.get("normalizer"), "normalizers")
+    pre = _parts(state.get("pre_tokenizer"), "pretokenizers")
+    added = [t.get("content", "") for t in state.get("added_tokens") or []]
+    return (
+        model in WORD_MODELS
+        and set(normalizers) <= WORD_NORMALIZERS
+        and bool(pre)
+        and set(pre) <= WORD_PRE_TOKENIZERS
+        and not any(" " in a or a == "" for a in added)
+    )
+
+
 def _list_array(lists: Sequence[list[int]], dtype: type[np.generic]) -> pa.ListArray:
     """Python int lists -> Arrow list array through one flat numpy buffer (overflow raises)."""
     lengths = np.fromiter(map(len, lists), np.int32, count=len(lists))
@@ -107,7 +145,12 @@ def _as_table(batch: pa.RecordBatch | pa.Table) -> pa.Table:
 
 
 class FastEncoder:
-    """Distinct texts encoded once (in threads), then truncated and templated over flat arrays."""
+    """Distinct texts (or, where the backend allows, distinct ' '-separated words) encoded once, in
+    threads, then truncated and templated over flat arrays.
+
+    Texts that never repeat (real logs) still share most of their words: tokenizing each distinct word
+    of a batch once and gathering the texts' ids from the words' with numpy does a fraction of the Rust
+    work of tokenizing every text (`splits_on_spaces` says when that gives the same ids)."""
 
     def __init__(
         self,
@@ -117,6 +160,7 @@ class FastEncoder:
         schema: pa.Schema,
         threads: int | None = None,
         use_template: bool = True,
+        by_words: bool = True,
     ) -> None:
         self.tokenizer, self.max_length, self.form, self.schema = tokenizer, max_length, form, schema
         state = tokenizer.backend_tokenizer.to_str()  # private copies: the caller's tokenizer is untouched
@@ -135,6 +179,7 @@ class FastEncoder:
         template = read_template(self.post, self.raw, pair=form == "cross") if side == "right" else None
         usable = template is not None and template.special == self.special < max_length
         self.template = template if use_template and usable else None
+        self.by_words = by_words and self.template is not None and splits_on_spaces(self.raw)
 
     def _encode_texts(self, texts: list[str]) -> list[Any]:
         encode = getattr(self.raw, "encode_batch_fast", self.raw.encode_batch)
@@ -156,11 +201,15 @@ class FastEncoder:
         codes = both.indices.to_numpy(zero_copy_only=False).astype(np.int64)
         ca, cb = codes[:n], codes[n:]
         with _gc_paused():
-            enc = self._encode_texts(both.dictionary.to_pylist())
-            raw = _list_array([e.ids for e in enc], self.np_ids)
+            enc: list[Any] = []
+            if self.by_words:
+                raw = self._word_ids(both.dictionary)
+            else:
+                enc = self._encode_texts(both.dictionary.to_pylist())
+                raw = _list_array([e.ids for e in enc], self.np_ids)
+                if self.template is not None:
+                    enc = []  # the template needs only the flat ids: free the Encodings' tokens now
             lens = np.diff(raw.offsets.to_numpy())
-            if self.template is not None:
-                enc = []  # the template needs only the flat ids: free the Encodings' tokens and offsets now
             if self.form == "bi":
                 for side, rows in (("a", ca), ("b", cb)):
                     ids, _ = self._assemble(enc, raw, (rows,))
@@ -175,6 +224,26 @@ class FastEncoder:
                 truncated = lens[ca] + lens[cb] + self.special > self.max_length
         cols["truncated"] = pa.array(truncated)
         return pa.table({f.name: cols[f.name] for f in self.schema}).cast(self.schema)
+
+    def _word_ids(self, texts: pa.Array) -> pa.ListArray:
+        """Each text's ids (no specials, untruncated) as its ' '-separated words' ids end to end.
+
+        Split and dictionary-encoded by Arrow, each distinct word tokenized once, then one ragged
+        gather: no Python object per text or per word occurrence."""
+        words = pc.split_pattern(texts.cast(pa.large_string()), " ")
+        text_words = words.offsets.to_numpy().astype(np.int64)  # words of text i: [o[i], o[i+1])
+        codes = pc.list_flatten(words).dictionary_encode()
+        occ = codes.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+        enc = self._encode_texts(codes.dictionary.to_pylist())
+        vocab = _list_array([e.ids for e in enc], self.np_ids)
+        del enc
+        w_values, w_offsets = vocab.values.to_numpy(), vocab.offsets.to_numpy().astype(np.int64)
+        occ_lens = np.diff(w_offsets)[occ]
+        values = w_values[ragged_take(w_offsets[occ], occ_lens)]
+        ends = np.zeros(len(occ) + 1, np.int64)
+        np.cumsum(occ_lens, out=ends[1:])
+        offsets = ends[text_words].astype(np.int32)
+        return pa.ListArray.from_arrays(pa.array(offsets), pa.array(values))
 
     def _assemble(
         self, enc: list[Any], raw: pa.ListArray, rows: tuple[np.ndarray, ...]

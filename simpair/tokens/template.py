@@ -72,7 +72,7 @@ def longest_first(n1: np.ndarray, n2: np.ndarray, room: int) -> tuple[np.ndarray
     return np.where(fits, n1, np.minimum(n1, k1)), np.where(fits, n2, np.minimum(n2, k2))
 
 
-def _ragged_take(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+def ragged_take(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     """Concatenation of `arange(s, s + n)` for every (s, n), without a Python loop."""
     ends = np.cumsum(lengths)
     return np.repeat(starts - (ends - lengths), lengths) + np.arange(int(ends[-1]) if len(ends) else 0)
@@ -113,7 +113,7 @@ def assemble(
             lengths.append(keep[k])
     seg_starts = np.stack(starts, axis=1).ravel()
     seg_lengths = np.stack(lengths, axis=1).ravel().astype(np.int64)
-    take = _ragged_take(seg_starts.astype(np.int64), seg_lengths)
+    take = ragged_take(seg_starts.astype(np.int64), seg_lengths)
     row_lengths = np.stack(lengths, axis=1).sum(axis=1)
     row_offsets = np.zeros(n + 1, np.int32)
     np.cumsum(row_lengths, out=row_offsets[1:])
