@@ -176,7 +176,11 @@ def _with_recheck(
     rung = verdict.rung(precision) if verdict is not None else None
     if rung is None or not rung.accepted or rung.recheck_band is None or not recheck.supports(predictor):
         return predictor
-    exact = _load(local_dir, device, threads, backend, "fp32", "fp32", None, True)
+
+    def exact() -> Any:  # built when a pair first falls in the band, not at load (`_load` is cached)
+        with _LOAD_LOCK:
+            return _load(local_dir, device, threads, backend, "fp32", "fp32", None, True)
+
     return recheck.ThresholdRecheck(predictor, exact, rung.recheck_band)
 
 

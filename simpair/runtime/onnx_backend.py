@@ -16,7 +16,9 @@ ONNX Runtime's transformer optimizer (Attention / SkipLayerNorm / BiasGelu fusio
 it fuses this model fully but gave no speed on 1-2 CPU threads (within noise, +2.5 s load), so it is
 not used. Every exported graph is checked against the torch model on a probe batch with padding
 before use; if the [CLS]-only graph disagrees by more than `VERIFY_ATOL`, or cannot be built, the
-plain export is used instead. Nothing is written next to the model.
+plain export is used instead. Nothing is written next to the model: the verified graph and ONNX
+Runtime's optimized form of it are kept in the graph cache (`graph_cache`), so a later process loads
+them instead of exporting, verifying and optimizing again.
 """
 
 from __future__ import annotations
@@ -32,9 +34,11 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
+from simpair.atomic import commit, temp_path
 from simpair.models import Predictor
 from simpair.models.batching import pad_batch
 from simpair.models.cross_encoder import one_logit
+from simpair.runtime import graph_cache
 from simpair.runtime.budget import MAX_BATCH_TOKENS, run_budget_batches
 
 INPUTS = ("input_ids", "attention_mask", "token_type_ids")
@@ -184,11 +188,44 @@ def _probe(predictor: Predictor) -> dict[str, torch.Tensor]:
     return pad_batch(enc["input_ids"], tok.pad_token_id or 0, enc.get("token_type_ids"))
 
 
-def open_session(path: Path, threads: int) -> Any:
-    """A CPU session on an exported (or quantized) graph with this module's session options."""
+def open_session(path: Path, threads: int, cache: Path | None = None, name: str | None = None) -> Any:
+    """A CPU session on an exported (or quantized) graph with this module's session options.
+
+    With a cache entry and a `name`, ONNX Runtime's optimized graph is kept there as `ort-<name>.onnx`
+    on first build and loaded with the optimizer off afterwards (its fusions are already in it); an
+    unreadable one is rebuilt.
+    """
     import onnxruntime as ort
 
-    return ort.InferenceSession(str(path), session_options(threads), providers=["CPUExecutionProvider"])
+    providers = ["CPUExecutionProvider"]
+    if cache is None or name is None:
+        return ort.InferenceSession(str(path), session_options(threads), providers=providers)
+    optimized = f"ort-{name}.onnx"
+    hit = graph_cache.read(cache, optimized)
+    if hit is not None:
+        options = session_options(threads)
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+        try:
+            return ort.InferenceSession(str(hit[0]), options, providers=providers)
+        except Exception as exc:  # written by another ORT build or damaged in a way the digest missed
+            log.warning("optimized graph %s unreadable (%s); optimizing again", hit[0], exc)
+    options = session_options(threads)
+    try:
+        cache.mkdir(parents=True, exist_ok=True)
+        tmp = temp_path(cache / optimized)
+        options.optimized_model_filepath = str(tmp)
+        # ORT warns that an optimized graph may hold this CPU's kernels: the entry is keyed by its flags
+        options.log_severity_level = 3
+    except OSError:
+        return ort.InferenceSession(str(path), options, providers=providers)
+    try:
+        session = ort.InferenceSession(str(path), options, providers=providers)
+        if tmp.is_file():
+            commit(tmp, cache / optimized)
+            graph_cache.seal(cache, optimized)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return session
 
 
 def export_verified(predictor: Predictor, threads: int, workdir: Path) -> tuple[Path, OrtEncoder]:
@@ -222,10 +259,36 @@ def export_verified(predictor: Predictor, threads: int, workdir: Path) -> tuple[
     return path, encoder
 
 
+def cache_entry(predictor: Predictor) -> Path | None:
+    """The predictor's graph cache folder, or None (cache off, or a model not loaded from a folder)."""
+    if predictor.model_dir is None:
+        return None
+    try:
+        return graph_cache.entry(predictor.model_dir, predictor.kind)
+    except OSError as exc:
+        log.warning("no graph cache for %s (%s)", predictor.model_dir, exc)
+        return None
+
+
+def fp32_graph(predictor: Predictor, threads: int, workdir: Path) -> tuple[Path, str]:
+    """The verified fp32 graph's path and variant: from the graph cache, else exported and verified
+    in `workdir` (`export_verified`) and cached."""
+    cache = cache_entry(predictor)
+    hit = graph_cache.read(cache, "fp32.onnx")
+    if hit is not None and hit[1].get("variant") in ("cls-last-layer", "plain"):
+        return hit[0], str(hit[1]["variant"])
+    path, encoder = export_verified(predictor, threads, workdir)
+    cached = graph_cache.write(cache, "fp32.onnx", path, {"variant": encoder.variant})
+    return cached or path, encoder.variant
+
+
 def build_encoder(predictor: Predictor, threads: int) -> OrtEncoder:
-    """Export the predictor's model to ONNX Runtime, the [CLS]-only graph when it applies and verifies."""
+    """The predictor's model in ONNX Runtime, the [CLS]-only graph when it applies and verifies
+    (exported once per model and runtime version: later loads come from the graph cache)."""
+    cache = cache_entry(predictor)
     with tempfile.TemporaryDirectory(prefix="simpair-onnx-") as tmp:
-        return export_verified(predictor, threads, Path(tmp))[1]
+        path, variant = fp32_graph(predictor, threads, Path(tmp))
+        return OrtEncoder(open_session(path, threads, cache, "fp32"), predictor.kind, variant)
 
 
 class OrtPredictor(Predictor):

@@ -13,11 +13,15 @@ Only used where bf16 is native (elsewhere OpenVINO would emulate it) and only wh
 package is importable; otherwise bf16 runs through torch autocast (`bf16_backend`). Which runtime
 measured a model's bf16 rung is recorded in its precision verdict, and `--precision auto` runs that
 runtime again, so a model scores the way it was judged.
+
+The exported graph comes from the graph cache (`graph_cache`) after the first load, and OpenVINO keeps
+its compiled form there too (`CACHE_DIR`), so a later process neither exports nor compiles.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import logging
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -26,9 +30,11 @@ import numpy as np
 from torch import nn
 
 from simpair.models import Predictor
-from simpair.runtime.onnx_backend import OrtEncoder, OrtPredictor, export_verified
+from simpair.runtime import graph_cache
+from simpair.runtime.onnx_backend import OrtEncoder, OrtPredictor, cache_entry, fp32_graph
 
 OPENVINO, TORCH = "openvino", "torch"  # the two bf16 runtimes, as recorded in a precision verdict
+log = logging.getLogger(__name__)
 
 
 def available() -> bool:
@@ -56,25 +62,37 @@ class OvPredictor(OrtPredictor):
     precision = "bf16"
 
 
-def compile_graph(path: Path, threads: int, precision: str = "bf16") -> Any:
-    """An OpenVINO CPU model for an exported graph: `threads` threads, latency mode, `precision` math."""
+def compile_graph(path: Path, threads: int, precision: str = "bf16", cache_dir: Path | None = None) -> Any:
+    """An OpenVINO CPU model for an exported graph: `threads` threads, latency mode, `precision` math.
+
+    With `cache_dir`, OpenVINO stores the compiled model there and a later compile of the same graph
+    and settings imports it instead; if compiling with the cache fails, it compiles without it.
+    """
     import openvino as ov
 
     core = ov.Core()
-    config = {
+    config: dict[str, Any] = {
         "INFERENCE_NUM_THREADS": threads,
         "PERFORMANCE_HINT": "LATENCY",  # one stream: this process's chunks already arrive one at a time
         "INFERENCE_PRECISION_HINT": precision,
     }
+    if cache_dir is not None:
+        try:  # from the path, so a cached blob is imported without reading the ONNX graph at all
+            return core.compile_model(str(path), "CPU", {**config, "CACHE_DIR": str(cache_dir)})
+        except Exception as exc:
+            log.warning("OpenVINO cache %s unusable (%s); compiling without it", cache_dir, exc)
     return core.compile_model(core.read_model(str(path)), "CPU", config)
 
 
 def build_encoder(predictor: Predictor, threads: int, precision: str = "bf16") -> OvEncoder:
-    """Export and verify the fp32 graph (as the ONNX backend does), then compile it in OpenVINO."""
+    """The verified fp32 graph (as the ONNX backend has it, from the graph cache when there), compiled
+    in OpenVINO (from its cache when there)."""
+    cache = cache_entry(predictor)
     with tempfile.TemporaryDirectory(prefix="simpair-openvino-") as tmp:
-        path, ort = export_verified(predictor, threads, Path(tmp))
-        compiled = compile_graph(path, threads, precision)  # reads the file now; the folder may go
-    return OvEncoder(compiled, predictor.kind, f"{ort.variant}+openvino-{precision}")
+        path, variant = fp32_graph(predictor, threads, Path(tmp))
+        # reads the file now; the folder may go
+        compiled = compile_graph(path, threads, precision, graph_cache.openvino_dir(cache))
+    return OvEncoder(compiled, predictor.kind, f"{variant}+openvino-{precision}")
 
 
 def use_openvino(predictor: Any, threads: int, precision: str = "bf16") -> Any:

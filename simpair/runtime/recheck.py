@@ -18,7 +18,8 @@ wrapper would not see.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -89,20 +90,41 @@ class ThresholdRecheck(BasePredictor):
     """`fast`'s forward pass, with the pairs it puts within `band` of the threshold scored by `exact`.
 
     Everything else (tokenizer, threshold, truncation, precision, variant) is `fast`'s, so scoring
-    records the run's precision on every row; `rechecked` counts the pairs `exact` scored.
+    records the run's precision on every row; `rechecked` counts the pairs `exact` scored. `exact`
+    is a predictor, or a function building one: then it is built when a pair first falls in the band
+    (most batches have none near a threshold, and a load would otherwise pay for a second graph
+    before the first pair is scored); `exact_built` says whether it has been.
     """
 
-    def __init__(self, fast: Any, exact: Any, band: float) -> None:
+    def __init__(self, fast: Any, exact: Any | Callable[[], Any], band: float) -> None:
         cut = raw_cut(fast)
         if cut is None:
             raise TypeError(f"a {fast.kind} {fast.task} model cannot be rechecked near its threshold")
-        self.fast, self.exact, self.band, self.cut = fast, exact, float(band), cut
+        self.fast, self.band, self.cut = fast, float(band), cut
+        built = hasattr(exact, "predict_raw")
+        self._exact: Any = exact if built else None
+        self._build: Callable[[], Any] | None = None if built else exact
+        self._lock = threading.Lock()
         self.rechecked = 0
 
     def __getattr__(self, name: str) -> Any:
-        if name.startswith("__") or name in ("fast", "exact"):  # copy/pickle probe before __init__
+        if name.startswith("__") or name in ("fast", "_exact", "_build", "_lock"):  # probe before __init__
             raise AttributeError(name)
         return getattr(self.fast, name)
+
+    @property
+    def exact_built(self) -> bool:
+        return self._exact is not None
+
+    @property
+    def exact(self) -> Any:
+        """The fp32 predictor, built now if it was given as a function (once, whichever thread asks)."""
+        if self._exact is None:
+            with self._lock:
+                if self._exact is None:
+                    assert self._build is not None
+                    self._exact = self._build()
+        return self._exact
 
     @property
     def variant(self) -> str:

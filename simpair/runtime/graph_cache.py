@@ -1,0 +1,206 @@
+"""Compiled graphs kept across processes, so a fresh `simpair score` does not export and compile again.
+
+Exporting a model to ONNX, verifying it against torch, quantizing it to int8, ONNX Runtime's graph
+optimizations and OpenVINO's compilation cost seconds on every load, paid before the first pair is
+scored. Each of them is a pure function of the model's weights, the export code and the runtimes'
+versions, so their results are kept in one folder per model (`entry`):
+
+- `fp32.onnx`: the verified fp32 export (`onnx_backend.export_verified`), with `fp32.json` naming its
+  variant ([CLS]-only last layer or plain);
+- `int8-<mode>.onnx`: its int8 version (`int8_backend`);
+- `ort-<name>.onnx`: ONNX Runtime's optimized form of a graph (`SessionOptions.optimized_model_filepath`),
+  loaded again with the optimizer off;
+- `openvino/`: OpenVINO's own model cache (`CACHE_DIR`) for the compiled bf16 / f32 graphs.
+
+The folder's name holds a digest of everything the files depend on: the weights' bytes (`weights_digest`),
+the model kind, the versions of torch, transformers, onnx, onnxruntime and openvino, the source of the
+export and quantization code, and the CPU's flags (optimized graphs may use the host's kernels). A
+changed model, a new runtime or an edited exporter therefore gets a new folder; old ones are just
+left behind (delete the folder to reclaim the space).
+
+Where: `$SIMPAIR_GRAPH_CACHE` when set (`off` turns the cache off); else `<home>/graph-cache` for a
+model downloaded into a pipeline home's registry cache, or under `$SIMPAIR_HOME` when that is set;
+else `.graph-cache/` beside the model's folder (never inside it: files there would change its
+weights digest). Every file is written under a temporary name and renamed in (`simpair.atomic`), with
+a manifest (sizes and SHA-256) written last, so two processes never read half a file; an entry whose
+files are missing, cut short or altered is rebuilt, and a cache that cannot be written is skipped.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import re
+from functools import lru_cache
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from simpair.atomic import atomic_path, atomic_write_text
+
+ENV = "SIMPAIR_GRAPH_CACHE"
+FOLDER = "graph-cache"
+MANIFEST = "manifest.json"
+# the modules whose code shapes a cached graph: editing any of them starts new entries
+_CODE = ("onnx_backend.py", "int8_backend.py", "graph_cache.py")
+_RUNTIMES = ("torch", "transformers", "onnx", "onnxruntime", "openvino")
+log = logging.getLogger(__name__)
+
+
+def cache_root(model_dir: str | Path) -> Path | None:
+    """The graph cache folder for a model (see the module's docstring), or None when it is off."""
+    explicit = os.environ.get(ENV)
+    if explicit:
+        return None if explicit.strip().lower() in ("off", "0", "false", "no") else Path(explicit)
+    model_dir = Path(model_dir).resolve()
+    for parent in model_dir.parents:
+        if parent.name == "registry-cache":  # `<home>/registry-cache/<store>/<name>/<version>`
+            return parent.parent / FOLDER
+    home = os.environ.get("SIMPAIR_HOME")
+    if home:
+        return Path(home).expanduser() / FOLDER
+    return model_dir.parent / ".graph-cache"
+
+
+@lru_cache(maxsize=1)
+def _environment() -> str:
+    """Runtime versions, the export code's source digest and the CPU's flags, as one string."""
+    versions = []
+    for name in _RUNTIMES:
+        try:
+            versions.append(f"{name}={metadata.version(name)}")
+        except metadata.PackageNotFoundError:
+            versions.append(f"{name}=-")
+    code = hashlib.sha256()
+    here = Path(__file__).parent
+    for name in _CODE:
+        code.update((here / name).read_bytes())
+    flags = ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("flags"):
+                flags = " ".join(sorted(line.split(":", 1)[1].split()))
+                break
+    except OSError:
+        import platform
+
+        flags = platform.processor() or platform.machine()
+    return "|".join([*versions, code.hexdigest(), hashlib.sha256(flags.encode()).hexdigest()])
+
+
+# the functions that build a graph, as this process runs them (the source digest covers the files)
+_BUILDERS = {
+    "simpair.runtime.onnx_backend": ("export_encoder", "export_verified", "cls_last_layer_model", "_probe"),
+    "simpair.runtime.int8_backend": ("quantize_graph", "quantize_per_row"),
+}
+
+
+def _live_code() -> str:
+    """A digest of the graph builders this process would call: a builder replaced at run time (a
+    patched exporter, a test's stand-in) builds other graphs, so it must not share their entries."""
+    import marshal
+    import sys
+
+    digest = hashlib.sha256()
+    for module_name, names in _BUILDERS.items():
+        module = sys.modules.get(module_name)
+        for name in names:
+            obj = getattr(module, name, None)
+            code = getattr(obj, "__code__", None)
+            digest.update(marshal.dumps(code) if code is not None else repr(obj).encode())
+    return digest.hexdigest()
+
+
+def entry(model_dir: str | Path, kind: str) -> Path | None:
+    """The cache folder for one model (a single model: a composite's members have their own), or None
+    when the cache is off. Nothing is created here."""
+    from simpair.runtime.embedding_store import weights_digest
+
+    root = cache_root(model_dir)
+    if root is None:
+        return None
+    key = "|".join((weights_digest(model_dir), kind, _environment(), _live_code()))
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "-", Path(model_dir).name)[:40]
+    return root / f"{slug}-{hashlib.sha256(key.encode()).hexdigest()[:20]}"
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _manifest_path(folder: Path, name: str) -> Path:
+    return folder / f"{name}.{MANIFEST}"
+
+
+def read(folder: Path | None, name: str) -> tuple[Path, dict[str, Any]] | None:
+    """The cached file `name` and the facts stored with it, if it is there whole; else None.
+
+    "Whole" means its manifest exists and its size and SHA-256 match the manifest's: a file cut short,
+    overwritten or missing is reported (once, at debug level) and treated as absent, so it is rebuilt.
+    """
+    if folder is None:
+        return None
+    path, manifest = folder / name, _manifest_path(folder, name)
+    try:
+        facts = json.loads(manifest.read_text())
+        if path.stat().st_size != facts["size"] or _sha256(path) != facts["sha256"]:
+            raise ValueError("size or digest differs from its manifest")
+        return path, dict(facts.get("facts", {}))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        log.warning("graph cache %s unreadable (%s); building it again", path, exc)
+        return None
+
+
+def write(folder: Path | None, name: str, source: Path, facts: dict[str, Any] | None = None) -> Path | None:
+    """Copy `source` into the cache as `name` (atomically), then its manifest; the cached path, or None
+    when there is no cache or it cannot be written (the caller keeps using `source`)."""
+    if folder is None:
+        return None
+    import shutil
+
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with atomic_path(folder / name) as tmp:
+            shutil.copyfile(source, tmp)
+        record = {
+            "size": (folder / name).stat().st_size,
+            "sha256": _sha256(folder / name),
+            "facts": facts or {},
+        }
+        atomic_write_text(_manifest_path(folder, name), json.dumps(record, sort_keys=True))
+        return folder / name
+    except OSError as exc:
+        log.warning("graph cache %s not written (%s); graphs are built on every load", folder, exc)
+        return None
+
+
+def seal(folder: Path | None, name: str, facts: dict[str, Any] | None = None) -> None:
+    """Write the manifest of a file a runtime already wrote into `folder` itself (under a temporary
+    name and renamed in by the caller): its size and digest from now on prove it whole."""
+    if folder is None or not (folder / name).is_file():
+        return
+    try:
+        path = folder / name
+        record = {"size": path.stat().st_size, "sha256": _sha256(path), "facts": facts or {}}
+        atomic_write_text(_manifest_path(folder, name), json.dumps(record, sort_keys=True))
+    except OSError as exc:
+        log.warning("graph cache %s not sealed (%s)", folder / name, exc)
+
+
+def openvino_dir(folder: Path | None) -> Path | None:
+    """OpenVINO's `CACHE_DIR` inside an entry (OpenVINO names, writes and checks its own blobs)."""
+    if folder is None:
+        return None
+    try:
+        (folder / "openvino").mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return None
+    return folder / "openvino"
