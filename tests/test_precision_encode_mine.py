@@ -47,7 +47,10 @@ def _bi_with_int8_verdict(path: Path, home: Path, dev_ids: list[str]) -> Path:
     bi = _bi_with_dev(path, dev_ids)
     verdict = ladder.measure(bi, home, threads=1)
     assert verdict.rung("int8").accepted  # threshold 0.5: int8 flips no dev label of this tiny model
-    rungs = tuple(dataclasses.replace(r, speedup=9.0) if r.precision == "int8" else r for r in verdict.rungs)
+    rungs = tuple(
+        dataclasses.replace(r, speedup=9.0, speedup_low=9.0) if r.precision == "int8" else r
+        for r in verdict.rungs
+    )
     dataclasses.replace(verdict, rungs=rungs).write(bi)
     return bi
 

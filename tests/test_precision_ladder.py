@@ -245,7 +245,10 @@ def test_encode_runs_in_the_precision_the_cached_verdict_chose(
     verdict = ladder.measure(bi, home, threads=1)
     assert verdict.rung("int8").accepted  # threshold 0.5: int8 flips no dev label of this tiny model
     # pin the choice to int8 whatever this machine's timing noise says: under test is encode's reading
-    rungs = tuple(dataclasses.replace(r, speedup=9.0) if r.precision == "int8" else r for r in verdict.rungs)
+    rungs = tuple(
+        dataclasses.replace(r, speedup=9.0, speedup_low=9.0) if r.precision == "int8" else r
+        for r in verdict.rungs
+    )
     dataclasses.replace(verdict, rungs=rungs).write(bi)
 
     sentences = make_pairs(40, seed=36).column("text_a").to_pylist()
