@@ -1,13 +1,17 @@
 """One batch of canonical pairs -> token-cache columns, through the fast tokenizer's Rust backend.
 
 Each distinct text of a batch is tokenized once, without special tokens or truncation (in threads:
-the backend releases the GIL). Its length gives the `truncated` flag. Special tokens and truncation
-are then added the way `tokenizer(a, b, truncation=True, max_length=L)` adds them inside: by the
-backend's template over flat numpy arrays (`simpair.tokens.template`), or, where the post-processor
-has no fixed template, by the backend's own `post_process` row by row. The cross form assembles both
-orders of each pair, the bi form each text alone. Ids reach Arrow as flat numpy arrays plus offsets,
-never as Python lists of lists. Tokenizers without a Rust backend (or where this path would not give
-the tokenizer's own ids, checked once on probe pairs) take the plain per-batch path.
+the backend releases the GIL). Where the backend tokenizes each ' '-separated word on its own
+(WordPiece behind BERT-style normalization: `splits_on_spaces`), each distinct word is tokenized once
+instead and a text's ids are gathered from its words' with numpy: texts that never repeat still share
+their words, so this is what keeps unique texts fast. A text's length gives the `truncated` flag.
+Special tokens and truncation are then added the way `tokenizer(a, b, truncation=True, max_length=L)`
+adds them inside: by the backend's template over flat numpy arrays (`simpair.tokens.template`), or,
+where the post-processor has no fixed template, by the backend's own `post_process` row by row. The
+cross form assembles both orders of each pair, the bi form each text alone. Ids reach Arrow as flat
+numpy arrays plus offsets, never as Python lists of lists. Tokenizers without a Rust backend (or where
+this path would not give the tokenizer's own ids, checked once on probe pairs) take the plain
+per-batch path.
 """
 
 from __future__ import annotations
