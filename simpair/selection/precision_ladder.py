@@ -5,7 +5,10 @@ logits flips labels an untrained one never does), and how much faster each runs 
 and the hardware, so neither is assumed: each rung scores the model's recorded dev split (never the
 test split) next to fp32, and the check records the share of dev labels it flips, how far the dev
 metric moves (paraphrase F1 at the model's threshold, STS Spearman), the largest score change, and its
-pairs/s in this process. A rung is accepted within `Limits` (by default at most 0.5% of dev labels
+speed against fp32 (`speed_ratio`: interleaved rounds after a warm-up, median and lower quartile, so
+registering the same model twice on one machine gives the same verdict). The verdict records the host
+facts it holds for (CPU flags, runtime versions); a scoring host that differs scores at fp32.
+A rung is accepted within `Limits` (by default at most 0.5% of dev labels
 flip and the metric moves by at most 0.002; a graded model has no labels, so only its metric counts);
 bf16 is skipped where it is not native (`simpair.models.device.native_bf16`). `--precision auto`
 scores in the fastest accepted rung.
