@@ -97,19 +97,27 @@ _BUILDERS = {
 }
 
 
+def _code_bytes(code: Any) -> bytes:
+    """A code object's instructions, names and constants (nested functions too), as stable bytes
+    (`marshal` output depends on reference counts, so it differs between two calls)."""
+    parts = [code.co_code, repr(code.co_names).encode(), repr(code.co_varnames).encode()]
+    for const in code.co_consts:
+        parts.append(_code_bytes(const) if hasattr(const, "co_code") else repr(const).encode())
+    return b"\0".join(parts)
+
+
 def _live_code() -> str:
     """A digest of the graph builders this process would call: a builder replaced at run time (a
     patched exporter, a test's stand-in) builds other graphs, so it must not share their entries."""
-    import marshal
-    import sys
+    import importlib
 
     digest = hashlib.sha256()
     for module_name, names in _BUILDERS.items():
-        module = sys.modules.get(module_name)
+        module = importlib.import_module(module_name)
         for name in names:
             obj = getattr(module, name, None)
             code = getattr(obj, "__code__", None)
-            digest.update(marshal.dumps(code) if code is not None else repr(obj).encode())
+            digest.update(_code_bytes(code) if code is not None else repr(obj).encode())
     return digest.hexdigest()
 
 
