@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -104,14 +105,25 @@ def write_tokens(
     """Tokenize batches into `target` (atomically), one row group per batch; returns (rows, truncated)."""
     encoder = encoder_for(tokenizer, max_length, form)
     rows = truncated = 0
-    with atomic_path(target) as tmp, pq.ParquetWriter(tmp, encoder.schema, compression="zstd") as writer:
+    with (
+        atomic_path(target) as tmp,
+        pq.ParquetWriter(tmp, encoder.schema, compression="zstd") as writer,
+        ThreadPoolExecutor(1) as pool,
+    ):
+        # Arrow compresses and writes one row group (GIL released) while the next batch is tokenized:
+        # at most one batch waits, so memory stays flat; the write was a quarter of the time.
+        pending: Future[None] | None = None
         for batch in batches:
             if batch.num_rows == 0:
                 continue
             table = encoder.encode(batch)
-            writer.write_table(table, row_group_size=table.num_rows)
+            if pending is not None:
+                pending.result()
+            pending = pool.submit(writer.write_table, table, row_group_size=table.num_rows)
             rows += table.num_rows
             truncated += int(table["truncated"].to_numpy().sum())
+        if pending is not None:
+            pending.result()
     return rows, truncated
 
 
