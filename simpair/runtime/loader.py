@@ -18,8 +18,11 @@ A model runs one of two ways, chosen by `backend`:
   `precision="auto"` takes the model's stored precision verdict (fp32 without one; never measures),
   bf16 where it is not native falls back to fp32 with a warning, and a rung the verdict accepted with
   an fp32 recheck near the threshold (`simpair.runtime.recheck`) loads with it unless `recheck` is
-  False (the ladder measures each runtime plain first). Loaded once per process: each Dask worker
-  process keeps its own copy, and a lock stops a process's chunk threads loading one model together.
+  False (the ladder measures each runtime plain first; the fp32 side is built when a pair first
+  falls in the band, not at load). Loaded once per process: each Dask worker process keeps its own
+  copy, and a lock stops a process's chunk threads loading one model together. Exported, quantized
+  and compiled graphs are kept across processes in the graph cache (`graph_cache`), so only the first
+  process to load a model version on a host pays for them.
 
 `load_for_run` is the same door for a run's stages (scoring chunks, mining, encoding): the precision
 is the run's, already resolved (`resolve.resolve`), and a process that cannot run it natively refuses
