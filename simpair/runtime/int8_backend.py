@@ -46,6 +46,7 @@ from simpair.runtime.onnx_backend import (
     OrtEncoder,
     OrtPredictor,
     cache_entry,
+    cached_session,
     export_verified,
     fp32_graph,
     open_session,
@@ -232,15 +233,19 @@ def build_int8_encoder(
     """
     cache = cache_entry(predictor) if mode != "static" else None
     name = f"int8-{mode}"
+    session = cached_session(cache, name, threads)
+    if session is not None:
+        return OrtEncoder(session[0], predictor.kind, session[1])
     hit = graph_cache.read(cache, f"{name}.onnx")
     if hit is not None and hit[1].get("variant"):
-        return OrtEncoder(open_session(hit[0], threads, cache, name), predictor.kind, str(hit[1]["variant"]))
+        variant = str(hit[1]["variant"])
+        return OrtEncoder(open_session(hit[0], threads, cache, name, variant), predictor.kind, variant)
     with tempfile.TemporaryDirectory(prefix="simpair-int8-") as tmp:
         if mode == "static":
             fp32_path, fp32 = export_verified(predictor, threads, Path(tmp))
-            batches = (
-                calibration_batches(predictor, *calibration, inputs=fp32.inputs) if calibration else None
-            )
+            batches = None
+            if calibration is not None:
+                batches = calibration_batches(predictor, *calibration, inputs=fp32.inputs)
             fp32_variant = fp32.variant
         else:
             fp32_path, fp32_variant = fp32_graph(predictor, threads, Path(tmp))
@@ -248,7 +253,9 @@ def build_int8_encoder(
         graph = quantize_graph(fp32_path, Path(tmp) / "int8.onnx", mode, batches)
         variant = f"{fp32_variant}+int8-{mode}"
         cached = graph_cache.write(cache, f"{name}.onnx", graph, {"variant": variant})
-        return OrtEncoder(open_session(cached or graph, threads, cache, name), predictor.kind, variant)
+        return OrtEncoder(
+            open_session(cached or graph, threads, cache, name, variant), predictor.kind, variant
+        )
 
 
 class Int8Predictor(OrtPredictor):

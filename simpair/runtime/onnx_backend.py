@@ -188,44 +188,56 @@ def _probe(predictor: Predictor) -> dict[str, torch.Tensor]:
     return pad_batch(enc["input_ids"], tok.pad_token_id or 0, enc.get("token_type_ids"))
 
 
-def open_session(path: Path, threads: int, cache: Path | None = None, name: str | None = None) -> Any:
+def open_session(
+    path: Path, threads: int, cache: Path | None = None, name: str | None = None, variant: str = ""
+) -> Any:
     """A CPU session on an exported (or quantized) graph with this module's session options.
 
-    With a cache entry and a `name`, ONNX Runtime's optimized graph is kept there as `ort-<name>.onnx`
-    on first build and loaded with the optimizer off afterwards (its fusions are already in it); an
-    unreadable one is rebuilt.
+    With a cache entry and a `name`, ONNX Runtime's optimized graph is saved there as `ort-<name>.onnx`
+    (with the graph's `variant`), for `cached_session` to load in later processes.
     """
     import onnxruntime as ort
 
     providers = ["CPUExecutionProvider"]
-    if cache is None or name is None:
-        return ort.InferenceSession(str(path), session_options(threads), providers=providers)
-    optimized = f"ort-{name}.onnx"
-    hit = graph_cache.read(cache, optimized)
-    if hit is not None:
-        options = session_options(threads)
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-        try:
-            return ort.InferenceSession(str(hit[0]), options, providers=providers)
-        except Exception as exc:  # written by another ORT build or damaged in a way the digest missed
-            log.warning("optimized graph %s unreadable (%s); optimizing again", hit[0], exc)
     options = session_options(threads)
+    if cache is None or name is None:
+        return ort.InferenceSession(str(path), options, providers=providers)
+    optimized = cache / f"ort-{name}.onnx"
     try:
         cache.mkdir(parents=True, exist_ok=True)
-        tmp = temp_path(cache / optimized)
-        options.optimized_model_filepath = str(tmp)
-        # ORT warns that an optimized graph may hold this CPU's kernels: the entry is keyed by its flags
-        options.log_severity_level = 3
     except OSError:
         return ort.InferenceSession(str(path), options, providers=providers)
+    tmp = temp_path(optimized)
+    options.optimized_model_filepath = str(tmp)
+    # ORT warns that an optimized graph may hold this CPU's kernels: the entry is keyed by its flags
+    options.log_severity_level = 3
     try:
         session = ort.InferenceSession(str(path), options, providers=providers)
         if tmp.is_file():
-            commit(tmp, cache / optimized)
-            graph_cache.seal(cache, optimized)
+            commit(tmp, optimized)
+            graph_cache.seal(cache, optimized.name, {"variant": variant})
     finally:
         tmp.unlink(missing_ok=True)
     return session
+
+
+def cached_session(cache: Path | None, name: str, threads: int) -> tuple[Any, str] | None:
+    """A session on the optimized graph `ort-<name>.onnx` a previous process saved, with the graph's
+    variant, loaded with the optimizer off (its fusions are in it already); None when there is none
+    whole (an unreadable one is reported and left to be rebuilt)."""
+    import onnxruntime as ort
+
+    hit = graph_cache.read(cache, f"ort-{name}.onnx")
+    if hit is None or not hit[1].get("variant"):
+        return None
+    options = session_options(threads)
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    try:
+        session = ort.InferenceSession(str(hit[0]), options, providers=["CPUExecutionProvider"])
+    except Exception as exc:  # written by another ORT build or damaged in a way the checksum missed
+        log.warning("optimized graph %s unreadable (%s); building it again", hit[0], exc)
+        return None
+    return session, str(hit[1]["variant"])
 
 
 def export_verified(predictor: Predictor, threads: int, workdir: Path) -> tuple[Path, OrtEncoder]:
@@ -286,9 +298,12 @@ def build_encoder(predictor: Predictor, threads: int) -> OrtEncoder:
     """The predictor's model in ONNX Runtime, the [CLS]-only graph when it applies and verifies
     (exported once per model and runtime version: later loads come from the graph cache)."""
     cache = cache_entry(predictor)
+    hit = cached_session(cache, "fp32", threads)
+    if hit is not None:
+        return OrtEncoder(hit[0], predictor.kind, hit[1])
     with tempfile.TemporaryDirectory(prefix="simpair-onnx-") as tmp:
         path, variant = fp32_graph(predictor, threads, Path(tmp))
-        return OrtEncoder(open_session(path, threads, cache, "fp32"), predictor.kind, variant)
+        return OrtEncoder(open_session(path, threads, cache, "fp32", variant), predictor.kind, variant)
 
 
 class OrtPredictor(Predictor):
