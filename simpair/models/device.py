@@ -36,7 +36,25 @@ def pick_device(requested: str = "auto") -> torch.device:
 
 
 @functools.cache
+def _cpu_flag_set() -> set[str] | None:
+    """The CPU's feature flags from /proc/cpuinfo (Linux), or None where they cannot be read."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
+            for line in cpuinfo:
+                if line.startswith("flags"):
+                    return set(line.split(":", 1)[1].split())
+    except OSError:
+        return None
+    return None
+
+
 def _cpu_native_bf16() -> bool:
+    """bf16 in hardware: AVX512-BF16 or AMX. oneDNN also reports bf16 "supported" on any AVX-512 CPU,
+    where it is emulated and slower than fp32 (an Intel Xeon with AVX-512 but no AVX512-BF16, 2026-11-29:
+    OpenVINO bf16 scored about 3 pairs/s against about 40 in fp32), so the flags decide where readable."""
+    flags = _cpu_flag_set()
+    if flags is not None:
+        return bool({"avx512_bf16", "amx_bf16"} & flags)
     try:
         return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
     except (AttributeError, RuntimeError):
@@ -101,12 +119,7 @@ VERDICT_RUNTIMES = ("torch", "onnxruntime", "openvino")
 @functools.cache
 def _cpu_flags() -> str:
     """The `VERDICT_CPU_FLAGS` this CPU has, space-separated ("" where /proc/cpuinfo cannot be read)."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
-            line = next((x for x in cpuinfo if x.startswith("flags")), "")
-    except OSError:
-        return ""
-    have = set(line.partition(":")[2].split())
+    have = _cpu_flag_set() or set()
     return " ".join(f for f in VERDICT_CPU_FLAGS if f in have)
 
 
