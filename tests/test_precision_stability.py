@@ -94,6 +94,13 @@ def test_a_verdict_from_another_host_scores_fp32_and_says_so(tmp_path: Path, one
     )
     with pytest.raises(Int8Refused, match="verdict measured on another host: onnxruntime 1.31.0"):
         resolve("int8", "auto", CPU, model)
+    # the loader's own `auto` holds to the same rule
+    from simpair.runtime.loader import load_predictor
+
+    assert "int8" not in load_predictor(model_dir, precision="auto", backend="auto", threads=1).variant
+    _verdict(here).write(model_dir)
+    assert "int8" in load_predictor(model_dir, precision="auto", backend="auto", threads=1).variant
+    _verdict(elsewhere).write(model_dir)
     assert ladder.measured_here(PrecisionVerdict.read(model_dir)) is None  # registration measures again
     tags = PrecisionVerdict.read(model_dir).to_tags()
     assert tags["simpair.precision.host.onnxruntime"] == "1.31.0"

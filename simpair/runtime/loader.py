@@ -82,10 +82,13 @@ def load_predictor(
 
     check_precision(precision, backend)
     if precision == "auto":
-        from simpair.models.precision_verdict import PrecisionVerdict
+        from simpair.models.device import host_facts
+        from simpair.models.precision_verdict import PrecisionVerdict, host_differences
         from simpair.runtime.precision import allowed_rungs
 
         verdict = PrecisionVerdict.read(local_dir)
+        if verdict is not None and host_differences(verdict.host, host_facts(pick_device(device))):
+            verdict = None  # measured on another host: fp32 until measured here, as `resolve` decides
         allowed = allowed_rungs(backend, pick_device(device))
         precision = verdict.choose(allowed).precision if verdict else "fp32"
     effective = runnable_precision(precision, pick_device(device))

@@ -49,12 +49,12 @@ def served_precision(model_dir: Path) -> str:
     """
     import dataclasses
 
-    from simpair.models.device import native_bf16, pick_device
-    from simpair.models.precision_verdict import PrecisionVerdict
+    from simpair.models.device import host_facts, native_bf16, pick_device
+    from simpair.models.precision_verdict import PrecisionVerdict, host_differences
 
     verdict = PrecisionVerdict.read(model_dir)
-    if verdict is None:
-        return "fp32"
+    if verdict is None or host_differences(verdict.host, host_facts(pick_device("auto"))):
+        return "fp32"  # none, or measured on another host (another CPU or runtime): fp32 until measured here
     torch_rungs = tuple(r for r in verdict.rungs if r.recheck_band is None and r.runtime in (None, "torch"))
     plain = dataclasses.replace(verdict, rungs=torch_rungs)
     return plain.choose(("fp32", "bf16") if native_bf16(pick_device("auto")) else ("fp32",)).precision
