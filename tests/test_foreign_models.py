@@ -16,7 +16,12 @@ from typing import Any
 import numpy as np
 import polars as pl
 import pytest
+
+# imported plainly: the dev extra installs it, and without it this module fails to collect (an error,
+# never a skip into green), as `shared_data` fails without the raw files
+import sentence_transformers as st
 import torch
+from sentence_transformers import models as st_models
 from test_scoring_support import make_pairs, write_batch
 from transformers import AutoModel, BertForSequenceClassification
 from typer.testing import CliRunner
@@ -26,27 +31,6 @@ from simpair.models import ModelMetadata
 from simpair.models.tiny import _bundled_tokenizer, tiny_config
 from simpair.runtime.loader import load_predictor
 from simpair.runtime.model_ref import NoModel, resolve_model_ref
-
-try:
-    import sentence_transformers as st
-    from sentence_transformers import models as st_models
-except ImportError as missing:  # the dev extra installs it; without it this check must fail, not skip
-    _MISSING: ImportError | None = missing
-else:
-    _MISSING = None
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _sentence_transformers_installed() -> None:
-    """The only checks of simpair's scores against sentence-transformers' own: a missing library
-    fails them (as `shared_data` does), never skips them into green."""
-    if _MISSING is not None:
-        pytest.fail(
-            f"sentence-transformers cannot be imported ({_MISSING}); install the dev extra: "
-            "pip install -e '.[dev]'",
-            pytrace=False,
-        )
-
 
 A = ["A man plays a guitar.", "Stocks fell sharply on Monday.", "x", "Ünïcode façade — naïve café."]
 B = ["Someone is playing an instrument.", "The market went down a lot.", "y z", "A cat sat on the mat."]

@@ -6,31 +6,14 @@ import json
 from pathlib import Path
 
 import numpy as np
-import pytest
+
+# imported plainly: the dev extra installs it, and without it this module fails to collect (an error,
+# never a skip into green), as `shared_data` fails without the raw files
+import sentence_transformers as st
 
 from simpair.models import ModelMetadata, Predictor, save_model, save_tiny_model
 from simpair.models.embedding_postprocess import EmbeddingPostprocess
 from simpair.models.tiny import build_tiny
-
-try:
-    import sentence_transformers as st
-except ImportError as missing:  # the dev extra installs it; without it this check must fail, not skip
-    _MISSING: ImportError | None = missing
-else:
-    _MISSING = None
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _sentence_transformers_installed() -> None:
-    """The only check that a saved simpair model gives sentence-transformers our numbers: a missing
-    library fails it (as `shared_data` does), never skips it into green."""
-    if _MISSING is not None:
-        pytest.fail(
-            f"sentence-transformers cannot be imported ({_MISSING}); install the dev extra: "
-            "pip install -e '.[dev]'",
-            pytrace=False,
-        )
-
 
 TEXTS = [
     "A cat sat on the mat.",
