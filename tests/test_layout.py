@@ -172,6 +172,7 @@ DOMAIN_ORDER = [
     "evaluation",
     "selection",
     "model_import",
+    "review",
     "nightly",
     "scoring",
     "mining",

@@ -15,6 +15,7 @@ import yaml
 from pydantic import BaseModel, Field, ValidationInfo, field_validator, model_validator
 
 from simpair import settings
+from simpair.review.queue import ReviewPolicy
 from simpair.selection.gate import GatePolicy
 from simpair.selection.wise_rule import WiseFtPolicy
 
@@ -150,6 +151,11 @@ class NightlyProfile(BaseModel):
         "is short for `dispatch: {mode: pool}`)",
     )
     scoring: ScoringHandoff = Field(default_factory=ScoringHandoff)
+    review: ReviewPolicy | None = Field(
+        None,
+        description="the review queue each scoring run writes (`<out>/_review/<run_id>/`): sizes of the "
+        "uncertain, disputed and random queues, seed (simpair.review.queue); null: no queue",
+    )
     notify: NotifyPlan = Field(
         default_factory=NotifyPlan,
         description="failure notifications of the deployed nights: `{webhook: URL}` or `{block: TYPE/NAME}`",
