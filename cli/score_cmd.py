@@ -144,7 +144,10 @@ def score(
         threads=threads, lock_wait=wait, rescore=rescore, rescore_days=rescore_days, **forward.fields(),
     )  # fmt: skip
     check_model_first(model, settings.home_dir(home), flow=not no_prefect)
-    with job_refusals():
+    from simpair.runtime.graph_cache import follow_home
+
+    # compiled graphs under this home, even for a model given as a local folder
+    with job_refusals(), follow_home(home):
         if no_prefect:
             from simpair.scoring import score_inbox
 

@@ -9,14 +9,17 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
-from test_scoring_support import make_pairs
+from test_scoring_support import make_pairs, write_batch
+from typer.testing import CliRunner
 
+from simpair.cli import app
 from simpair.models import save_tiny_model
 from simpair.runtime import graph_cache, openvino_backend, recheck
 from simpair.runtime.int8_backend import build_int8_encoder
@@ -151,6 +154,28 @@ def test_the_cache_folder_follows_the_home_or_sits_beside_the_model(
     assert graph_cache.cache_root(tmp_path / "models" / "m") == tmp_path / "h" / "graph-cache"
     monkeypatch.setenv(graph_cache.ENV, "off")
     assert graph_cache.cache_root(downloaded) is None
+
+
+def test_score_with_home_keeps_a_local_models_graphs_under_that_home(
+    model: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`simpair score --home H --model ./folder` put its graphs beside the folder, not in H."""
+    monkeypatch.delenv(graph_cache.ENV, raising=False)
+    monkeypatch.delenv("SIMPAIR_HOME", raising=False)
+    local = tmp_path / "models" / "cross"
+    shutil.copytree(model, local)
+    write_batch(make_pairs(20, seed=11), tmp_path / "inbox" / "b.parquet")
+    home = tmp_path / "home"
+    argv = ["score", "--no-prefect", "--inbox", str(tmp_path / "inbox"), "--out", str(tmp_path / "out"),
+            "--model", str(local), "--home", str(home), "--backend", "onnx",
+            "--precision", "fp32"]  # fmt: skip
+    done = CliRunner().invoke(app, argv)
+    assert done.exit_code == 0, done.output
+    [folder] = (home / "graph-cache").iterdir()
+    assert (folder / "fp32.onnx").is_file()
+    assert not (local.parent / ".graph-cache").exists()
+    assert graph_cache.HOME_ENV not in os.environ  # the next command's cache is where it was
+    assert graph_cache.cache_root(local) == local.parent / ".graph-cache"
 
 
 @pytest.mark.skipif(not openvino_backend.available(), reason="openvino not installed")

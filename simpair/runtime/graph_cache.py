@@ -19,8 +19,9 @@ changed model, a new runtime or an edited exporter therefore gets a new folder; 
 left behind (delete the folder to reclaim the space).
 
 Where: `$SIMPAIR_GRAPH_CACHE` when set (`off` turns the cache off); else `<home>/graph-cache` for a
-model downloaded into a pipeline home's registry cache, or under `$SIMPAIR_HOME` when that is set;
-else `.graph-cache/` beside the model's folder (never inside it: files there would change its
+model downloaded into a pipeline home's registry cache, or under the home a command was given with
+`--home` (`follow_home`), or under `$SIMPAIR_HOME` when that is set; else `.graph-cache/` beside the
+model's folder (never inside it: files there would change its
 weights digest). Every file is written under a temporary name and renamed in (`simpair.atomic`), with
 a manifest (sizes and SHA-256) written last, so two processes never read half a file; an entry whose
 files are missing, cut short or altered is rebuilt, and a cache that cannot be written is skipped.
@@ -34,6 +35,8 @@ import logging
 import os
 import re
 import zlib
+from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
@@ -42,6 +45,9 @@ from typing import Any
 from simpair.atomic import atomic_path, atomic_write_text
 
 ENV = "SIMPAIR_GRAPH_CACHE"
+# the home a command was given with `--home` (`follow_home`): an environment variable, so the worker
+# processes a run starts (Dask, Prefect) put their graphs where the command's own process does
+HOME_ENV = "SIMPAIR_GRAPH_CACHE_HOME"
 FOLDER = "graph-cache"
 MANIFEST = "manifest.json"
 # the modules whose code shapes a cached graph: editing any of them starts new entries
@@ -59,10 +65,33 @@ def cache_root(model_dir: str | Path) -> Path | None:
     for parent in model_dir.parents:
         if parent.name == "registry-cache":  # `<home>/registry-cache/<store>/<name>/<version>`
             return parent.parent / FOLDER
-    home = os.environ.get("SIMPAIR_HOME")
+    home = os.environ.get(HOME_ENV) or os.environ.get("SIMPAIR_HOME")
     if home:
         return Path(home).expanduser() / FOLDER
     return model_dir.parent / ".graph-cache"
+
+
+@contextmanager
+def follow_home(home: str | Path | None) -> Iterator[None]:
+    """Within the block, keep graphs under `<home>/graph-cache`, in this process and those it starts.
+
+    A command given `--home` for a model passed as a local folder would otherwise put its graphs
+    beside that folder (or under `$SIMPAIR_HOME`), away from the home it was told to use. `None`
+    (no `--home`) leaves the default as it is. The setting is undone on leaving, so a command run
+    in-process (a test, a notebook) leaves the next one's cache where it was.
+    """
+    if home is None:
+        yield
+        return
+    before = os.environ.get(HOME_ENV)
+    os.environ[HOME_ENV] = str(Path(home).expanduser().resolve())
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(HOME_ENV, None)
+        else:
+            os.environ[HOME_ENV] = before
 
 
 @lru_cache(maxsize=1)
