@@ -7,6 +7,9 @@ the step's declaration), listed below in the DAG's order:
     resolve-model -> start-run -> list-inbox -> hash-file (mapped over files) -> decide-rescore -> plan-files
     -> score-chunk (mapped over every pending chunk of every file)
     -> finalize-file (one per file, once its chunks are in) -> publish-score-summary
+    -> write-review-queue (when the profile has a `review:` block)
+    -> publish-night-report-scoring (a run with a `profile`: the run added to the night's report page)
+    then, when the run's monitor raised an alarm, the event `simpair.monitor.alarm` (a notification)
 
 Chunks fan out through whatever task runner the flow runs with: threads by default, a Dask cluster
 with `prefect-dask` (`simpair.flows.launch.score(..., dask_address=...)` or `local_cluster=N`). The
@@ -27,10 +30,14 @@ from __future__ import annotations
 
 from prefect import flow, runtime
 
+from simpair import settings
+from simpair.nightly.report import ScoredRun
+from simpair.ops.notifications import emit_alarm
 from simpair.scoring.options import ScoringOptions
 from simpair.scoring.run import run_scoring
 from simpair.scoring.summary import ScoreSummary
 from simpair.tasks.model_ref import resolve_model_task
+from simpair.tasks.nightly import add_scoring_run_task
 from simpair.tasks.scoring import (
     decide_rescore_task,
     finalize_file_task,
@@ -39,8 +46,10 @@ from simpair.tasks.scoring import (
     plan_files_task,
     promotion_rescore_days,
     publish_summary_task,
+    review_policy,
     score_chunk_task,
     start_run_task,
+    write_review_queue_task,
 )
 from simpair.tasks.stages import PrefectStages
 
@@ -56,6 +65,7 @@ STEPS = PrefectStages(
         score_chunk_task,  # mapped over every pending chunk of every file
         finalize_file_task,  # one per file, waits for that file's chunks only
         publish_summary_task,  # ledger + the `nightly-score-summary` artifact
+        write_review_queue_task,  # tonight's review queue under <out>/_review/<run_id>/ (profile `review:`)
     ]
 )
 
@@ -76,8 +86,9 @@ def nightly_score(
     run_id = f"prefect-{runtime.flow_run.id}" if runtime.flow_run.id else None
     after_promotion = promotion_rescore_days(profile)
     options = ScoringOptions.build(
-        options, model=model, rescore=rescore or None, rescore_days_after_promotion=after_promotion
-    )
+        options, model=model, rescore=rescore or None, rescore_days_after_promotion=after_promotion,
+        review=review_policy(profile),
+    )  # fmt: skip
     summary = run_scoring(inbox, out, options, STEPS, run_id)
     print(
         f"scored {summary.files_scored} files ({summary.rows_scored} rows, "
@@ -87,4 +98,13 @@ def nightly_score(
         f"{summary.pairs_per_s} pairs/s with {summary.model_name}/{summary.model_version} "
         f"in {summary.precision}" + (f" ({summary.precision_why})" if summary.precision_why else "")
     )
+    # a night's run (a profile given: the deployment) joins the night's report; an alarm names it, and
+    # the server's `notify on drift` automation sends it (simpair.ops.notifications)
+    scored = ScoredRun.from_summary(summary.to_dict())
+    report = None
+    if profile is not None:
+        report = add_scoring_run_task(home=settings.home_dir(options.home), run=scored).path
+    for line in scored.alarm_lines(report):
+        print(line)
+    emit_alarm(scored, report)
     return summary

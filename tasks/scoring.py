@@ -16,6 +16,8 @@ from typing import Any
 from prefect.artifacts import create_markdown_artifact
 
 from simpair.nightly.profile import load_profile
+from simpair.review.queue import ReviewPolicy
+from simpair.review.write import write_review_queue
 from simpair.scoring.chunk import score_chunk
 from simpair.scoring.commit import finalize_file
 from simpair.scoring.inbox import list_inbox
@@ -48,6 +50,7 @@ def _publish_summary(_: None, arguments: dict[str, Any]) -> None:
 
 # the run recorded in the ledger, and its summary published as a markdown artifact
 publish_summary_task = as_task(finish_run, then=_publish_summary)
+write_review_queue_task = as_task(write_review_queue)  # after the summary, when a review policy is set
 
 
 def promotion_rescore_days(profile: str | None) -> int | None:
@@ -62,4 +65,16 @@ def promotion_rescore_days(profile: str | None) -> int | None:
         return load_profile(profile).scoring.rescore_days_after_promotion
     except (OSError, ValueError) as exc:
         print(f"nightly profile {profile!r} not read ({exc}); no re-score after a promotion this run")
+        return None
+
+
+def review_policy(profile: str | None) -> ReviewPolicy | None:
+    """The nightly profile's `review:` block (None: no profile, no block, or a profile that does not
+    load, which is reported in one line: tonight's batches are still scored, with no queue)."""
+    if profile is None:
+        return None
+    try:
+        return load_profile(profile).review
+    except (OSError, ValueError) as exc:
+        print(f"nightly profile {profile!r} not read ({exc}); no review queue this run")
         return None

@@ -14,6 +14,7 @@ from typing import Any
 from pydantic import NonNegativeFloat, NonNegativeInt, PositiveInt, model_validator
 
 from simpair.defaults import DEFAULT_CHUNK_ROWS
+from simpair.review.queue import ReviewPolicy
 from simpair.runtime.options import RuntimeOptions
 
 
@@ -35,6 +36,7 @@ class ScoringOptions(RuntimeOptions):
     - `rescore_days`: with `rescore`, only batches first claimed at most this many days ago.
     - `rescore_days_after_promotion`: when the pinned version differs from the one the last finished
       run on this output used, re-score the batches of the last N days; 0 = off.
+    - `review`: the review queue the run ends by writing (`simpair.review.write`); None = no queue.
     """
 
     model: str | None = None
@@ -45,6 +47,7 @@ class ScoringOptions(RuntimeOptions):
     rescore: bool = False
     rescore_days: NonNegativeInt | None = None
     rescore_days_after_promotion: NonNegativeInt = 0
+    review: ReviewPolicy | None = None
 
     @model_validator(mode="after")
     def _rescore_days_need_rescore(self) -> ScoringOptions:

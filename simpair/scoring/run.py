@@ -13,6 +13,8 @@ state):
 5. `score_chunk`, mapped over every pending chunk of every file (parallel).
 6. `finalize_file`, one per file once its chunks are in: merge, or quarantine on corrupt data.
 7. `finish_run`: the summary (`summarize`) recorded in the ledger.
+8. `write_review_queue`, when `options.review` is set: tonight's review queue from the run's outputs
+   (`simpair.review.write`, under `<out>/_review/<run_id>/`).
 
 The `runner` (`simpair.stages`) decides how a stage runs: `InProcess` calls each stage here, in the
 order above (`score_inbox`, `simpair score --no-prefect`); `simpair.tasks.stages.PrefectStages` runs
@@ -38,6 +40,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from simpair.review.write import write_review_queue
 from simpair.runtime.embedding_store import release_store
 from simpair.runtime.model_ref import ModelRef, resolve_model_ref
 from simpair.runtime.resolve import resolve
@@ -133,6 +136,12 @@ def run_scoring(
             rescore=rescore.note if rescore else None, precision_why=why,
         )  # fmt: skip
         runner.run(finish_run, out=out_dir, summary=summary)
+        if options.review is not None:
+            outputs = [r.output_path for r in file_results if r.output_path]
+            runner.run(
+                write_review_queue, out=out_dir, run_id=run_id, model=model, outputs=outputs,
+                policy=options.review, home=options.home,
+            )  # fmt: skip
         release_store(store, keep=options.keeps_store)
     return summary
 
