@@ -171,6 +171,7 @@ DOMAIN_ORDER = [
     "ensemble",
     "evaluation",
     "selection",
+    "monitoring",
     "model_import",
     "review",
     "nightly",
