@@ -1,4 +1,11 @@
-"""Tell someone when a night goes wrong: a Prefect automation that sends through a notification block.
+"""Tell someone when a night goes wrong: Prefect automations that send through a notification block.
+
+Two automations, one target:
+- `simpair nightly: notify on failure`, on a flow run's state (below);
+- `simpair nightly: notify on drift`, on the event `simpair.monitor.alarm` that a `nightly-score` run
+  emits (`emit_alarm`, called by the flow) when its traffic moved past a threshold of the monitor:
+  the message names each alarmed statistic with its value, threshold and reference, the model
+  version, the flow run and scoring run, and the night's report page (`simpair.nightly.report`).
 
 The automation `simpair nightly: notify on failure` fires on every `nightly-retrain` or
 `nightly-score` flow run that turns Failed, Crashed, TimedOut or Late (Late: Scheduled past its
@@ -23,6 +30,14 @@ The message names the deployment, the run, the state and its reason on one line,
     run: dandelion-otter (0c1f...)
     state: Failed
     reason: Flow run encountered an exception: StackError: mlflow server not responding
+
+and a drift alarm, for example:
+    simpair: drift alarm in nightly-score/nightly: text_a token length (psi) 2.31, threshold 0.25
+    model: simpair-paraphrase v3
+    run: lucky-heron (5e0b...), scoring run prefect-5e0b...
+    alarms: 2
+    drift alarm: text_a token length (psi) 2.31, threshold 0.25, against reference; ...
+    report: /srv/simpair/reports/2026-11-29-0c1f2a3b/night.md
 """
 
 from __future__ import annotations
@@ -33,8 +48,11 @@ from pathlib import Path
 from prefect.automations import Automation, EventTrigger, SendNotification
 from prefect.blocks.core import Block
 from prefect.blocks.notifications import CustomWebhookNotificationBlock
+from prefect.events import emit_event
+from prefect.runtime import flow_run
 
 from simpair.nightly.profile import NotifyPlan, load_profile
+from simpair.nightly.report import ScoredRun
 
 WEBHOOK_ENV = "SIMPAIR_NOTIFY_WEBHOOK"
 BLOCK_ENV = "SIMPAIR_NOTIFY_BLOCK"
@@ -60,6 +78,25 @@ BODY = "\n".join(
         "run: {{ flow_run.name }} ({{ flow_run.id }})",
         "state: {{ flow_run.state.name }}",
         f"reason: {REASON}",
+        "ui: {{ flow_run|ui_url or '-' }}",
+    ]
+)
+
+
+ALARM_AUTOMATION = "simpair nightly: notify on drift"
+ALARM_EVENT = "simpair.monitor.alarm"
+# Prefect keeps an event's payload; these name what a person reads first (the first alarmed statistic)
+ALARM_SUBJECT = (
+    "simpair: drift alarm in {{ flow.name or 'nightly-score' }}/{{ deployment.name or '-' }}: "
+    "{{ event.payload.statistic }} {{ event.payload.value }}, threshold {{ event.payload.threshold }}"
+)
+ALARM_BODY = "\n".join(
+    [
+        "model: {{ event.payload.model }} v{{ event.payload.version }}",
+        "run: {{ flow_run.name or '-' }} ({{ flow_run.id or '-' }}), scoring run {{ event.payload.run_id }}",
+        "alarms: {{ event.payload.alarms }}",
+        "{{ event.payload.lines }}",
+        "report: {{ event.payload.report }}",
         "ui: {{ flow_run|ui_url or '-' }}",
     ]
 )
@@ -91,6 +128,57 @@ def failure_automation(block_document_id: object) -> Automation:
         ),
         actions=[SendNotification(block_document_id=block_document_id, subject=SUBJECT, body=BODY)],
     )
+
+
+def alarm_automation(block_document_id: object) -> Automation:
+    """One notification per `simpair.monitor.alarm` event (one event per alarmed scoring run)."""
+    return Automation(
+        name=ALARM_AUTOMATION,
+        description="notify when a nightly-score run's traffic drifts past the monitor's thresholds",
+        trigger=EventTrigger(
+            expect={ALARM_EVENT},
+            match={"prefect.resource.id": "prefect.flow-run.*"},
+            for_each={"prefect.resource.id"},
+            posture="Reactive",
+            threshold=1,
+        ),
+        actions=[
+            SendNotification(block_document_id=block_document_id, subject=ALARM_SUBJECT, body=ALARM_BODY)
+        ],
+    )
+
+
+def alarm_payload(run: ScoredRun, report: str | None) -> dict[str, object]:
+    """What the alarm event carries: the first alarmed statistic by name, every alarm as a line."""
+    first = next(row for row in run.drift if row.alarm)
+    return {
+        "statistic": first.statistic,
+        "test": first.test,
+        "value": first.value,
+        "threshold": first.threshold,
+        "against": first.against,
+        "alarms": run.alarms,
+        "lines": "\n".join(run.alarm_lines()),
+        "run_id": run.run_id,
+        "model": run.model,
+        "version": run.version,
+        "monitor": run.monitor,
+        "report": report or "-",
+    }
+
+
+def emit_alarm(run: ScoredRun, report: str | None = None) -> bool:
+    """Emit `simpair.monitor.alarm` for the current flow run when `run` has an alarmed statistic; the
+    server's `notify on drift` automation turns it into a message. False (nothing emitted) when the
+    run has no alarm or runs outside a flow run (an in-process run prints its alarm lines instead)."""
+    run_id = flow_run.get_id()
+    if not run_id or not any(row.alarm for row in run.drift):
+        return False
+    resource = {
+        "prefect.resource.id": f"prefect.flow-run.{run_id}",
+        "prefect.resource.name": flow_run.get_name() or "",
+    }
+    return emit_event(ALARM_EVENT, resource=resource, payload=alarm_payload(run, report)) is not None
 
 
 def _target(environ: dict[str, str], profile: str | Path | None) -> tuple[str, str, str] | None:
@@ -140,15 +228,22 @@ def apply_notifications(environ: dict[str, str] | None = None, profile: str | Pa
             "nightly profile, and apply again; docs/nightly.md)"
         )
     block_id, what = found
-    automation = failure_automation(block_id)
+    verb = _put(failure_automation(block_id))
+    alarm_verb = _put(alarm_automation(block_id))
+    watched = f"{', '.join(WATCHED_STATES)} of {', '.join(WATCHED_FLOWS)}"
+    return (
+        f"notifications: {verb} automation {AUTOMATION_NAME!r} ({watched}), {alarm_verb} "
+        f"{ALARM_AUTOMATION!r} ({ALARM_EVENT} events) -> {what}"
+    )
+
+
+def _put(automation: Automation) -> str:
+    """Create the automation, or update the one of its name; `created` or `updated`."""
     try:
-        existing = Automation.read(name=AUTOMATION_NAME)
+        existing = Automation.read(name=automation.name)
     except ValueError:
         automation.create()
-        verb = "created"
-    else:
-        automation.id = existing.id
-        automation.update()
-        verb = "updated"
-    watched = f"{', '.join(WATCHED_STATES)} of {', '.join(WATCHED_FLOWS)}"
-    return f"notifications: {verb} automation {AUTOMATION_NAME!r} ({watched}) -> {what}"
+        return "created"
+    automation.id = existing.id
+    automation.update()
+    return "updated"

@@ -1,5 +1,6 @@
-"""Prefect tasks of the nightly retrain: the plan, the summary artifact, members trained side by side,
-and the profile's retries put on the steps declared with `profile_retries`.
+"""Prefect tasks of the nightly retrain: the plan, the summary artifact, the night's report (written at
+the night's end and by every scoring run, each time published as the `night-report` artifact),
+members trained side by side, and the profile's retries put on the steps declared with `profile_retries`.
 
 The DAGs are `simpair.nightly.night.run_night` (the night) and `simpair.nightly.train.run_training`
 (one task's training); `flows/nightly_retrain.py` lists their steps' tasks (here, in
@@ -18,6 +19,7 @@ from prefect.artifacts import create_markdown_artifact
 from simpair.nightly.night import publish_summary
 from simpair.nightly.plan import plan_night
 from simpair.nightly.profile import Retries
+from simpair.nightly.report import WrittenReport, add_scoring_run, publish_night_report
 from simpair.nightly.summary import NightlySummary
 from simpair.tasks.side_by_side import submit_side_by_side
 from simpair.tasks.stages import Instead, PrefectStages, as_task, retry_if_transient, stage_of
@@ -57,6 +59,17 @@ def _publish_summary(markdown: str, arguments: dict[str, Any]) -> None:
     )
 
 
+def _publish_report(written: WrittenReport, arguments: dict[str, Any]) -> None:
+    alarms = f"; {written.alarms} drift alarm(s)" if written.alarms else ""
+    create_markdown_artifact(
+        key="night-report", markdown=written.markdown, description=f"{written.path}{alarms}"
+    )
+
+
+# the night's report page under <home>/reports/, as the `night-report` markdown artifact too
+publish_night_report_task = as_task(publish_night_report, then=_publish_report)
+# a scoring run added to the night's report (or one of its own), republished as `night-report`
+add_scoring_run_task = as_task(add_scoring_run, then=_publish_report)
 # dataset versions after ingest, training-config hashes, and whether tonight can be skipped
 plan_night_task = as_task(plan_night)
 # the night's summary as the `nightly-retrain` markdown artifact

@@ -1,8 +1,11 @@
 """What a night reports: each task's trained model, its gate outcome, the summary, the failure message.
 
 The flow passes `Trained` from training to registration, collects a `TaskOutcome` per gate, and ends
-with a `NightlySummary` (printed by the CLI, published as a Prefect artifact) and, after a trained
-night, the `NightState` the skip rule reads next time.
+with a `NightlySummary` (printed by the CLI, published as a Prefect artifact, the first part of the
+night's report in `simpair.nightly.report`) and, after a trained night, the `NightState` the skip rule
+reads next time. The summary keeps what the report needs and the flow would otherwise drop: the ingest
+counts (`IngestedSplit`), each gate's report with its canaries and precision verdict, and a place for
+the accuracy measured on reviewed traffic (`TrafficAccuracy`).
 """
 
 from __future__ import annotations
@@ -13,8 +16,10 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from simpair.ingest.report import IngestReport
 from simpair.nightly.plan import NightPlan, NightState
 from simpair.registry import model_name
+from simpair.selection.gate import GateDecision
 
 
 class NightlyFailed(RuntimeError):
@@ -84,6 +89,57 @@ class Trained(BaseModel):
         )
 
 
+class TrafficAccuracy(BaseModel):
+    """A model's accuracy on the team's own reviewed traffic: `metric` at `value`, with its interval
+    [`low`, `high`] (a bootstrap over the `n_reviewed` pairs behind it). Set on a `TaskOutcome` by
+    whoever measured it (the gate, on a `traffic` evaluation split); the night's report shows it under
+    "Accuracy on your traffic"."""
+
+    metric: str
+    value: float
+    low: float | None = None
+    high: float | None = None
+    n_reviewed: int
+    model: str | None = None  # `name vN`, when not the task's challenger (e.g. its champion)
+    split: str = "traffic"
+
+
+class IngestedSplit(BaseModel):
+    """What ingest did to one split of one source tonight (the report's first table)."""
+
+    dataset: str
+    status: str  # ingested | unchanged | failed
+    version: str | None = None
+    split: str | None = None  # None: the source as a whole (unchanged, or failed before its splits)
+    clean: int = 0
+    quarantined: int = 0
+    reasons: dict[str, int] = Field(default_factory=dict)
+    error: str | None = None
+
+
+def ingested_splits(report: IngestReport | None) -> list[IngestedSplit]:
+    """One row per split of every ingested source, one per unchanged or failed source."""
+    rows: list[IngestedSplit] = []
+    for d in report.datasets if report is not None else []:
+        base = {"dataset": d.dataset, "status": d.status, "version": d.version, "error": d.error}
+        if d.status != "ingested" or not d.splits:
+            rows.append(IngestedSplit(**base))
+            continue
+        for s in d.splits:
+            rows.append(
+                IngestedSplit(
+                    **base, split=s.split, clean=s.clean, quarantined=s.quarantined, reasons=s.reasons
+                )
+            )
+        if d.unassigned:  # records no split could take: quarantined with the source
+            rows.append(
+                IngestedSplit(
+                    **base, split="(no split)", quarantined=d.unassigned, reasons=d.unassigned_reasons
+                )
+            )
+    return rows
+
+
 class TaskOutcome(BaseModel):
     """What one task did tonight."""
 
@@ -94,12 +150,25 @@ class TaskOutcome(BaseModel):
     reason: str | None = None
     model_dir: str | None = None
     train_seconds: float | None = None
+    # the gate's own report (metrics against the champion, canaries, precision), as the registry keeps it
+    gate_report: str | None = None
+    precision: str | None = None  # the rung `--precision auto` scores the challenger in, and why
+    canaries_failed: int = 0
+    canaries: int = 0
+    # accuracy on reviewed traffic, when the gate measured it (the report's "Accuracy on your traffic")
+    traffic: list[TrafficAccuracy] = Field(default_factory=list)
 
     @classmethod
     def of(
-        cls, trained: Trained, version: str | None, decision: str | None, reason: str | None
+        cls,
+        trained: Trained,
+        version: str | None,
+        decision: str | None,
+        reason: str | None,
+        gate: GateDecision | None = None,
     ) -> TaskOutcome:
-        """A task's registered version of `trained` and the gate's decision on it."""
+        """A task's registered version of `trained` and the gate's decision on it (with the whole
+        `gate` decision, its report, canaries and precision verdict are kept for the night's report)."""
         return cls(
             task=trained.task,
             model=model_name(trained.task),
@@ -108,6 +177,10 @@ class TaskOutcome(BaseModel):
             reason=reason,
             model_dir=trained.model_dir,
             train_seconds=trained.seconds,
+            gate_report=gate.to_markdown(model_name(trained.task)) if gate is not None else None,
+            precision=gate.precision if gate is not None else None,
+            canaries=len(gate.canaries) if gate is not None else 0,
+            canaries_failed=sum(not c.passed for c in gate.canaries) if gate is not None else 0,
         )
 
 
@@ -121,6 +194,7 @@ class NightlySummary(BaseModel):
     tasks: list[TaskOutcome] = Field(default_factory=list)
     seconds: float = 0.0
     flow_run_id: str | None = None
+    ingest: list[IngestedSplit] = Field(default_factory=list)
 
     def to_markdown(self) -> str:
         lines = [
@@ -144,7 +218,13 @@ class NightlySummary(BaseModel):
         return "\n".join(lines) + "\n"
 
 
-def skipped_summary(profile: str, night: NightPlan, seconds: float, flow_run_id: str) -> NightlySummary:
+def skipped_summary(
+    profile: str,
+    night: NightPlan,
+    seconds: float,
+    flow_run_id: str,
+    ingest: IngestReport | None = None,
+) -> NightlySummary:
     """The summary of a night that found nothing changed."""
     return NightlySummary(
         profile=profile,
@@ -153,11 +233,17 @@ def skipped_summary(profile: str, night: NightPlan, seconds: float, flow_run_id:
         dataset_versions=night.dataset_versions,
         seconds=seconds,
         flow_run_id=flow_run_id,
+        ingest=ingested_splits(ingest),
     )
 
 
 def trained_summary(
-    profile: str, night: NightPlan, outcomes: list[TaskOutcome], seconds: float, flow_run_id: str
+    profile: str,
+    night: NightPlan,
+    outcomes: list[TaskOutcome],
+    seconds: float,
+    flow_run_id: str,
+    ingest: IngestReport | None = None,
 ) -> NightlySummary:
     """The summary of a night that trained, registered and gated every task."""
     return NightlySummary(
@@ -169,6 +255,7 @@ def trained_summary(
         tasks=outcomes,
         seconds=seconds,
         flow_run_id=flow_run_id,
+        ingest=ingested_splits(ingest),
     )
 
 

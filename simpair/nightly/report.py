@@ -1,0 +1,457 @@
+"""The night's report: one markdown page, with its plots, of what a night did from ingest to drift.
+
+A team reads one page a morning, not five artifacts: what was ingested and quarantined, what trained
+and how long it took, each gate decision with its canaries and precision verdict, what was scored,
+the drift table of every scoring run (with the monitor's PNGs copied beside the page), and the
+accuracy measured on reviewed traffic. It lands at `<home>/reports/<date>-<run>/night.md`
+(`<run>`: the first 8 characters of the night's flow run id, or `local-HHMMSS` for an in-process
+night) beside `night.json`, the same report as data, and the flows publish it as the Prefect
+markdown artifact `night-report`.
+
+The retrain night and the scoring runs are separate flows (scoring starts when the night completes,
+and on its own cron), so the page is written in two moves:
+- the night's end writes it (`publish_night_report`), with the scoring runs that finished in the 24 h
+  before it in the scoring output folder (their `_monitor/<model>/<version>/<run>/monitor.json`), or
+  "no scoring in this night";
+- every scoring run adds itself (`add_scoring_run`) to the newest report begun in the last 24 h, or,
+  with none, begins one of its own that says no retrain ran. The alarm a scoring run sends names
+  that page.
+The domain never reads a scoring ledger here (scoring sits on a higher floor): a run arrives as its
+summary's fields or as its `monitor.json`, plain JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import filelock
+from pydantic import BaseModel, Field
+
+from simpair.atomic import atomic_write_text
+from simpair.nightly.summary import NightlySummary, TaskOutcome, TrafficAccuracy
+from simpair.stages import step
+
+REPORTS_DIR = "reports"
+PAGE = "night.md"
+DATA = "night.json"
+PLOTS_DIR = "plots"
+MONITOR_DIR = "_monitor"  # beside the ledger in a scoring output folder: <model>/<version>/<run>/
+MONITOR_FILE = "monitor.json"
+# a scoring run joins the newest report begun this long before it; the night reads scoring runs as old
+JOIN_WINDOW = timedelta(hours=24)
+SCORED_ENV = "SIMPAIR_SCORED"  # the nightly-score deployment's output folder (flows/deployments.py)
+NO_SCORING = "no scoring in this night"
+SUMMARY_MONITOR_FIELD = "monitor"  # the scoring summary's field naming its run's monitor.json
+
+
+class DriftRow(BaseModel):
+    """One statistic of a scoring run's traffic against one reference (a `monitor.json` row)."""
+
+    statistic: str
+    test: str = ""
+    value: float | None = None
+    threshold: float | None = None
+    against: str = ""
+    alarm: bool = False
+
+    def line(self) -> str:
+        """`statistic (test) value, threshold T, against REF` (what an alarm names)."""
+        test = f" ({self.test})" if self.test else ""
+        against = f", against {self.against}" if self.against else ""
+        return f"{self.statistic}{test} {_num(self.value)}, threshold {_num(self.threshold)}{against}"
+
+
+class ScoredRun(BaseModel):
+    """One scoring run as the report shows it: its counts and its drift table."""
+
+    run_id: str
+    model: str
+    version: str
+    finished_at: str | None = None
+    files_scored: int | None = None
+    files_quarantined: int | None = None
+    rows_scored: int | None = None
+    rows_rejected: int | None = None
+    rows_truncated: int | None = None
+    pairs_per_s: float | None = None
+    precision: str | None = None
+    drift: list[DriftRow] = Field(default_factory=list)
+    alarms: int = 0
+    monitor: str | None = None  # the run's monitor.json
+    plots: list[str] = Field(default_factory=list)  # its PNGs, where the monitor wrote them
+
+    @classmethod
+    def from_monitor(cls, path: str | Path) -> ScoredRun:
+        """A run read back from its `monitor.json` (the night's view of runs it did not start)."""
+        path = Path(path)
+        data = json.loads(path.read_text(encoding="utf-8"))
+        health = data.get("health") if isinstance(data.get("health"), dict) else {}
+        run = cls(
+            run_id=str(data.get("run_id") or path.parent.name),
+            model=str(data.get("model") or path.parent.parent.parent.name),
+            version=str(data.get("version") or path.parent.parent.name),
+            finished_at=data.get("finished_at")
+            or datetime.fromtimestamp(path.stat().st_mtime, UTC).isoformat(timespec="seconds"),
+            pairs_per_s=health.get("pairs_per_s"),
+            rows_scored=health.get("rows") or health.get("rows_scored"),
+        )
+        return run.with_monitor(path, data)
+
+    @classmethod
+    def from_summary(cls, summary: dict[str, Any], monitor: str | Path | None = None) -> ScoredRun:
+        """A run from its scoring summary's fields (`ScoreSummary.to_dict()`) and, when the run was
+        monitored, its `monitor.json` (`monitor`, else the path the summary names)."""
+        monitor = monitor or summary.get(SUMMARY_MONITOR_FIELD)
+        run = cls(
+            run_id=str(summary["run_id"]),
+            model=str(summary["model_name"]),
+            version=str(summary["model_version"]),
+            finished_at=datetime.now(UTC).isoformat(timespec="seconds"),
+            **{k: summary.get(k) for k in _COUNTS},
+            precision=summary.get("precision"),
+        )
+        if monitor is not None and Path(monitor).is_file():
+            run = run.with_monitor(Path(monitor))
+        return run
+
+    def with_monitor(self, path: Path, data: dict[str, Any] | None = None) -> ScoredRun:
+        """This run with the drift table, alarm count and plots of its monitor folder."""
+        data = json.loads(path.read_text(encoding="utf-8")) if data is None else data
+        rows = [DriftRow.model_validate(_row(r)) for r in data.get("rows") or []]
+        alarms = data.get("alarms")
+        alarms = len(alarms) if isinstance(alarms, list) else int(alarms or sum(r.alarm for r in rows))
+        plots = sorted(str(p) for p in path.parent.glob("*.png"))
+        return self.model_copy(update={"drift": rows, "alarms": alarms, "monitor": str(path), "plots": plots})
+
+    def alarm_lines(self, report: str | Path | None = None) -> list[str]:
+        """One line per alarmed statistic, naming the statistic, its value, the threshold, the run and
+        (when written) the night's report: what stderr and the notification say."""
+        where = f"; report {report}" if report else ""
+        return [
+            f"drift alarm: {row.line()}; scoring run {self.run_id} of {self.model} v{self.version}{where}"
+            for row in self.drift
+            if row.alarm
+        ]
+
+
+_COUNTS = (
+    "files_scored",
+    "files_quarantined",
+    "rows_scored",
+    "rows_rejected",
+    "rows_truncated",
+    "pairs_per_s",
+)
+
+
+def _row(row: dict[str, Any]) -> dict[str, Any]:
+    """A monitor row with numbers as floats (NaN and missing become None) and `against` as text."""
+    out = dict(row)
+    for key in ("value", "threshold"):
+        value = out.get(key)
+        out[key] = None if value is None or (isinstance(value, float) and math.isnan(value)) else float(value)
+    out["against"] = str(out.get("against") or "")
+    out["statistic"] = str(out.get("statistic") or "?")
+    out["test"] = str(out.get("test") or "")
+    out["alarm"] = bool(out.get("alarm"))
+    return out
+
+
+class NightReport(BaseModel):
+    """The night as one page: the retrain's summary (None when no retrain ran) and its scoring runs."""
+
+    name: str  # the folder under <home>/reports: <date>-<run>
+    started_at: str  # when the report was begun (UTC ISO); scoring runs join within JOIN_WINDOW of it
+    night: NightlySummary | None = None
+    scoring: list[ScoredRun] = Field(default_factory=list)
+    scoring_out: str | None = None  # the output folder whose runs the night read
+
+    @property
+    def alarms(self) -> int:
+        return sum(run.alarms for run in self.scoring)
+
+    def with_run(self, run: ScoredRun) -> NightReport:
+        """The report with `run` added, or put in place of its earlier entry (a retried flow)."""
+        runs = [r for r in self.scoring if r.run_id != run.run_id] + [run]
+        return self.model_copy(update={"scoring": runs})
+
+    def to_markdown(self, plots: dict[str, str] | None = None) -> str:
+        """The page; `plots` maps a PNG's original path to its link beside the page."""
+        plots = plots or {}
+        lines = [f"# The night of {self.name[:10]} (`{self.name}`)", ""]
+        night = self.night
+        if night is not None:
+            lines += [f"Nightly retrain ({night.profile}): **{night.status}**. {night.message}", ""]
+        else:
+            lines += ["No retrain ran in this night: the scoring runs below are all it did.", ""]
+        if self.alarms:
+            lines += [f"**{self.alarms} drift or health alarm(s)**: see Drift below.", ""]
+        lines += _ingest_section(night)
+        lines += _training_section(night)
+        lines += _gate_section(night)
+        lines += _scoring_section(self)
+        lines += _drift_section(self, plots)
+        lines += _traffic_section(night)
+        return "\n".join(lines).rstrip() + "\n"
+
+
+def _num(value: float | int | None) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, int) or float(value).is_integer() and abs(value) >= 1:
+        return str(int(value))
+    return f"{value:.4g}"
+
+
+def _cell(value: object) -> str:
+    return " ".join(str(value if value is not None else "-").split()).replace("|", "\\|")
+
+
+def _seconds(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.1f} min"
+
+
+def _ingest_section(night: NightlySummary | None) -> list[str]:
+    lines = ["## Ingested and quarantined", ""]
+    if night is None or not night.ingest:
+        return [*lines, "Nothing ingested by a retrain in this night.", ""]
+    lines += [
+        "| source | split | status | version | clean | quarantined | reasons |",
+        "|---|---|---|---|---:|---:|---|",
+    ]
+    for row in night.ingest:
+        reasons = ", ".join(f"{k} {v}" for k, v in sorted(row.reasons.items(), key=lambda kv: -kv[1]))
+        status = f"{row.status}: {row.error}" if row.error else row.status
+        lines.append(
+            f"| {row.dataset} | {row.split or '-'} | {_cell(status)} | {row.version or '-'} | "
+            f"{row.clean if row.split else '-'} | {row.quarantined if row.split else '-'} | "
+            f"{_cell(reasons or '-')} |"
+        )
+    total = sum(r.quarantined for r in night.ingest)
+    return [*lines, "", f"Quarantined tonight: {total} record(s), each kept with its reason.", ""]
+
+
+def _training_section(night: NightlySummary | None) -> list[str]:
+    lines = ["## Trained", ""]
+    if night is None:
+        return [*lines, "No retrain ran in this night.", ""]
+    versions = ", ".join(f"{k}={v}" for k, v in sorted(night.dataset_versions.items())) or "-"
+    lines += [f"Profile `{night.profile}`, {night.status}, in {_seconds(night.seconds)}.", ""]
+    lines += [f"Dataset versions: {versions}", ""]
+    if not night.tasks:
+        return lines
+    lines += ["| task | model | version | training time |", "|---|---|---|---:|"]
+    for t in night.tasks:
+        lines.append(f"| {t.task} | {t.model} | {t.version or '-'} | {_seconds(t.train_seconds)} |")
+    return [*lines, ""]
+
+
+def _gate_section(night: NightlySummary | None) -> list[str]:
+    lines = ["## Gate decisions", ""]
+    if night is None or not night.tasks:
+        return [*lines, "No gate ran in this night.", ""]
+    lines += ["| model | version | decision | canaries | precision | reason |", "|---|---|---|---|---|---|"]
+    for t in night.tasks:
+        canaries = f"{t.canaries - t.canaries_failed}/{t.canaries} passed" if t.canaries else "none"
+        lines.append(
+            f"| {t.model} | {t.version or '-'} | **{t.decision or '-'}** | {canaries} | "
+            f"{_cell(t.precision or '-')} | {_cell(t.reason or '')} |"
+        )
+    lines.append("")
+    for t in night.tasks:
+        if t.gate_report:  # the gate's own report: metrics, canaries, precision (as the registry keeps it)
+            lines += [t.gate_report.replace("\n### ", "\n#### ").replace("### ", "#### ", 1).rstrip(), ""]
+    return lines
+
+
+def _scoring_section(report: NightReport) -> list[str]:
+    lines = ["## Scored", ""]
+    if not report.scoring:
+        where = f" (output folder {report.scoring_out})" if report.scoring_out else ""
+        return [*lines, f"{NO_SCORING[0].upper()}{NO_SCORING[1:]}{where}.", ""]
+    lines += [
+        "| scoring run | model | version | files scored | quarantined | rows scored | rejected | truncated "
+        "| pairs/s | alarms |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in report.scoring:
+        lines.append(
+            f"| `{r.run_id}` | {r.model} | {r.version} | {_num(r.files_scored)} | "
+            f"{_num(r.files_quarantined)} | {_num(r.rows_scored)} | {_num(r.rows_rejected)} | "
+            f"{_num(r.rows_truncated)} | {_num(r.pairs_per_s)} | {r.alarms} |"
+        )
+    return [*lines, ""]
+
+
+def _drift_section(report: NightReport, plots: dict[str, str]) -> list[str]:
+    lines = ["## Drift", ""]
+    if not report.scoring:
+        return [*lines, f"No drift table: {NO_SCORING}.", ""]
+    for r in report.scoring:
+        lines += [f"### `{r.run_id}`: {r.model} v{r.version}, {r.alarms} alarm(s)", ""]
+        if not r.drift:
+            lines += ["Not monitored (no monitor.json for this run).", ""]
+            continue
+        lines += ["| statistic | test | value | threshold | against | alarm |", "|---|---|---:|---:|---|---|"]
+        for row in r.drift:
+            lines.append(
+                f"| {_cell(row.statistic)} | {_cell(row.test)} | {_num(row.value)} | "
+                f"{_num(row.threshold)} | {_cell(row.against)} | {'**ALARM**' if row.alarm else 'ok'} |"
+            )
+        lines.append("")
+        for plot in r.plots:
+            lines += [f"![{Path(plot).stem}]({plots.get(plot, plot)})", ""]
+        if r.monitor:
+            lines += [f"Monitor: `{r.monitor}`", ""]
+    return lines
+
+
+def _traffic_section(night: NightlySummary | None) -> list[str]:
+    """ "Accuracy on your traffic": the gate's measurements on reviewed traffic (`TaskOutcome.traffic`)."""
+    lines = ["## Accuracy on your traffic", ""]
+    rows: list[tuple[TaskOutcome, TrafficAccuracy]] = [
+        (t, a) for t in (night.tasks if night is not None else []) for a in t.traffic
+    ]
+    if not rows:
+        return [
+            *lines,
+            "Not measured tonight: no task evaluates on reviewed traffic (a `traffic` split of reviewed "
+            "pairs).",
+            "",
+        ]
+    lines += [
+        "| task | model | split | metric | value | interval | reviewed pairs |",
+        "|---|---|---|---|---:|---|---:|",
+    ]
+    for t, a in rows:
+        interval = f"[{_num(a.low)}, {_num(a.high)}]" if a.low is not None and a.high is not None else "-"
+        model = a.model or f"{t.model} v{t.version or '-'}"
+        lines.append(
+            f"| {t.task} | {model} | {a.split} | {a.metric} | {_num(a.value)} | {interval} | {a.n_reviewed} |"
+        )
+    return [*lines, ""]
+
+
+# -- where reports live -------------------------------------------------------------------------------
+
+
+def reports_root(home: str | Path) -> Path:
+    return Path(home) / REPORTS_DIR
+
+
+def report_name(started: datetime, run_id: str | None) -> str:
+    """`<date>-<first 8 of the flow run id>`, or `<date>-local-HHMMSS` for an in-process run."""
+    started = started.astimezone(UTC)
+    tail = run_id.removeprefix("prefect-")[:8] if run_id else f"local-{started:%H%M%S}"
+    return f"{started:%Y-%m-%d}-{tail}"
+
+
+def report_page(home: str | Path, name: str) -> Path:
+    return reports_root(home) / name / PAGE
+
+
+def scoring_output(home: str | Path, explicit: str | Path | None = None) -> Path:
+    """The folder the nightly scoring writes to: `explicit`, else `$SIMPAIR_SCORED`, else
+    `<home>/scoring` (the `nightly-score` deployment's own defaults)."""
+    return Path(explicit or os.environ.get(SCORED_ENV) or Path(home) / "scoring")
+
+
+def recent_scoring_runs(out: str | Path, since: datetime) -> list[ScoredRun]:
+    """Every run monitored in `out` whose `monitor.json` was written at or after `since`, oldest first."""
+    found = []
+    for path in (Path(out) / MONITOR_DIR).glob(f"*/*/*/{MONITOR_FILE}"):
+        if datetime.fromtimestamp(path.stat().st_mtime, UTC) >= since:
+            found.append((path.stat().st_mtime, path))
+    return [ScoredRun.from_monitor(path) for _, path in sorted(found)]
+
+
+def latest_report(home: str | Path, now: datetime | None = None) -> NightReport | None:
+    """The newest report begun within `JOIN_WINDOW` before `now`, or None."""
+    now = now or datetime.now(UTC)
+    best: NightReport | None = None
+    for path in reports_root(home).glob(f"*/{DATA}"):
+        try:
+            report = NightReport.model_validate_json(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue  # a damaged or foreign file: the run begins a report of its own
+        started = datetime.fromisoformat(report.started_at)
+        if now - JOIN_WINDOW <= started <= now and (best is None or report.started_at > best.started_at):
+            best = report
+    return best
+
+
+class WrittenReport(BaseModel):
+    """Where a report was written and what it says (the flows publish `markdown` as an artifact)."""
+
+    path: str
+    markdown: str
+    alarms: int = 0
+
+
+def write_report(home: str | Path, report: NightReport) -> WrittenReport:
+    """Write `night.md` and `night.json` under `<home>/reports/<name>/`, the plots copied beside them
+    (links relative to the page, so the folder can be moved or served as it is)."""
+    folder = reports_root(home) / report.name
+    links: dict[str, str] = {}
+    for run in report.scoring:
+        beside = f"{PLOTS_DIR}/{run.model}-v{run.version}-{run.run_id.removeprefix('prefect-')[:8]}"
+        for plot in run.plots:
+            source = Path(plot)
+            link = f"{beside}/{source.name}"
+            if source.is_file():
+                (folder / link).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(source, folder / link)
+                links[plot] = link
+    markdown = report.to_markdown(links)
+    atomic_write_text(folder / DATA, report.model_dump_json(indent=2) + "\n")
+    page = atomic_write_text(folder / PAGE, markdown)
+    return WrittenReport(path=str(page), markdown=markdown, alarms=report.alarms)
+
+
+def _lock(home: str | Path) -> filelock.FileLock:
+    """One writer at a time (a night ending while a cron scoring run adds itself)."""
+    root = reports_root(home)
+    root.mkdir(parents=True, exist_ok=True)
+    return filelock.FileLock(str(root / ".lock"), timeout=120)
+
+
+@step("publish-night-report")
+def publish_night_report(
+    home: Path, summary: NightlySummary, scoring_out: str | None = None, started_at: str | None = None
+) -> WrittenReport:
+    """Write the night's report at its end: its summary and the scoring runs of the 24 h before it in
+    the scoring output folder (`scoring_output`), or "no scoring in this night". `started_at` (UTC ISO)
+    names the report's date; default now."""
+    started = datetime.fromisoformat(started_at) if started_at else datetime.now(UTC)
+    out = scoring_output(home, scoring_out)
+    report = NightReport(
+        name=report_name(started, summary.flow_run_id),
+        started_at=started.astimezone(UTC).isoformat(timespec="seconds"),
+        night=summary,
+        scoring=recent_scoring_runs(out, datetime.now(UTC) - JOIN_WINDOW) if out.is_dir() else [],
+        scoring_out=str(out),
+    )
+    with _lock(home):
+        return write_report(home, report)
+
+
+@step("publish-night-report-scoring")
+def add_scoring_run(home: Path, run: ScoredRun) -> WrittenReport:
+    """Add one scoring run (`ScoredRun.from_summary`) to the newest report begun in the last 24 h, or
+    begin a report of its own (no retrain in it); returns where it was written."""
+    with _lock(home):
+        report = latest_report(home)
+        if report is None:
+            now = datetime.now(UTC)
+            report = NightReport(
+                name=report_name(now, run.run_id), started_at=now.isoformat(timespec="seconds")
+            )
+        return write_report(home, report.with_run(run))
