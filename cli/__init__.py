@@ -28,9 +28,11 @@ from simpair.cli import (  # noqa: E402
     ingest_cmd,
     mine_cmd,
     models_cmd,
+    monitor_cmd,
     nightly_cmd,
     predict_cmd,
     pretokenize_cmd,
+    review_cmd,
     score_cmd,
     stack_cmd,
     train_cmd,
@@ -88,6 +90,8 @@ for module in (
     models_cmd,
     nightly_cmd,
     score_cmd,
+    monitor_cmd,
+    review_cmd,  # review import
     mine_cmd,  # encode, mine
     info_cmd,
 ):
