@@ -7,7 +7,8 @@ flows run each of their stages as the Prefect task (or subflow) wired below:
     lock -> check-tracking -> ingest (subflow) -> plan-night
     -> train-and-evaluate (subflow per task: pretokenize -> train, members side by side
        -> combine-members -> wise-ft -> evaluate), or a run of the GPU deployment (`dispatch: pool`)
-    -> register-model (per task) -> mark-challengers -> promotion-gate (per task) -> publish-nightly-summary
+    -> measure-precision -> register-model (per task) -> build-reference-profile (per task)
+    -> mark-challengers -> promotion-gate (per task) -> publish-nightly-summary
 
 Retries (the profile's, transient faults only) are put on the steps declared with `profile_retries`.
 `simpair.flows.launch.nightly` starts the night from Python and raises `NightlyFailed` on failure.
@@ -32,6 +33,7 @@ from simpair.ops.pool_dispatch import on_pool
 from simpair.selection.wise_rule import WiseFtPolicy
 from simpair.tasks.nightly import plan_night_task, publish_summary_task, stages, train_side_by_side_tasks
 from simpair.tasks.registry import (
+    build_reference_task,
     check_tracking_task,
     gate_task,
     mark_challengers_task,
@@ -86,6 +88,7 @@ NIGHT = (
     # train_here, per task: the `train-and-evaluate` subflow, here or on the pool
     measure_precision_task,  # per task: the precision ladder, cached beside the model
     register_model_task,  # per task, once every task is trained
+    build_reference_task,  # per task: the version's reference profile (monitor.enabled)
     mark_challengers_task,
     gate_task,  # per task
     publish_summary_task,  # the `nightly-retrain` artifact

@@ -8,8 +8,10 @@ is given, and registered with its provenance (`simpair.registry.imported`).
 With a labelled dev file (a pairs file in the canonical columns, or an ingested `dataset/split`), a
 paraphrase model gets the threshold that maximises dev accuracy (as training chooses it by default),
 and every model a precision verdict measured on those pairs (`simpair.selection.precision_ladder`);
-both travel with the version. Without one there is no threshold (scoring writes the probability and
-leaves `label` empty) and `--precision auto` scores in fp32. Above the runtime for that measurement,
+both travel with the version, as does a reference profile of its scores on those pairs that every
+scoring run's drift check compares with (`simpair.monitoring.reference`). Without one there is no
+threshold (scoring writes the probability and leaves `label` empty), `--precision auto` scores in
+fp32 and drift is not checked. Above the runtime for that measurement,
 as the night is: it measures each trained model's ladder before registering it.
 """
 
@@ -25,6 +27,7 @@ import polars as pl
 from simpair.catalog import Catalog, CatalogError
 from simpair.models.foreign import ForeignModelError, adopt
 from simpair.models.metadata import METADATA_FILE, ModelMetadata
+from simpair.monitoring.reference import build_reference
 from simpair.registry import registry
 from simpair.registry.imported import (
     ALIASES,
@@ -155,7 +158,7 @@ def import_model(
         meta.imported = provenance_of(model_dir, source)
         meta.write(staged)
         dev_metrics = fit_on_dev(staged, home, *dev_frame) if dev_frame is not None else {}
-        return register_imported(
+        result = register_imported(
             home,
             staged,
             source,
@@ -164,3 +167,8 @@ def import_model(
             dev=dev_frame[0] if dev_frame is not None else None,
             dev_metrics=dev_metrics,
         )
+        if dev_frame is not None:  # the version's reference for drift checks, on the same dev pairs
+            result.reference = build_reference(
+                home, staged, result.name, result.version, result.run_id, dev_frame[1], dev_frame[0]
+            )
+        return result

@@ -14,6 +14,7 @@ from typing import Any
 from prefect.artifacts import create_markdown_artifact
 from prefect.runtime import deployment, flow_run
 
+from simpair.monitoring.reference import build_reference_profile
 from simpair.registry import model_name
 from simpair.registry.record import mark_challengers, register_trained_model
 from simpair.registry.tracking import check_reachable
@@ -23,6 +24,7 @@ from simpair.selection.promotion import run_gate
 from simpair.tasks.stages import as_task, retry_if_transient
 
 __all__ = [
+    "build_reference_task",
     "check_tracking_task",
     "flow_tags",
     "gate_task",
@@ -66,6 +68,8 @@ check_tracking_task = as_task(check_reachable)
 measure_precision_task = as_task(measure_precision)
 # the training run logged and a new version created (no alias moves here), tagged with the flow run
 register_model_task = as_task(register_trained_model, adds=_tagged)
+# the new version's reference profile on its dev split, attached to its run (drift checks of scoring)
+build_reference_task = as_task(build_reference_profile)
 # `challenger` on every new version, only once all of tonight's versions exist
 mark_challengers_task = as_task(mark_challengers)
 # challenger vs champion, the decision recorded and published as a markdown artifact

@@ -1,5 +1,6 @@
 """The night's DAG, defined once: lock -> check tracking -> ingest -> plan -> train each task ->
-measure each model's precision ladder -> register -> mark challengers -> gate -> summary. What the
+measure each model's precision ladder -> register -> build each version's reference profile (drift
+checks of its scoring runs) -> mark challengers -> gate -> summary. What the
 `nightly-retrain` flow and `simpair nightly --no-prefect` run.
 
 `run_night(plan, home, runner)` calls its stages through a `simpair.stages.StageRunner`: the flow hands
@@ -29,6 +30,7 @@ from typing import Any
 from simpair import settings
 from simpair.ingest import run_ingest
 from simpair.ingest.report import IngestFailedError, IngestReport
+from simpair.monitoring.reference import build_reference_profile
 from simpair.nightly.lock import nightly_lock
 from simpair.nightly.plan import plan_night, write_state
 from simpair.nightly.profile import NightlyProfile, load_profile
@@ -112,6 +114,8 @@ def run_night(
         trained, notes = _train_every_task(plan, home, runner, run_id)
         print("nightly: registering new versions")
         registered = register_all(trained, home, runner)
+        if plan.monitor.enabled:
+            attach_references(trained, registered, home, runner)
         runner.run(mark_challengers, home=home, registered=registered)
         outcomes: list[TaskOutcome] = []
         for t, version in zip(trained, registered, strict=True):
@@ -178,6 +182,18 @@ def register_all(trained: Sequence[Trained], home: Path, runner: StageRunner) ->
         )  # fmt: skip
         registered.append(version)
     return registered
+
+
+def attach_references(
+    trained: Sequence[Trained], registered: Sequence[RegisteredVersion], home: Path, runner: StageRunner
+) -> list[str | None]:
+    """Each new version's reference profile, on the dev split it records, attached to its MLflow run
+    (`simpair.monitoring.reference`): once the version exists and before `challenger` points at it, so
+    every scoring run of a challenger or champion finds one. A model with no dev split gets None."""
+    return [
+        runner.run(build_reference_profile, home=home, model_dir=Path(t.model_dir), registered=version)
+        for t, version in zip(trained, registered, strict=True)
+    ]
 
 
 def announce_rescore(plan: NightlyProfile, outcomes: list[TaskOutcome]) -> None:

@@ -15,9 +15,11 @@ import yaml
 from pydantic import BaseModel, Field, ValidationInfo, field_validator, model_validator
 
 from simpair import settings
+from simpair.monitoring.policy import MonitorPolicy
 from simpair.review.queue import ReviewPolicy
 from simpair.selection.gate import GatePolicy
 from simpair.selection.wise_rule import WiseFtPolicy
+from simpair.training.reviews import ReviewUse
 
 PROFILES = {"default": "configs/nightly.yaml", "smoke": "configs/nightly-smoke.yaml"}
 
@@ -40,6 +42,12 @@ class TaskPlan(BaseModel):
         None,
         description="after training, register the WiSE-FT interpolation toward the backbone that this "
         "rule picks on dev and choice canaries (simpair.selection.wise_path); null: the plain fine-tune",
+    )
+    reviews: ReviewUse | None = Field(
+        None,
+        description="`{train: true, traffic_split: true}`: train also on the reviewed uncertain and disputed "
+        "pairs, and gate on the reviewed random ones (the `traffic` split, gate.traffic) "
+        "(simpair.training.reviews); null: reviews unused",
     )
 
     @model_validator(mode="after")
@@ -155,6 +163,11 @@ class NightlyProfile(BaseModel):
         None,
         description="the review queue each scoring run writes (`<out>/_review/<run_id>/`): sizes of the "
         "uncertain, disputed and random queues, seed (simpair.review.queue); null: no queue",
+    )
+    monitor: MonitorPolicy = Field(
+        default_factory=MonitorPolicy,
+        description="drift and health checks: each registered version gets a reference profile, each "
+        "scoring run a traffic profile compared with it and the last nights (simpair.monitoring.policy)",
     )
     notify: NotifyPlan = Field(
         default_factory=NotifyPlan,

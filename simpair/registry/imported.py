@@ -53,6 +53,7 @@ class ImportResult:
     dev: str | None
     dev_metrics: dict[str, float] = field(default_factory=dict)
     precision: str | None = None  # what `--precision auto` takes, and why
+    reference: str | None = None  # the reference profile built on the dev file (drift checks), one line
 
     def lines(self) -> list[str]:
         """What happened, for the console: one fact a line."""
@@ -72,7 +73,8 @@ class ImportResult:
             out.append(f"no alias moved (champion stays {self.previous_champion or 'unset'})")
         if self.dev is None:
             out.append(
-                "no dev file: no threshold (probability only, label left empty); auto precision is fp32"
+                "no dev file: no threshold (probability only, label left empty); auto precision is fp32; "
+                "no reference profile: drift is not checked"
             )
         else:
             shown = ", ".join(
@@ -81,6 +83,8 @@ class ImportResult:
             threshold = f"threshold {self.threshold:.4f}, " if self.threshold is not None else ""
             out.append(f"dev {self.dev}: {threshold}{shown}")
             out.append(f"precision verdict: {self.precision}")
+            if self.reference:
+                out.append(self.reference)
         return out
 
 
