@@ -298,7 +298,11 @@ class Profile(BaseModel):
             with open(tmp, "wb") as fh:
                 np.save(fh, self.vectors.array(), allow_pickle=False)
             commit(tmp, directory / VECTORS_FILE)
-            self.vector_seen = self.vectors.seen
+            self.vector_seen, self.vector_k, self.vector_seed = (
+                self.vectors.seen,
+                self.vectors.k,
+                self.vectors.seed,
+            )
         tmp = temp_path(directory / PROFILE_FILE)
         tmp.write_text(self.model_dump_json(indent=1), encoding="utf-8")
         commit(tmp, directory / PROFILE_FILE)

@@ -1,0 +1,156 @@
+"""Drift rules on synthetic profiles: quiet on the same distribution, alarmed by each kind of move;
+the report files, the store and `simpair monitor` on a real folder of stored profiles."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from simpair.cli import app
+from simpair.monitoring import store
+from simpair.monitoring.drift import compare, write_report
+from simpair.monitoring.policy import MonitorPolicy
+from simpair.monitoring.profile import Histogram, Profile, VectorSample
+
+DIM = 24
+
+
+def synthetic(
+    seed: int,
+    n: int = 2000,
+    *,
+    kind: str = "traffic",
+    length: float = 14.0,
+    rare: float = 0.08,
+    score_a: float = 2.0,
+    score_b: float = 2.0,
+    shift: float = 0.0,
+    run_id: str | None = None,
+    created: datetime | None = None,
+    health: dict[str, float] | None = None,
+) -> Profile:
+    """A profile as the builder would make it from `n` pairs of one synthetic domain."""
+    rng = np.random.default_rng(seed)
+    tokens = np.maximum(1, rng.gamma(4.0, length / 4.0, size=2 * n)).round()
+    scores = rng.beta(score_a, score_b, size=n)
+    profile = Profile(
+        kind=kind, model="m", version="1", run_id=run_id, form="bi", threshold=0.5, max_length=64
+    )
+    h = profile.histograms
+    h["tokens"].add(tokens)
+    h["rare"].add(rng.beta(1.0, (1 - rare) / rare, size=2 * n))
+    h["truncated"] = Histogram.of("truncated").add((tokens[:n] + 2 > 64).astype(float))
+    h["score"].add(scores)
+    profile.n_pairs, profile.positives = n, int((scores >= 0.5).sum())
+    centre = np.zeros(DIM)
+    centre[0] = shift
+    profile.vectors = VectorSample(k=256).add(rng.normal(size=(n, DIM)) + centre)
+    profile.health = health or {
+        "rows_in": n,
+        "rejected": 0,
+        "quarantined": 0,
+        "duplicates": 0,
+        "pairs_per_s": 500,
+    }
+    if created:
+        profile.created = created
+    return profile
+
+
+@pytest.fixture(scope="module")
+def reference() -> Profile:
+    return synthetic(0, kind="reference")
+
+
+def test_same_distribution_stays_quiet(reference: Profile) -> None:
+    history = [
+        synthetic(10 + i, run_id=f"r{i}", created=datetime.now(UTC) - timedelta(days=5 - i)) for i in range(3)
+    ]
+    report = compare(synthetic(1, run_id="tonight"), reference, history, MonitorPolicy())
+    assert report.alarms == [], report.to_markdown()
+    against = {r.against for r in report.rows}
+    assert against == {"reference", "history", "run"}
+    assert {"psi", "ks", "classifier_auc", "mmd_p", "shift", "share_shift"} <= {r.test for r in report.rows}
+
+
+def _alarmed(report) -> set[tuple[str, str]]:
+    return {(r.statistic, r.test) for r in report.alarms if r.against == "reference"}
+
+
+def test_another_domain_alarms_on_meaning_and_rare_pieces(reference: Profile) -> None:
+    report = compare(synthetic(2, rare=0.3, shift=1.5), reference, [], MonitorPolicy())
+    assert {("vectors", "classifier_auc"), ("vectors", "mmd_p"), ("rare", "psi")} <= _alarmed(report)
+    assert ("score", "psi") not in _alarmed(report)
+
+
+def test_texts_three_times_longer_alarm_on_length_and_truncation(reference: Profile) -> None:
+    report = compare(synthetic(3, length=42.0), reference, [], MonitorPolicy())
+    assert {("tokens", "psi"), ("tokens", "ks"), ("truncated", "share_shift")} <= _alarmed(report)
+    assert ("vectors", "classifier_auc") not in _alarmed(report)
+
+
+def test_scores_of_another_model_alarm_on_scores(reference: Profile) -> None:
+    report = compare(synthetic(4, score_a=5.0, score_b=2.0), reference, [], MonitorPolicy())
+    assert {("score", "psi"), ("score", "ks"), ("positive_rate", "shift")} <= _alarmed(report)
+    assert ("tokens", "psi") not in _alarmed(report)
+
+
+def test_health_alarms_and_small_batches_never_alarm_on_distributions(reference: Profile) -> None:
+    past = [
+        synthetic(20 + i, run_id=f"h{i}", created=datetime.now(UTC) - timedelta(days=3 - i)) for i in range(3)
+    ]
+    sick = synthetic(
+        5, health={"rows_in": 2000, "rejected": 300, "quarantined": 0, "duplicates": 0, "pairs_per_s": 100}
+    )
+    alarms = {(r.statistic, r.against) for r in compare(sick, reference, past, MonitorPolicy()).alarms}
+    assert alarms == {("rejected", "run"), ("pairs_per_s", "history")}
+    small = compare(synthetic(6, n=60, length=42.0), reference, [], MonitorPolicy())
+    assert small.alarms == [] and any(r.value > r.threshold for r in small.rows if r.test == "psi")
+
+
+def test_report_files_store_and_monitor_command(tmp_path: Path, reference: Profile) -> None:
+    out = tmp_path / "scored"
+    start = datetime.now(UTC) - timedelta(days=40)
+    for i in range(4):  # one night 40 days ago (outside --since 30d), then three recent ones
+        when = start if i == 0 else datetime.now(UTC) - timedelta(days=4 - i)
+        store.save_traffic(synthetic(30 + i, run_id=f"run-{i}", created=when), out)
+    store.save_traffic(synthetic(40, run_id="run-9", length=42.0), out)  # tonight: texts 3x longer
+    store.save_reference(reference, out)
+    assert [r.run_id for r in store.runs(out)] == ["run-0", "run-1", "run-2", "run-3", "run-9"]
+    assert len(store.history(out, "m", "1", timedelta(days=30))) == 4
+    assert len(store.history(out, "m", "1")) == 5
+
+    result = CliRunner().invoke(
+        app, ["monitor", "--out", str(out), "--since", "30d", "--json", str(tmp_path / "m.json")]
+    )
+    assert result.exit_code == 0, result.output
+    assert "| tokens | psi |" in result.output and "ALARM" in result.output
+    assert "run-1" in result.output and "run-0" not in result.output  # listed: the runs since 30 days only
+    run = out / "_monitor" / "m" / "1" / "run-9"
+    for name in ("monitor.json", "monitor_reference.png", "monitor_history.png"):
+        assert (run / name).stat().st_size > 1000 or name == "monitor.json"
+    saved = json.loads((run / "monitor.json").read_text())
+    assert saved["run_id"] == "run-9" and any(r["alarm"] for r in saved["rows"])
+    assert json.loads((tmp_path / "m.json").read_text())["alarms"] >= 2
+
+    strict = CliRunner().invoke(app, ["monitor", "--out", str(out), "--strict"])
+    assert strict.exit_code == 3
+    bad = CliRunner().invoke(app, ["monitor", "--out", str(tmp_path), "--since", "soon"])
+    assert bad.exit_code != 0
+    empty = CliRunner().invoke(app, ["monitor", "--out", str(tmp_path)])
+    assert empty.exit_code == 1
+
+
+def test_write_report_markdown_names_the_alarm(tmp_path: Path, reference: Profile) -> None:
+    traffic = synthetic(7, run_id="x", score_a=5.0)
+    report = compare(traffic, reference, [], MonitorPolicy())
+    paths = write_report(report, traffic, reference, [], tmp_path)
+    assert [p.name for p in paths] == ["monitor.json", "monitor_reference.png", "monitor_history.png"]
+    text = report.to_markdown()
+    assert text.splitlines()[0].startswith("### Drift of run x") and "ALARM" in text
+    assert "score psi" in report.alarms[0].describe() or report.alarms[0].describe()
