@@ -438,8 +438,9 @@ def load_contract(path: Path) -> Contract:
 
 
 _CONTRACT_GLOBS = ("*.yaml", "*.yml")
-# The scoring-input contract lives in the same folder but describes unlabelled batches, not a dataset.
-_NOT_DATASETS = re.compile(r"^(scoring|score)[-_.]")
+# The scoring-input contract lives in the same folder but describes unlabelled batches, not a dataset;
+# the review contracts describe files `simpair review import` writes, ingested by that command only.
+_NOT_DATASETS = re.compile(r"^(scoring|score|reviews)[-_.]")
 
 
 def contract_files(contracts_dir: Path) -> list[Path]:
