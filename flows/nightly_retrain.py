@@ -9,6 +9,7 @@ flows run each of their stages as the Prefect task (or subflow) wired below:
        -> combine-members -> wise-ft -> evaluate), or a run of the GPU deployment (`dispatch: pool`)
     -> measure-precision -> register-model (per task) -> build-reference-profile (per task)
     -> mark-challengers -> promotion-gate (per task) -> publish-nightly-summary
+    -> publish-night-report (the night's report page, simpair.nightly.report)
 
 Retries (the profile's, transient faults only) are put on the steps declared with `profile_retries`.
 `simpair.flows.launch.nightly` starts the night from Python and raises `NightlyFailed` on failure.
@@ -31,7 +32,13 @@ from simpair.nightly.summary import NightlySummary, Trained
 from simpair.nightly.train import TrainingJob, run_training, train_here, train_side_by_side
 from simpair.ops.pool_dispatch import on_pool
 from simpair.selection.wise_rule import WiseFtPolicy
-from simpair.tasks.nightly import plan_night_task, publish_summary_task, stages, train_side_by_side_tasks
+from simpair.tasks.nightly import (
+    plan_night_task,
+    publish_night_report_task,
+    publish_summary_task,
+    stages,
+    train_side_by_side_tasks,
+)
 from simpair.tasks.registry import (
     build_reference_task,
     check_tracking_task,
@@ -92,6 +99,7 @@ NIGHT = (
     mark_challengers_task,
     gate_task,  # per task
     publish_summary_task,  # the `nightly-retrain` artifact
+    publish_night_report_task,  # <home>/reports/<date>-<run>/night.md, the `night-report` artifact
 )
 
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +35,7 @@ from simpair.monitoring.reference import build_reference_profile
 from simpair.nightly.lock import nightly_lock
 from simpair.nightly.plan import plan_night, write_state
 from simpair.nightly.profile import NightlyProfile, load_profile
+from simpair.nightly.report import publish_night_report
 from simpair.nightly.retry import RetryingInProcess
 from simpair.nightly.summary import (
     NightlyFailed,
@@ -99,16 +101,19 @@ def run_night(
     failure rules. `run_id` names the run in the registry tags and the state file (the flow run's id)."""
     wait = plan.lock_wait_seconds if wait_seconds is None else wait_seconds
     with nightly_lock(home, wait):
-        started = time.monotonic()
+        started, begun = time.monotonic(), datetime.now(UTC).isoformat(timespec="seconds")
         print(f"nightly ({plan.name}): checking the tracking store")
         runner.run(check_reachable, home=home)
         print("nightly: ingesting sources")
-        runner.run(ingest_sources, sources=_text(sources), home=str(home), contracts=_text(contracts))
+        ingested = runner.run(
+            ingest_sources, sources=_text(sources), home=str(home), contracts=_text(contracts)
+        )
         night = runner.run(plan_night, profile=plan, home=home, force=force)
         if night.skip:
             print(night.skip)
-            summary = skipped_summary(plan.name, night, time.monotonic() - started, run_id)
+            summary = skipped_summary(plan.name, night, time.monotonic() - started, run_id, ingested)
             runner.run(publish_summary, summary=summary)
+            _report(runner, home, summary, begun)
             return summary
 
         trained, notes = _train_every_task(plan, home, runner, run_id)
@@ -125,15 +130,22 @@ def run_night(
                 run_gate, home=home, task=t.task, policy=task_plan.gate, eval_sets=task_plan.evaluate,
                 challenger_version=version.version,
             )  # fmt: skip
-            outcomes.append(TaskOutcome.of(t, version.version, decision.outcome, decision.reason))
+            outcomes.append(TaskOutcome.of(t, version.version, decision.outcome, decision.reason, decision))
         announce_rescore(plan, outcomes)
         write_state(home, success_state(plan.name, night, outcomes, run_id))
-        summary = trained_summary(plan.name, night, outcomes, time.monotonic() - started, run_id)
+        summary = trained_summary(plan.name, night, outcomes, time.monotonic() - started, run_id, ingested)
         if notes:
             summary = summary.model_copy(update={"message": "; ".join([summary.message, *notes])})
         runner.run(publish_summary, summary=summary)
         print(summary.message)
+        _report(runner, home, summary, begun)
         return summary
+
+
+def _report(runner: StageRunner, home: Path, summary: NightlySummary, begun: str) -> None:
+    """The night's report page (`simpair.nightly.report`), with the scoring runs of the last 24 h."""
+    written = runner.run(publish_night_report, home=home, summary=summary, started_at=begun)
+    print(f"nightly: report {written.path}")
 
 
 def _train_every_task(
