@@ -147,6 +147,26 @@ def _quality(tags: dict[str, str]) -> dict[str, float]:
     return {k: round(float(v), 4) for k, v in tags.items() if k.startswith(("metric.dev", "metric.eval"))}
 
 
+def test_the_night_writes_one_report_page_and_publishes_it(first_night: FirstNight) -> None:
+    """The night's report (`simpair.nightly.report`) from the smoke night's real outputs: its ingest,
+    training, each gate with its canaries and precision verdict, no scoring yet (nightly-score starts
+    when the night completes), as `<home>/reports/<date>-<run>/night.md` and the `night-report` artifact."""
+    summary = first_night.result
+    assert summary.flow_run_id
+    (page,) = (first_night.home / "reports").glob(f"*-{summary.flow_run_id[:8]}/night.md")
+    text = page.read_text()
+    assert text.startswith(f"# The night of {page.parent.name[:10]}") and text == _artifact("night-report")
+    ingested = {r.dataset for r in summary.ingest if r.status == "ingested"}
+    assert {"msrp", "stsb"} <= ingested and all(r.split for r in summary.ingest if r.status == "ingested")
+    assert "| msrp | train | ingested |" in text and "Quarantined tonight:" in text
+    for t in summary.tasks:
+        assert t.gate_report and t.precision  # the gate's report and the precision verdict, kept
+        assert f"| {t.task} | {t.model} | 1 | {t.train_seconds:.0f} s |" in text
+        assert f"| {t.model} | 1 | **{t.decision}** | none | {t.precision}" in text
+        assert f"#### {t.model}: challenger v1 **{t.decision}**" in text
+    assert "## Scored\n\nNo scoring in this night" in text and "## Accuracy on your traffic" in text
+
+
 def test_no_prefect_night_registers_and_gates_as_the_flow_does(
     first_night: FirstNight, shared_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -165,6 +185,8 @@ def test_no_prefect_night_registers_and_gates_as_the_flow_does(
     ran = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=600)
     assert ran.returncode == 0, ran.stdout + ran.stderr
     assert "Nightly retrain (smoke): trained" in ran.stdout
+    (local_page,) = (local_home / "reports").glob("*-local-*/night.md")  # the report, in process too
+    assert f"nightly: report {local_page}" in ran.stdout
 
     by_flow, flow, local = first_night.result, first_night.registry, _registry(local_home)
     for name in NAMES:
