@@ -23,7 +23,7 @@ Each record then becomes a review or a rejected record with its reason, in two s
    `ingest_dataset`: versioned, cleaned, checked, its quarantine beside it (a pair reviewed again in a
    later import, for one), and the leakage report recomputed over every dataset (`update_leakage`), so
    review pairs that sit in an evaluation split, or traffic pairs that sit in a training split, are
-   reported and kept out of training as every leaked pair is.
+   reported, and evaluation leaves out the evaluation twin as it does for every leaked pair.
 
 The queue a pair came from is kept (`queue` column) and decides its split: uncertain and disputed
 pairs are the `train` split, random ones the `traffic` evaluation split. Every record is accounted
@@ -450,7 +450,7 @@ def _leakage(report: ReviewImport, home: Path) -> None:
     name = report.dataset
     mine = leakage.filter(pl.col("train_dataset") == name)
     report.leakage = {
-        # reviewed training pairs that are also evaluation pairs elsewhere (dropped from training)
+        # reviewed training pairs that are also evaluation pairs elsewhere (left out of those evaluations)
         "train_pairs_in_evaluation_splits": mine.filter(pl.col("dataset") != name)[
             "train_pair_id"
         ].n_unique(),
