@@ -32,11 +32,11 @@ The message names the deployment, the run, the state and its reason on one line,
     reason: Flow run encountered an exception: StackError: mlflow server not responding
 
 and a drift alarm, for example:
-    simpair: drift alarm in nightly-score/nightly: text_a token length (psi) 2.31, threshold 0.25
+    simpair: drift alarm in nightly-score/nightly: tokens psi 2.31 > 0.25 against the reference
     model: simpair-paraphrase v3
     run: lucky-heron (5e0b...), scoring run prefect-5e0b...
     alarms: 2
-    drift alarm: text_a token length (psi) 2.31, threshold 0.25, against reference; ...
+    drift alarm: tokens psi 2.31 > 0.25 against the reference; scoring run prefect-5e0b... of ...
     report: /srv/simpair/reports/2026-11-29-0c1f2a3b/night.md
 """
 
@@ -88,7 +88,7 @@ ALARM_EVENT = "simpair.monitor.alarm"
 # Prefect keeps an event's payload; these name what a person reads first (the first alarmed statistic)
 ALARM_SUBJECT = (
     "simpair: drift alarm in {{ flow.name or 'nightly-score' }}/{{ deployment.name or '-' }}: "
-    "{{ event.payload.statistic }} {{ event.payload.value }}, threshold {{ event.payload.threshold }}"
+    "{{ event.payload.first }}"
 )
 ALARM_BODY = "\n".join(
     [
@@ -152,6 +152,7 @@ def alarm_payload(run: ScoredRun, report: str | None) -> dict[str, object]:
     """What the alarm event carries: the first alarmed statistic by name, every alarm as a line."""
     first = next(row for row in run.drift if row.alarm)
     return {
+        "first": first.line(),
         "statistic": first.statistic,
         "test": first.test,
         "value": first.value,

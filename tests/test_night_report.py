@@ -6,7 +6,6 @@ tests/test_stack_ops.py."""
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from datetime import UTC, datetime, timedelta
@@ -15,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from simpair.ingest.report import DatasetReport, IngestReport, SplitReport
+from simpair.monitoring.drift import DriftReport, DriftRow
 from simpair.nightly import report as night_report
 from simpair.nightly.plan import NightPlan
 from simpair.nightly.report import NightReport, ScoredRun, add_scoring_run, publish_night_report
@@ -26,18 +26,17 @@ PNG = b"\x89PNG\r\n\x1a\n" + b"\0" * 16
 
 
 def _monitor(out: Path, run_id: str, *, alarm: bool, version: str = "3") -> Path:
-    """A monitor folder as the scoring monitor writes it: monitor.json and a plot."""
+    """A monitor folder as the scoring monitor writes it (`DriftReport.to_json()`, and a plot)."""
     folder = out / "_monitor" / "simpair-paraphrase" / version / run_id
     folder.mkdir(parents=True)
     rows = [
-        {"statistic": "text_a token length", "test": "psi", "value": 2.31 if alarm else 0.02,
-         "threshold": 0.25, "against": "reference", "alarm": alarm},
-        {"statistic": "score", "test": "ks", "value": 0.04, "threshold": 0.1, "against": "last 30 nights",
-         "alarm": False},
+        DriftRow(statistic="tokens", test="psi", value=2.31 if alarm else 0.02, threshold=0.25,
+                 against="reference", alarm=alarm),
+        DriftRow(statistic="score", test="ks", value=0.04, threshold=0.1, against="history", alarm=False),
     ]  # fmt: skip
-    data = {"run_id": run_id, "model": "simpair-paraphrase", "version": version, "rows": rows}
-    (folder / "monitor.json").write_text(json.dumps({**data, "alarms": int(alarm)}))
-    (folder / "text_a_token_length.png").write_bytes(PNG)
+    report = DriftReport(run_id=run_id, model="simpair-paraphrase", version=version, n_pairs=40, rows=rows)
+    (folder / "monitor.json").write_text(report.to_json())
+    (folder / "monitor_reference.png").write_bytes(PNG)
     return folder / "monitor.json"
 
 
@@ -96,9 +95,9 @@ def test_the_page_says_what_the_night_did_and_what_its_scoring_saw(
     assert "#### simpair-paraphrase: challenger v3 **rejected**" in text
     # scored tonight: the quiet run only, with its drift table and its plot beside the page
     assert "`prefect-quiet-run`" in text and "prefect-old-run" not in text
-    assert "| text_a token length | psi | 0.02 | 0.25 | reference | ok |" in text
-    plot = "plots/simpair-paraphrase-v3-quiet-ru/text_a_token_length.png"
-    assert f"![text_a_token_length]({plot})" in text and (page.parent / plot).read_bytes() == PNG
+    assert "| tokens | psi | 0.02 | 0.25 | reference | ok |" in text
+    plot = "plots/simpair-paraphrase-v3-quiet-ru/monitor_reference.png"
+    assert f"![monitor_reference]({plot})" in text and (page.parent / plot).read_bytes() == PNG
     assert "alarm(s)**" not in text  # no alarm tonight
     # no task measured accuracy on reviewed traffic: the section says so
     assert "## Accuracy on your traffic\n\nNot measured tonight" in text
@@ -136,10 +135,10 @@ def test_a_scoring_run_joins_the_nights_page_and_its_alarm_names_it(tmp_path: Pa
         "| `prefect-5e0b9d7c-1111` | simpair-paraphrase | 3 | 2 | 1 | 40 | 1 | 12 | 88.5 | 1 |"
         in joined.markdown
     )
-    assert "| text_a token length | psi | 2.31 | 0.25 | reference | **ALARM** |" in joined.markdown
+    assert "| tokens | psi | 2.31 | 0.25 | reference | **ALARM** |" in joined.markdown
     (line,) = run.alarm_lines(joined.path)
     assert line == (
-        "drift alarm: text_a token length (psi) 2.31, threshold 0.25, against reference; "
+        "drift alarm: tokens psi 2.31 > 0.25 against the reference; "
         f"scoring run prefect-5e0b9d7c-1111 of simpair-paraphrase v3; report {night.path}"
     )
     assert (

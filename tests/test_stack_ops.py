@@ -1,5 +1,6 @@
-"""Operating the deployed stack without starting one: `restart`'s errors, and where the failure
-notification goes (the environment of `deployments apply`, else the nightly profile's `notify:`).
+"""Operating the deployed stack without starting one: `restart`'s errors, where the failure and drift
+notifications go (the environment of `deployments apply`, else the nightly profile's `notify:`), and a
+drift alarm on its way from a flow run's event through the server's automation to a webhook.
 
 The real stack (dead workers seen, replaced and restarted; notifications received from real failed
 and late runs) is the second story of tests/test_stack_e2e.py, on the stack its night ran on.
@@ -7,7 +8,13 @@ and late runs) is the second story of tests/test_stack_e2e.py, on the stack its 
 
 from __future__ import annotations
 
+import json
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -61,6 +68,11 @@ def test_apply_notifications_is_off_without_a_target_and_updates_one_automation(
         "prefect.flow-run.TimedOut",
         "prefect.flow-run.Late",
     }
+    # the drift automation beside it, one too, sending to the same block
+    with get_client(sync_client=True) as client:
+        (drift,) = client.read_automations_by_name(notifications.ALARM_AUTOMATION)
+    assert drift.trigger.expect == {notifications.ALARM_EVENT}
+    assert drift.actions[0].block_document_id == action.block_document_id
 
 
 def _notify_profile(tmp_path: Path, notify: dict[str, str]) -> Path:
@@ -123,3 +135,85 @@ def test_compose_passes_the_notification_target_to_apply() -> None:
     assert env["SIMPAIR_NOTIFY_WEBHOOK"] == "${SIMPAIR_NOTIFY_WEBHOOK:-}"
     assert env["SIMPAIR_NOTIFY_BLOCK"] == "${SIMPAIR_NOTIFY_BLOCK:-}"
     assert compose["services"]["deploy"]["environment"] == env
+
+
+@pytest.fixture
+def receiver() -> Iterator[tuple[str, list[dict[str, Any]]]]:
+    """An HTTP receiver on 127.0.0.1 that records every JSON body POSTed to it (a chat webhook)."""
+    received: list[dict[str, Any]] = []
+
+    class Receiver(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
+            received.append(json.loads(self.rfile.read(int(self.headers.get("content-length", 0)))))
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Receiver)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/hook", received
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_drift_alarm_reaches_the_webhook_from_the_scoring_flow_run(
+    prefect_api: None, tmp_path: Path, receiver: tuple[str, list[dict[str, Any]]]
+) -> None:
+    """A `nightly-score` run whose monitor alarmed emits `simpair.monitor.alarm`; the server's automation
+    `notify on drift` sends the statistic, its value and threshold, the run and the report's path. A
+    quiet run, and a run outside any flow (in process), emit nothing."""
+    from prefect import flow
+    from prefect.automations import Automation
+
+    from simpair.monitoring.drift import DriftReport, DriftRow
+    from simpair.nightly.report import ScoredRun
+    from simpair.ops import notifications
+
+    url, received = receiver
+    assert f"{notifications.ALARM_AUTOMATION!r}" in notifications.apply_notifications(
+        {"SIMPAIR_NOTIFY_WEBHOOK": url}
+    )
+
+    def scored(run_id: str, psi: float) -> ScoredRun:
+        rows = [DriftRow(statistic="tokens", test="psi", value=psi, threshold=0.25, against="reference",
+                         alarm=psi > 0.25)]  # fmt: skip
+        monitor = tmp_path / run_id / "monitor.json"
+        monitor.parent.mkdir()
+        monitor.write_text(
+            DriftReport(run_id=run_id, model="simpair-paraphrase", version="3", rows=rows).to_json()
+        )
+        fields = {"run_id": run_id, "model_name": "simpair-paraphrase", "model_version": "3"}
+        return ScoredRun.from_summary({**fields, "monitor": str(monitor)})
+
+    drifted, quiet = scored("prefect-drifted", 2.31), scored("prefect-quiet", 0.01)
+    report = str(tmp_path / "reports" / "2026-11-29-0c1f2a3b" / "night.md")
+
+    @flow(name="nightly-score")
+    def scoring() -> tuple[bool, bool]:
+        return notifications.emit_alarm(drifted, report), notifications.emit_alarm(quiet, report)
+
+    assert notifications.emit_alarm(drifted, report) is False  # no flow run: the caller prints it
+    try:
+        assert scoring() == (True, False)
+        deadline = time.monotonic() + 60
+        while not received and time.monotonic() < deadline:
+            time.sleep(0.2)
+        (message,) = received
+        first = "tokens psi 2.31 > 0.25 against the reference"
+        assert message["subject"] == f"simpair: drift alarm in nightly-score/-: {first}"
+        model, run, alarms = message["body"].splitlines()[:3]
+        assert (model, alarms) == ("model: simpair-paraphrase v3", "alarms: 1")
+        assert run.startswith("run: ") and run.endswith(", scoring run prefect-drifted")
+        assert (
+            f"drift alarm: {first}; scoring run prefect-drifted of simpair-paraphrase v3" in message["body"]
+        )
+        assert f"report: {report}" in message["body"]
+        time.sleep(1)
+        assert len(received) == 1  # the quiet run told nobody
+    finally:  # this API is the session's: leave it without automations, as the other tests expect
+        for name in (notifications.AUTOMATION_NAME, notifications.ALARM_AUTOMATION):
+            Automation.read(name=name).delete()

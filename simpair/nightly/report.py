@@ -51,7 +51,8 @@ SUMMARY_MONITOR_FIELD = "monitor"  # the scoring summary's field naming its run'
 
 
 class DriftRow(BaseModel):
-    """One statistic of a scoring run's traffic against one reference (a `monitor.json` row)."""
+    """One statistic of a scoring run's traffic against one reference, as read back from a
+    `monitor.json` row (`simpair.monitoring.drift.DriftRow`, with a missing figure kept as None)."""
 
     statistic: str
     test: str = ""
@@ -59,12 +60,20 @@ class DriftRow(BaseModel):
     threshold: float | None = None
     against: str = ""
     alarm: bool = False
+    note: str = ""
 
     def line(self) -> str:
-        """`statistic (test) value, threshold T, against REF` (what an alarm names)."""
-        test = f" ({self.test})" if self.test else ""
-        against = f", against {self.against}" if self.against else ""
-        return f"{self.statistic}{test} {_num(self.value)}, threshold {_num(self.threshold)}{against}"
+        """`score psi 0.41 > 0.25 against the reference` (the monitor's own wording: which side of
+        the threshold alarms depends on the test); plain `value, threshold` for a row it does not know."""
+        from simpair.monitoring.drift import DriftRow as MonitorRow  # scipy: only when an alarm is told
+
+        try:
+            row = MonitorRow.model_validate(
+                {**self.model_dump(), "value": _nan(self.value), "threshold": _nan(self.threshold)}
+            )
+        except ValueError:
+            return f"{self.statistic} {self.test} {_num(self.value)}, threshold {_num(self.threshold)}"
+        return row.describe()
 
 
 class ScoredRun(BaseModel):
@@ -91,15 +100,13 @@ class ScoredRun(BaseModel):
         """A run read back from its `monitor.json` (the night's view of runs it did not start)."""
         path = Path(path)
         data = json.loads(path.read_text(encoding="utf-8"))
-        health = data.get("health") if isinstance(data.get("health"), dict) else {}
         run = cls(
             run_id=str(data.get("run_id") or path.parent.name),
             model=str(data.get("model") or path.parent.parent.parent.name),
             version=str(data.get("version") or path.parent.parent.name),
-            finished_at=data.get("finished_at")
+            finished_at=data.get("created")
             or datetime.fromtimestamp(path.stat().st_mtime, UTC).isoformat(timespec="seconds"),
-            pairs_per_s=health.get("pairs_per_s"),
-            rows_scored=health.get("rows") or health.get("rows_scored"),
+            rows_scored=data.get("n_pairs"),
         )
         return run.with_monitor(path, data)
 
@@ -160,6 +167,7 @@ def _row(row: dict[str, Any]) -> dict[str, Any]:
     out["statistic"] = str(out.get("statistic") or "?")
     out["test"] = str(out.get("test") or "")
     out["alarm"] = bool(out.get("alarm"))
+    out["note"] = str(out.get("note") or "")
     return out
 
 
@@ -199,6 +207,10 @@ class NightReport(BaseModel):
         lines += _drift_section(self, plots)
         lines += _traffic_section(night)
         return "\n".join(lines).rstrip() + "\n"
+
+
+def _nan(value: float | None) -> float:
+    return math.nan if value is None else value
 
 
 def _num(value: float | int | None) -> str:
@@ -301,10 +313,11 @@ def _drift_section(report: NightReport, plots: dict[str, str]) -> list[str]:
             lines += ["Not monitored (no monitor.json for this run).", ""]
             continue
         lines += ["| statistic | test | value | threshold | against | alarm |", "|---|---|---:|---:|---|---|"]
-        for row in r.drift:
+        for row in sorted(r.drift, key=lambda row: not row.alarm):  # alarms first
+            against = f"{row.against} ({row.note})" if row.note else row.against
             lines.append(
                 f"| {_cell(row.statistic)} | {_cell(row.test)} | {_num(row.value)} | "
-                f"{_num(row.threshold)} | {_cell(row.against)} | {'**ALARM**' if row.alarm else 'ok'} |"
+                f"{_num(row.threshold)} | {_cell(against)} | {'**ALARM**' if row.alarm else 'ok'} |"
             )
         lines.append("")
         for plot in r.plots:
