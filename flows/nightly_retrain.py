@@ -49,6 +49,7 @@ from simpair.tasks.registry import (
 )
 from simpair.tasks.stages import instead
 from simpair.tasks.training import combine_task, evaluate_task, pretokenize_task, train_task, wise_ft_task
+from simpair.training.reviews import ReviewUse
 
 # one task's training steps, each as its Prefect task (all tagged `gpu`), in the order `run_training`
 # runs them
@@ -73,6 +74,7 @@ def train_and_evaluate(
     profile: str = "default",
     result_path: str | None = None,
     wise_ft: WiseFtPolicy | None = None,
+    reviews: ReviewUse | None = None,
 ) -> Trained:
     """Pre-tokenize, train and evaluate one task (the part a GPU deployment runs; tasks tagged `gpu`).
 
@@ -80,7 +82,9 @@ def train_and_evaluate(
     home to `$SIMPAIR_HOME`. With `result_path` (a night dispatching to a work pool), the `Trained`
     record, or the error, is written there as JSON, and a heartbeat file beside it shows the run is alive.
     """
-    job = TrainingJob.resolve(task_name, config_path, home, eval_sets, retries, jobs, profile, wise_ft)
+    job = TrainingJob.resolve(
+        task_name, config_path, home, eval_sets, retries, jobs, profile, wise_ft, reviews
+    )
     runner = stages(TRAINING, job.retries)
     return recorded(None if result_path is None else Path(result_path), partial(run_training, job, runner))
 

@@ -28,6 +28,12 @@ class Evaluation:
 
     metrics: dict[str, float]
     artifacts: list[Path] = field(default_factory=list)
+    # per split label: the scored pairs (`pair_id`, `raw`, `score`, `probability`, gold), leaked pairs
+    # excluded, so a figure with an interval (the gate's traffic check) can resample the same rows
+    scored: dict[str, pl.DataFrame] = field(default_factory=dict)
+    threshold: float = 0.5
+    # an uncalibrated bi-encoder clips cosines at 0: its rank figures are read on `raw`
+    clipped: bool = False
 
 
 def gate_exclusions(
@@ -74,6 +80,7 @@ def evaluate(
     clipped = meta.kind == "bi" and meta.calibration is None
     catalog = Catalog(home)
     metrics: dict[str, float] = {}
+    scored: dict[str, pl.DataFrame] = {}
     for (dataset, split), pred_path in zip(eval_sets, result.predictions_paths, strict=True):
         label = f"{dataset}/{split}"
         gold = catalog.read_split(dataset, split).select(
@@ -81,6 +88,7 @@ def evaluate(
         )
         frame = pl.read_parquet(pred_path).join(gold, on="pair_id", how="inner")
         frame = frame.filter(~pl.col("pair_id").is_in(list(excluded.get(label, set()))))
+        scored[label] = frame
         values: dict[str, float] = {"evaluated": float(frame.height)}
         raw = frame["raw"].to_numpy()
         if frame.height and frame["gold_label"].null_count() == 0:
@@ -98,7 +106,13 @@ def evaluate(
             values.update(graded)
         metrics.update({f"{label}/{k}": float(v) for k, v in values.items()})
     artifacts = [result.report_path, *result.plot_paths]
-    return Evaluation(metrics=metrics, artifacts=[Path(p) for p in artifacts if p])
+    return Evaluation(
+        metrics=metrics,
+        artifacts=[Path(p) for p in artifacts if p],
+        scored=scored,
+        threshold=threshold,
+        clipped=clipped,
+    )
 
 
 def canary_exclusions(

@@ -53,6 +53,7 @@ from simpair.registry.tracking import check_reachable
 from simpair.selection.precision_ladder import measure_precision
 from simpair.selection.promotion import run_gate
 from simpair.stages import StageRunner, step
+from simpair.training.reviews import traffic_split
 
 
 def with_dispatch(plan: NightlyProfile, dispatch: str | None) -> NightlyProfile:
@@ -128,7 +129,7 @@ def run_night(
             print(f"nightly: promotion gate for {version.name} v{version.version}")
             decision = runner.run(
                 run_gate, home=home, task=t.task, policy=task_plan.gate, eval_sets=task_plan.evaluate,
-                challenger_version=version.version,
+                challenger_version=version.version, traffic=traffic_split(home, t.task, task_plan.reviews),
             )  # fmt: skip
             outcomes.append(TaskOutcome.of(t, version.version, decision.outcome, decision.reason, decision))
         announce_rescore(plan, outcomes)
@@ -174,6 +175,7 @@ def training_arguments(plan: NightlyProfile, task_name: str, home: Path) -> dict
         "retries": plan.retries,
         "jobs": task_plan.jobs,
         "wise_ft": task_plan.wise_ft,
+        "reviews": task_plan.reviews,
     }
 
 

@@ -2,7 +2,9 @@
 
 The skip rule compares the dataset versions (content-addressed by ingest) and training-config hashes
 with those of the last *successful* night, so a failed night is retried the next night even when
-nothing changed. The state of that night is written only at the end of a successful night.
+nothing changed. Every dataset of the catalog counts, the `reviews` datasets that `simpair review
+import` versions included: new reviews are new data, so the night retrains on them. The state of
+that night is written only at the end of a successful night.
 """
 
 from __future__ import annotations
@@ -86,9 +88,11 @@ def plan_night(profile: NightlyProfile, home: Path, force: bool) -> NightPlan:
     """Dataset versions after ingest, training-config hashes, and whether tonight can be skipped."""
     catalog = Catalog(home)
     versions = {dataset: catalog.current_version(dataset) for dataset in catalog.datasets()}
-    hashes = {  # a changed WiSE-FT policy changes the registered model too, so it counts as a config change
+    hashes = {  # a changed WiSE-FT policy or reviews block changes the registered model: a config change
         name: config_hash(
-            config_dump(plan.config_path()) | ({"wise_ft": plan.wise_ft.model_dump()} if plan.wise_ft else {})
+            config_dump(plan.config_path())
+            | ({"wise_ft": plan.wise_ft.model_dump()} if plan.wise_ft else {})
+            | ({"reviews": plan.reviews.model_dump()} if plan.reviews else {})
         )
         for name, plan in profile.tasks.items()
     }

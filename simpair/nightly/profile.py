@@ -19,6 +19,7 @@ from simpair.monitoring.policy import MonitorPolicy
 from simpair.review.queue import ReviewPolicy
 from simpair.selection.gate import GatePolicy
 from simpair.selection.wise_rule import WiseFtPolicy
+from simpair.training.reviews import ReviewUse
 
 PROFILES = {"default": "configs/nightly.yaml", "smoke": "configs/nightly-smoke.yaml"}
 
@@ -41,6 +42,12 @@ class TaskPlan(BaseModel):
         None,
         description="after training, register the WiSE-FT interpolation toward the backbone that this "
         "rule picks on dev and choice canaries (simpair.selection.wise_path); null: the plain fine-tune",
+    )
+    reviews: ReviewUse | None = Field(
+        None,
+        description="`{train: true, traffic_split: true}`: train also on the reviewed uncertain and disputed "
+        "pairs, and gate on the reviewed random ones (the `traffic` split, gate.traffic) "
+        "(simpair.training.reviews); null: reviews unused",
     )
 
     @model_validator(mode="after")

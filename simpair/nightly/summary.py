@@ -11,6 +11,7 @@ the accuracy measured on reviewed traffic (`TrafficAccuracy`).
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -181,7 +182,27 @@ class TaskOutcome(BaseModel):
             precision=gate.precision if gate is not None else None,
             canaries=len(gate.canaries) if gate is not None else 0,
             canaries_failed=sum(not c.passed for c in gate.canaries) if gate is not None else 0,
+            traffic=traffic_accuracy(gate, f"{model_name(trained.task)} v{version}"),
         )
+
+
+def traffic_accuracy(gate: GateDecision | None, challenger: str) -> list[TrafficAccuracy]:
+    """The gate's traffic check (`gate.TrafficCheck`) as the report's rows: the challenger with its 95%
+    interval, then its reference (champion or zero-shot) on the same reviewed pairs."""
+    t = gate.traffic if gate is not None else None
+    if t is None:
+        return []
+    split = t.label.rsplit("/", 1)[-1]
+    finite = math.isfinite(t.challenger_low) and math.isfinite(t.challenger_high)
+    return [
+        TrafficAccuracy(
+            metric=t.metric, value=t.challenger, low=t.challenger_low if finite else None,
+            high=t.challenger_high if finite else None, n_reviewed=t.pairs, model=challenger, split=split,
+        ),
+        TrafficAccuracy(
+            metric=t.metric, value=t.reference, n_reviewed=t.pairs, model=t.reference_name, split=split
+        ),
+    ]  # fmt: skip
 
 
 class NightlySummary(BaseModel):

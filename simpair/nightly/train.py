@@ -31,6 +31,7 @@ from simpair.selection.wise_rule import WiseFtPolicy
 from simpair.stages import StageRunner
 from simpair.training import TrainConfig
 from simpair.training.pretokenize import pretokenize_config
+from simpair.training.reviews import ReviewUse, with_reviews
 from simpair.training.workers import train_model
 
 
@@ -45,6 +46,8 @@ class TrainingJob:
     retries: Retries
     jobs: int
     wise_ft: WiseFtPolicy | None = None
+    # the task's `reviews:` block: reviewed training pairs added, reviewed traffic kept out of training
+    reviews: ReviewUse | None = None
 
     @classmethod
     def resolve(
@@ -57,6 +60,7 @@ class TrainingJob:
         jobs: int | None = None,
         profile: str = "default",
         wise_ft: WiseFtPolicy | None = None,
+        reviews: ReviewUse | None = None,
     ) -> TrainingJob:
         """Only `task_name` is required: the rest defaults to that task's entry in the nightly
         `profile`, the home to `$SIMPAIR_HOME`."""
@@ -70,8 +74,9 @@ class TrainingJob:
             retries = retries or plan.retries
             jobs = task_plan.jobs if jobs is None else jobs
             wise_ft = wise_ft or task_plan.wise_ft
+            reviews = reviews or task_plan.reviews
         home_dir = str(settings.home_dir(home))
-        return cls(task_name, config_path, home_dir, list(eval_sets), retries, jobs, wise_ft)
+        return cls(task_name, config_path, home_dir, list(eval_sets), retries, jobs, wise_ft, reviews)
 
 
 def train_side_by_side(
@@ -89,7 +94,7 @@ def run_training(job: TrainingJob, runner: StageRunner) -> Trained:
         return _train_stack(job, runner)
     started = time.monotonic()
     home = Path(job.home)
-    config = TrainConfig.from_yaml(job.config_path)
+    config = _with_reviews(job, TrainConfig.from_yaml(job.config_path))
     print(f"[{job.task_name}] pre-tokenizing for {config.name}")
     runner.run(pretokenize_config, config=config, home=home)
     print(
@@ -117,6 +122,7 @@ def run_training(job: TrainingJob, runner: StageRunner) -> Trained:
 def _train_configs(job: TrainingJob, configs: list[TrainConfig], runner: StageRunner) -> list[Path]:
     """Every config pre-tokenized, then trained as its own stage; model directories in config order."""
     home = Path(job.home)
+    configs = [_with_reviews(job, config) for config in configs]
     for config in configs:
         runner.run(pretokenize_config, config=config, home=home)
     if job.jobs > 1:
@@ -165,6 +171,19 @@ def _train_stack(job: TrainingJob, runner: StageRunner) -> Trained:
     )
 
 
+def _with_reviews(job: TrainingJob, config: TrainConfig) -> TrainConfig:
+    """The config with the task's reviews added (`simpair.training.reviews`), said in one line."""
+    changed = with_reviews(config, Path(job.home), job.reviews)
+    added = [ref.label() for ref in changed.train if ref not in config.train]
+    protected = [ref.label() for ref in changed.evaluate_on if ref not in config.evaluate_on]
+    if added or protected:
+        print(
+            f"[{job.task_name}] reviews: training on {added or 'no reviewed pairs'}; "
+            f"kept out of training: {protected or 'no reviewed traffic'}"
+        )
+    return changed
+
+
 def _choose_alpha(job: TrainingJob, model_dir: Path, policy: WiseFtPolicy, runner: StageRunner) -> Path:
     print(f"[{job.task_name}] WiSE-FT path of {model_dir.name}: alphas {policy.grid()}")
     chosen = Path(runner.run(apply_wise_ft, model_dir=model_dir, home=Path(job.home), policy=policy))
@@ -181,8 +200,11 @@ def train_here(
     retries: Retries,
     jobs: int,
     wise_ft: WiseFtPolicy | None = None,
+    reviews: ReviewUse | None = None,
 ) -> Trained:
     """One task's training in this process (the night's in-process path; the flow runs the
     `train-and-evaluate` flow with the same arguments instead)."""
-    job = TrainingJob.resolve(task_name, config_path, home, eval_sets, retries, jobs, wise_ft=wise_ft)
+    job = TrainingJob.resolve(
+        task_name, config_path, home, eval_sets, retries, jobs, wise_ft=wise_ft, reviews=reviews
+    )
     return run_training(job, RetryingInProcess(retries))

@@ -16,6 +16,15 @@ A bi -> cross cascade is judged as the model it is (its own outputs, against the
 and one promise more: its band was fitted on dev so that few decisions differ from its own cross-encoder
 alone. The gate checks that promise on the evaluation pairs, which the band never saw; a cascade whose
 share of differing decisions there exceeds its limit is rejected whatever the in-domain result.
+
+The traffic check reads what reviewers labelled: the `traffic` split holds the reviewed pairs of the
+review queue's `random` part, a uniform sample of what was scored and never chosen by a model, so a
+figure there estimates the figure on the traffic itself. Challenger and reference (the champion, or the
+untrained backbone when there is none) are scored on the same reviewed pairs, each with a 95% paired
+bootstrap interval. `traffic: report` (the default) records it; `traffic: required` also rejects a
+challenger that is clearly worse there: the whole 95% interval of (challenger - reference) lies below
+0. A drop within the noise of a hundred reviews never blocks a challenger that won in-domain; a drop
+the interval rules out always does. Fewer than `traffic_min_pairs` reviewed pairs: reported, not judged.
 """
 
 from __future__ import annotations
@@ -24,7 +33,7 @@ import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -143,6 +152,82 @@ class CascadeCheck:
         return f"cascade {self.label}: {figures}, above the limit {self.limit:.2%}; {sent}"
 
 
+@dataclass
+class TrafficCheck:
+    """Challenger and reference (champion or untrained backbone) on the reviewed traffic pairs.
+
+    Intervals are 95% paired bootstrap ones (`simpair.metrics.paired_interval`); `delta_*` bound
+    challenger - reference. `mode` and `min_pairs` are the policy's `traffic` and `traffic_min_pairs`.
+    """
+
+    label: str
+    metric: str
+    pairs: int
+    challenger: float
+    challenger_low: float
+    challenger_high: float
+    reference: float
+    reference_name: str
+    delta: float
+    delta_low: float
+    delta_high: float
+    mode: str
+    min_pairs: int
+
+    @property
+    def judged(self) -> bool:
+        """Whether the check may reject: `required`, enough reviewed pairs and a defined interval."""
+        return self.mode == "required" and self.pairs >= self.min_pairs and math.isfinite(self.delta_high)
+
+    @property
+    def passed(self) -> bool:
+        """Failed only when judged and the whole interval of the difference lies below 0."""
+        return not self.judged or self.delta_high >= -CANARY_TOLERANCE
+
+    def figures(self) -> str:
+        mine = _span(self.challenger_low, self.challenger_high)
+        difference = _span(self.delta_low, self.delta_high, signed=True)
+        return (
+            f"{self.metric} {self.challenger:.4f} (95% interval {mine}) vs {self.reference_name} "
+            f"{self.reference:.4f}: {self.delta:+.4f} (95% interval {difference}) "
+            f"over {self.pairs} reviewed pairs"
+        )
+
+    def describe(self) -> str:
+        where = f"traffic {self.label}"
+        if self.mode == "required" and self.pairs < self.min_pairs:
+            return (
+                f"{where}: {self.figures()}; reported, not judged: fewer than {self.min_pairs} reviewed "
+                "pairs (traffic_min_pairs)"
+            )
+        if not self.judged:
+            return f"{where}: {self.figures()}" + (
+                "; reported, not judged (interval undefined)" if self.mode == "required" else " (reported)"
+            )
+        if self.passed:
+            return f"{where}: {self.figures()}; not clearly worse"
+        return f"{where}: {self.figures()}: the challenger is worse there (the whole interval is below 0)"
+
+
+def _span(low: float, high: float, signed: bool = False) -> str:
+    if not (math.isfinite(low) and math.isfinite(high)):
+        return "undefined"
+    form = "{:+.4f}" if signed else "{:.4f}"
+    return f"{form.format(low)} to {form.format(high)}"
+
+
+def resolve_traffic_metric(task: str, primary: str, binary: bool, chosen: str | None = None) -> str:
+    """The figure read on the traffic split: `chosen`, else the task's primary on labels of its own kind,
+    roc_auc for a graded (sts) model on yes/no reviews, spearman for a paraphrase model on 0-5 reviews."""
+    if chosen:
+        return chosen
+    if task == "sts" and binary:
+        return "roc_auc"
+    if task == "paraphrase" and not binary:
+        return "spearman"
+    return primary
+
+
 class GatePolicy(BaseModel):
     """What "measurably better" means for one task (set per task in the nightly profile)."""
 
@@ -160,6 +245,20 @@ class GatePolicy(BaseModel):
         lt=1.0,
         description="a cascade's largest share of evaluation decisions that may differ from its own "
         "cross-encoder alone; default: the limit its band was fitted to on dev (max_disagreement)",
+    )
+    traffic: Literal["report", "required", "off"] = Field(
+        "report",
+        description="the reviewed traffic split (the review queue's random pairs): `report` shows challenger "
+        "and champion there with 95% intervals; `required` also rejects a challenger whose whole interval "
+        "of the difference lies below 0; `off` skips it",
+    )
+    traffic_metric: str | None = Field(
+        None,
+        description="figure read on the traffic split; default: the primary (roc_auc for sts on yes/no "
+        "reviews, spearman for paraphrase on 0-5 reviews)",
+    )
+    traffic_min_pairs: int = Field(
+        50, ge=1, description="fewer reviewed traffic pairs than this: reported, never judged"
     )
 
     @classmethod
@@ -189,6 +288,8 @@ class GateDecision:
     wise_ft: dict[str, Any] | None = None
     # the rung `--precision auto` scores the challenger in, and why (`precision_verdict.report_line`)
     precision: str | None = None
+    # challenger and reference on the reviewed traffic pairs, when a traffic split was scored
+    traffic: TrafficCheck | None = None
 
     @property
     def outcome(self) -> str:
@@ -220,6 +321,19 @@ class GateDecision:
             out[f"{key}.share_to_cross"] = f"{check.share_to_cross:.6g}"
             out[f"{key}.disagreement"] = f"{check.disagreement:.6g}"
             out[f"{key}.limit"] = f"{check.limit:.6g}"
+        if self.traffic:
+            t = self.traffic
+            figures = {
+                "pairs": t.pairs, "challenger": t.challenger, "challenger_low": t.challenger_low,
+                "challenger_high": t.challenger_high, "reference": t.reference, "delta": t.delta,
+                "delta_low": t.delta_low, "delta_high": t.delta_high,
+            }  # fmt: skip
+            out |= {f"gate.traffic.{k}": f"{v:.6g}" for k, v in figures.items()}
+            out |= {
+                "gate.traffic.split": t.label, "gate.traffic.metric": t.metric, "gate.traffic.mode": t.mode,
+                "gate.traffic.reference_name": t.reference_name,
+                "gate.traffic.result": ("pass" if t.passed else "fail") if t.judged else "reported",
+            }  # fmt: skip
         for key, value in self.excluded.items():
             out[f"gate.leakage_excluded.{key}"] = str(value)
         for key, value in self.dataset_versions.items():
@@ -287,6 +401,8 @@ class GateDecision:
                     f"| {k.label} | {k.pairs} | {k.share_to_cross:.1%} | {k.disagreement:.2%} "
                     f"({k.differing}) | {k.limit:.2%} | {'pass' if k.passed else 'FAIL'} |"
                 )
+        if self.traffic:
+            lines += ["", *traffic_markdown(self.traffic, self.challenger_version)]
         if self.wise_ft:
             lines += ["", wise_ft_markdown(self.wise_ft).rstrip("\n")]
         if self.champion_error:
@@ -298,6 +414,26 @@ class GateDecision:
             shown = ", ".join(f"{k}={v}" for k, v in self.dataset_versions.items())
             lines += ["", f"Evaluation data versions: {shown}"]
         return "\n".join(lines) + "\n"
+
+
+def traffic_markdown(t: TrafficCheck, challenger_version: str) -> list[str]:
+    """The traffic check as markdown lines: what the figures are, the table, and the verdict."""
+    if t.judged:
+        verdict = "pass: not clearly worse" if t.passed else "FAIL: the whole interval is below 0"
+    elif t.mode == "required" and t.pairs < t.min_pairs:
+        verdict = f"reported, not judged: fewer than {t.min_pairs} reviewed pairs"
+    else:
+        verdict = "reported, not judged" + (" (interval undefined)" if t.mode == "required" else "")
+    return [
+        f"Accuracy on your traffic ({t.label}: reviewed pairs drawn uniformly from the scored traffic; "
+        f"{t.metric}, 95% paired bootstrap intervals; traffic: {t.mode}):",
+        "",
+        f"| reviewed pairs | challenger v{challenger_version} | {t.reference_name} | difference | result |",
+        "|---|---|---|---|---|",
+        f"| {t.pairs} | {_fmt(t.challenger)} ({_span(t.challenger_low, t.challenger_high)}) "
+        f"| {_fmt(t.reference)} | {t.delta:+.4f} ({_span(t.delta_low, t.delta_high, signed=True)}) "
+        f"| {verdict} |",
+    ]
 
 
 def _fmt(value: float | None) -> str:
@@ -353,22 +489,28 @@ def decide(
     champion_error: str | None = None,
     canaries: Sequence[CanaryResult] = (),
     cascade: Sequence[CascadeCheck] = (),
+    traffic: TrafficCheck | None = None,
 ) -> GateDecision:
     """Pure decision rule; every branch writes a reason a person can check against the numbers.
 
-    The in-domain rule decides first; a failed canary or cascade check then overrides any promotion, and
-    the reason keeps the in-domain verdict after the failures, so both are on record.
+    The in-domain rule decides first; a failed canary, cascade or (`traffic: required`) traffic check
+    then overrides any promotion, and the reason keeps the in-domain verdict after the failures, so
+    both are on record. A traffic check that is only reported adds its figures to the reason.
     """
     decision = _decide_in_domain(
         policy, challenger_version, challenger, champion_version, champion, zero_shot, champion_error
     )
     decision.canaries = list(canaries)
     decision.cascade = list(cascade)
-    failed = [c.describe() for c in [*decision.canaries, *decision.cascade] if not c.passed]
+    decision.traffic = traffic
+    checks: list[CanaryResult | CascadeCheck | TrafficCheck] = [*decision.canaries, *decision.cascade]
+    failed = [c.describe() for c in [*checks, *([traffic] if traffic else [])] if not c.passed]
     if failed:
         decision.promote = False
         decision.reason = "; ".join(failed) + f". In-domain: {decision.reason}"
         return decision
+    if traffic is not None:
+        decision.reason = f"{decision.reason}. {traffic.describe()[0].upper()}{traffic.describe()[1:]}"
     if decision.canaries:
         shown = "; ".join(c.describe() for c in decision.canaries)
         decision.reason = f"{decision.reason}. Canaries passed: {shown}"

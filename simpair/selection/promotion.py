@@ -28,7 +28,8 @@ import polars as pl
 from mlflow import MlflowClient
 
 from simpair.catalog import Catalog
-from simpair.evaluation.common_set import canary_exclusions, evaluate, gate_exclusions
+from simpair.evaluation.common_set import Evaluation, canary_exclusions, evaluate, gate_exclusions
+from simpair.evaluation.traffic import split_is_binary, traffic_figures
 from simpair.evaluation.zero_shot_baseline import zero_shot_model
 from simpair.models import ModelMetadata
 from simpair.models.precision_verdict import report_line
@@ -39,7 +40,9 @@ from simpair.selection.gate import (
     CascadeCheck,
     GateDecision,
     GatePolicy,
+    TrafficCheck,
     decide,
+    resolve_traffic_metric,
 )
 from simpair.stages import step
 from simpair.training.config import train_seed
@@ -133,6 +136,23 @@ def _log_gate_run(
                     )
                 }
             )
+        if decision.traffic:
+            t = decision.traffic
+            mlflow.log_metrics(
+                {
+                    tracking._metric_key(f"traffic/{t.label}/{t.metric}/{key}"): float(value)
+                    for key, value in (
+                        ("pairs", t.pairs),
+                        ("challenger", t.challenger),
+                        ("challenger_low", t.challenger_low),
+                        ("challenger_high", t.challenger_high),
+                        ("reference", t.reference),
+                        ("delta_low", t.delta_low),
+                        ("delta_high", t.delta_high),
+                        ("passed", 1.0 if t.passed else 0.0),
+                    )
+                }
+            )
         mlflow.log_metric("promoted", 1.0 if decision.promote else 0.0)
         if decision.wise_ft:
             _log_wise_ft(decision.wise_ft)
@@ -152,6 +172,12 @@ def _log_gate_run(
             if (ds, split) not in eval_sets
             for version in [decision.dataset_versions[ds]]
         )
+        if decision.traffic:
+            ds, split = decision.traffic.label.split("/", 1)
+            version = decision.dataset_versions[ds]
+            tracking.log_datasets(
+                [tracking.DatasetRef(ds, split, version, catalog.split_path(ds, split, version), "traffic")]
+            )
         return run.info.run_id
 
 
@@ -213,26 +239,29 @@ def _score_champion(
     name: str,
     version: str,
     champion_version: str | None,
-    challenger_metrics: Mapping[str, float],
+    challenger: Evaluation,
     eval_sets: Sequence[tuple[str, str]],
+    traffic_sets: Sequence[tuple[str, str]],
     excluded: Mapping[str, set[str]],
     out: Path,
-) -> tuple[dict[str, float] | None, str | None, list[Path]]:
-    """The champion's metrics on the same pairs, or why it could not be scored, and its artifacts.
+) -> tuple[Evaluation | None, str | None]:
+    """The champion's evaluation on the same pairs (its metrics limited to `eval_sets`; the traffic
+    split scored too, for the traffic check), or why it could not be scored.
 
-    No champion: (None, None, []). A champion that fails to load or score is recorded as an error
+    No champion: (None, None). A champion that fails to load or score is recorded as an error
     (the gate then compares with the zero-shot bar) rather than blocking every future challenger.
     """
-    if champion_version == version:
-        return dict(challenger_metrics), None, []  # re-gating the champion itself: never a promotion
+    if champion_version == version:  # re-gating the champion itself: never a promotion
+        return dataclasses.replace(challenger, metrics=_split_metrics(challenger.metrics, eval_sets)), None
     if champion_version is None:
-        return None, None, []
+        return None, None
     try:
         champion = registry.resolve_model(f"{name}/{champion_version}", home, fresh=True)
-        champ_eval = evaluate(champion.local_dir, home, eval_sets, excluded, out / "champion")
+        sets = list(dict.fromkeys([*eval_sets, *traffic_sets]))
+        champ_eval = evaluate(champion.local_dir, home, sets, excluded, out / "champion")
     except (CorruptModel, ModelNotFound, OSError, ValueError, RuntimeError) as exc:
-        return None, f"{type(exc).__name__}: {exc}", []
-    return champ_eval.metrics, None, list(champ_eval.artifacts)
+        return None, f"{type(exc).__name__}: {exc}"
+    return dataclasses.replace(champ_eval, metrics=_split_metrics(champ_eval.metrics, eval_sets)), None
 
 
 def _score_zero_shot_and_canaries(
@@ -246,8 +275,9 @@ def _score_zero_shot_and_canaries(
     canary_metrics: Sequence[str],
     excluded: Mapping[str, set[str]],
     out: Path,
-) -> tuple[dict[str, float], list[CanaryResult]]:
-    """Score the untrained backbone on `zero_sets`; return its in-domain metrics and the canary results.
+) -> tuple[dict[str, float], list[CanaryResult], Evaluation]:
+    """Score the untrained backbone on `zero_sets`; return its in-domain metrics, the canary results
+    and its whole evaluation (the traffic check reads its scored traffic pairs).
 
     `challenger_metrics` are the challenger's flat metrics on every scored set, canaries included.
     """
@@ -271,7 +301,7 @@ def _score_zero_shot_and_canaries(
         )
         for cn, metric_name in zip(policy.canaries, canary_metrics, strict=True)
     ]
-    return _split_metrics(zero_eval.metrics, eval_sets), canaries
+    return _split_metrics(zero_eval.metrics, eval_sets), canaries, zero_eval
 
 
 def _record_decision(
@@ -309,13 +339,16 @@ def run_gate(
     eval_sets: Sequence[tuple[str, str]],
     challenger_version: str | None = None,
     flow_tags: Mapping[str, str] | None = None,
+    traffic: tuple[str, str] | None = None,
 ) -> GateDecision:
     """Evaluate challenger vs champion (or the zero-shot bar), record the decision, move `champion` if won.
 
     With canaries in the policy, challenger and untrained backbone are also compared on each canary
     split, and a canary failure rejects the challenger whatever the in-domain outcome. A cascade
     challenger whose decisions on the evaluation pairs differ from its own cross-encoder's beyond its
-    limit is rejected the same way.
+    limit is rejected the same way. `traffic` (dataset, split) names the reviewed traffic split: both
+    are scored there too and compared with intervals (`gate.TrafficCheck`), unless `policy.traffic`
+    is `off`; with `required` a challenger clearly worse there is rejected.
     """
     c = registry.client(home)
     name = registry.model_name(task)
@@ -334,26 +367,45 @@ def run_gate(
     ]
     excluded = gate_exclusions(home, eval_sets, ModelMetadata.read(challenger.local_dir).train_datasets)
     excluded.update(canary_exclusions(home, canary_sets, challenger.local_dir))
-    scored_sets = list(dict.fromkeys([*eval_sets, *canary_sets]))
+    traffic_sets = [(traffic[0], traffic[1])] if traffic is not None and policy.traffic != "off" else []
+    # a reviewed pair the challenger trained on would measure memory: dropped like a canary's
+    excluded.update(canary_exclusions(home, traffic_sets, challenger.local_dir))
+    scored_sets = list(dict.fromkeys([*eval_sets, *canary_sets, *traffic_sets]))
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     out = home / "gate" / name / f"v{version}-{stamp}"
     chal_eval = evaluate(challenger.local_dir, home, scored_sets, excluded, out / "challenger")
     chal_metrics = _split_metrics(chal_eval.metrics, eval_sets)
     cascade = cascade_checks(challenger.local_dir, home, eval_sets, excluded, policy.cascade_max_disagreement)
-    champ_metrics, champ_error, champ_artifacts = _score_champion(
-        home, name, version, champion_version, chal_metrics, eval_sets, excluded, out
+    champ_eval, champ_error = _score_champion(
+        home, name, version, champion_version, chal_eval, eval_sets, traffic_sets, excluded, out
     )
-    artifacts = [*chal_eval.artifacts, *champ_artifacts]
+    champ_metrics = champ_eval.metrics if champ_eval is not None else None
+    artifacts = [
+        *chal_eval.artifacts,
+        *(champ_eval.artifacts if champion_version != version and champ_eval else []),
+    ]
 
     zero_metrics: dict[str, float] | None = None
+    zero_eval: Evaluation | None = None
     canaries: list[CanaryResult] = []
-    zero_sets = list(dict.fromkeys([*(eval_sets if champ_metrics is None else []), *canary_sets]))
+    alone = champ_metrics is None  # no usable champion: the untrained backbone is the bar, traffic too
+    zero_sets = list(
+        dict.fromkeys([*(eval_sets if alone else []), *canary_sets, *(traffic_sets if alone else [])])
+    )
     if zero_sets:
-        zero_in_domain, canaries = _score_zero_shot_and_canaries(
+        zero_in_domain, canaries, zero_eval = _score_zero_shot_and_canaries(
             home, task, policy, challenger.local_dir, chal_eval.metrics, zero_sets, eval_sets,
             canary_metrics, excluded, out,
         )  # fmt: skip
-        zero_metrics = zero_in_domain if champ_metrics is None else None
+        zero_metrics = zero_in_domain if alone else None
+    traffic_check = None
+    if traffic_sets:
+        reference, reference_name = (
+            (champ_eval, f"champion v{champion_version}")
+            if champ_eval is not None
+            else (zero_eval, "zero-shot")
+        )
+        traffic_check = _traffic_check(task, policy, traffic_sets[0], chal_eval, reference, reference_name)
 
     decision = decide(
         policy,
@@ -365,6 +417,7 @@ def run_gate(
         champ_error,
         canaries,
         cascade,
+        traffic_check,
     )
     if champion_version == version:
         decision.promote = False
@@ -376,6 +429,30 @@ def run_gate(
     decision.dataset_versions = {ds: catalog.current_version(ds) for ds, _ in scored_sets}
     _record_decision(c, home, name, version, decision, artifacts, eval_sets, canary_sets, flow_tags)
     return decision
+
+
+def _traffic_check(
+    task: str,
+    policy: GatePolicy,
+    traffic: tuple[str, str],
+    challenger: Evaluation,
+    reference: Evaluation | None,
+    reference_name: str,
+) -> TrafficCheck | None:
+    """Challenger and reference on the reviewed traffic pairs, or None when nothing could be compared
+    (no reference scored, or no reviewed pair left after exclusions)."""
+    label = f"{traffic[0]}/{traffic[1]}"
+    frame = challenger.scored.get(label)
+    if reference is None or frame is None or frame.height == 0:
+        return None
+    metric_name = resolve_traffic_metric(task, policy.primary, split_is_binary(frame), policy.traffic_metric)
+    f = traffic_figures(label, metric_name, challenger, reference)
+    return TrafficCheck(
+        label=label, metric=f.metric, pairs=f.n, challenger=f.model, challenger_low=f.model_low,
+        challenger_high=f.model_high, reference=f.reference, reference_name=reference_name, delta=f.delta,
+        delta_low=f.delta_low, delta_high=f.delta_high, mode=policy.traffic,
+        min_pairs=policy.traffic_min_pairs,
+    )  # fmt: skip
 
 
 def promote_manual(home: Path, name: str, version: str, reason: str, by: str = "cli") -> str | None:

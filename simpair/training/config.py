@@ -27,6 +27,9 @@ class SplitRef(BaseModel):
     # Pairs whose id matches this regular expression are left out, e.g. a genre held out of training to
     # measure transfer to it (STS-B ids start with the source file: "^(MSRpar|headlines|deft-news)-").
     exclude_pair_ids: str | None = None
+    # Train splits: each pair counted this many times per epoch, for a few labelled pairs of the domain that
+    # matters among many others (the reviewed traffic pairs, `simpair.training.reviews`).
+    repeat: int = Field(1, ge=1, le=100)
 
     @field_validator("exclude_pair_ids")
     @classmethod

@@ -127,6 +127,9 @@ def load_train_data(config: TrainConfig, home: Path, tokenizer: PreTrainedTokeni
             excluded[label] = excluded.get(label, 0) + dropped
             log.info("excluded %d pairs of %s that also sit in evaluation splits", dropped, label)
         parts[i] = part.subset(keep)
+    for i, ref in enumerate(config.train):
+        if ref.repeat > 1:  # index views: the same token rows read again, no copy
+            parts[i] = parts[i].subset(np.tile(np.arange(len(parts[i])), ref.repeat))
     train = PairTokens.concat(parts)
     return TrainData(train, dev, dev_source, versions, excluded, keys)
 
