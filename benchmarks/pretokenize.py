@@ -37,7 +37,7 @@ MAX_LENGTH = 128
 CHILD = r"""
 import json, resource, sys, time
 from pathlib import Path
-import simpair.tokens.encode as encode
+import simpair.pair_tokens.encode as encode
 from simpair.models.tiny import default_backbone
 from simpair.models.tokenizer import load_tokenizer
 from simpair.tokens import iter_pair_batches, write_tokens

@@ -11,7 +11,7 @@ from transformers import PreTrainedTokenizerFast
 
 from simpair.models.tiny import default_backbone
 from simpair.models.tokenizer import load_tokenizer
-from simpair.tokens.encode import FastEncoder, encoder_for, splits_on_spaces
+from simpair.pair_tokens.encode import FastEncoder, encoder_for, splits_on_spaces
 
 WORDS = [
     "the", "cat", "sat", "on", "a", "mat.", "Hello,", "world!", "re-tokenize", "(brackets)", "don't",

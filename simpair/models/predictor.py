@@ -1,29 +1,37 @@
 """Turn text pairs into scores with one saved model (cross or bi): the single-model predictor.
 
-Speed matters (nightly bulk scoring), so prediction tokenizes the whole call at once with the fast
-tokenizer, sorts pairs by length so each batch pads little, runs under `torch.inference_mode`, and puts
-results back in input order (`simpair.models.inference`). Bi-encoders encode each distinct sentence once
-per call. What every predictor shares (predict = from_raw(predict_raw), the model's facts) is
-`simpair.models.predictor_base`; loading any model kind, stacks included, is
-`simpair.runtime.loader.load_predictor`, the only caller of `Predictor.load` above this package.
+Speed matters (nightly bulk scoring), so prediction tokenizes through the encoder pretokenize uses
+(`simpair.pair_tokens.encode`: distinct words through the Rust backend into flat numpy arrays), in a
+producer thread a few blocks ahead of the model (`simpair.models.token_stream`), sorts each block by
+length so each batch pads little, runs under `torch.inference_mode`, and puts results back in input
+order. A symmetric cross-encoder's two orders come from one tokenization and share their batches.
+Bi-encoders encode each distinct sentence once per call. What every predictor shares (predict =
+from_raw(predict_raw), the model's facts) is `simpair.models.predictor_base`; loading any model
+kind, stacks included, is `simpair.runtime.loader.load_predictor`, the only caller of `Predictor.load`
+above this package. A scoring backend (`simpair.runtime`) changes only `_forward` (one padded batch
+to outputs), `_call_context` and `max_batch_tokens`.
 """
 
 from __future__ import annotations
 
+import contextlib
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 from transformers import PreTrainedTokenizerBase
 
 from simpair.models.bi_encoder import BiEncoder
 from simpair.models.cross_encoder import CrossEncoder
-from simpair.models.device import autocast_dtype, pick_device
-from simpair.models.inference import first_output, forward_sorted, normalized
+from simpair.models.device import autocast, autocast_dtype, pick_device
 from simpair.models.io import EncoderModel, load_model
 from simpair.models.metadata import ModelMetadata
 from simpair.models.predictor_base import BasePredictor, Call, ModelFacts, Texts
+from simpair.models.token_stream import EncodeRows, StreamStats, run_ahead
+from simpair.pair_tokens.encode import BatchEncoder, encoder_for
 
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:
@@ -32,6 +40,11 @@ def _sigmoid(x: np.ndarray) -> np.ndarray:
 
 class Predictor(BasePredictor):
     """A loaded single model (cross or bi) plus what it needs to score pairs (see `Predictor.load`)."""
+
+    # a batch's token budget, padding included (CPU scoring backends); None: `batch_size` rows
+    max_batch_tokens: int | None = None
+    # rows tokenized together ahead of the model (`token_stream.run_ahead`); None: its default
+    block_rows: int | None = None
 
     def __init__(
         self,
@@ -48,6 +61,19 @@ class Predictor(BasePredictor):
         self.meta = metadata
         self.model_dir = model_dir
         self._dtype = autocast_dtype(self.device, precision)
+        self._encoder: BatchEncoder | None = None
+        self._encoder_lock = threading.Lock()
+        self.token_stats = StreamStats()  # what tokenizing ahead did, summed over calls
+
+    @property
+    def encoder(self) -> BatchEncoder:
+        """The pretokenize encoder for this model's tokenizer, max length and form (built on first use:
+        it checks itself against the tokenizer's own call once)."""
+        with self._encoder_lock:
+            if self._encoder is None:
+                form = "cross" if self.kind == "cross" else "bi"
+                self._encoder = encoder_for(self.tokenizer, self.max_length, form)
+            return self._encoder
 
     # ---------------------------------------------------------------- public API
     def from_raw(self, raw: np.ndarray) -> dict[str, np.ndarray]:
@@ -63,20 +89,26 @@ class Predictor(BasePredictor):
 
     def _raw(self, text_a: Texts, text_b: Texts, call: Call) -> np.ndarray:
         """Cross-encoders: logits (averaged over both orders if the model is symmetric). Bi: cosines."""
-        batch_size, progress = call.batch_size, call.progress
         if self.kind == "cross":
-            logits = self._cross_logits(text_a, text_b, batch_size, progress)
-            if self.meta.symmetric:
-                logits = (logits + self._cross_logits(text_b, text_a, batch_size, progress)) / 2
-            return logits
-        return self._bi_cosines(text_a, text_b, batch_size, progress)
+            orders = 2 if self.meta.symmetric else 1
+
+            def encode(lo: int, hi: int) -> list[Any]:
+                return self.encoder.pairs(text_a[lo:hi], text_b[lo:hi], orders)
+
+            logits = self._stream(encode, len(text_a), call.batch_size, call.progress, "predict")
+            return logits[0] if orders == 1 else (logits[0] + logits[1]) / 2
+        return self._bi_cosines(text_a, text_b, call.batch_size, call.progress)
 
     def embed(self, texts: Sequence[str], batch_size: int = 64, progress: bool = False) -> np.ndarray:
         """L2-normalised sentence embeddings (bi-encoders only), in input order."""
         if self.kind != "bi":
             raise TypeError("embed() needs a bi-encoder; this model is a cross-encoder")
-        enc = self.tokenizer(list(texts), truncation=True, max_length=self.max_length)
-        return self._run(enc, batch_size, progress, desc="embed")
+        texts = list(texts)
+        if not texts:
+            return np.zeros(0, dtype=np.float32)
+        return self._stream(
+            lambda lo, hi: [self.encoder.texts(texts[lo:hi])], len(texts), batch_size, progress, "embed"
+        )[0]
 
     def truncated(self, text_a: Sequence[str], text_b: Sequence[str]) -> np.ndarray:
         """True for pairs whose tokens exceed max_length (their predictions saw a truncated text)."""
@@ -86,8 +118,7 @@ class Predictor(BasePredictor):
 
     def token_counts(self, texts: Sequence[str]) -> np.ndarray:
         """Tokens of each text without special tokens: what `truncated_from_lengths` compares."""
-        ids = self.tokenizer(list(texts), add_special_tokens=False)["input_ids"]
-        return np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
+        return self.encoder.lengths(list(texts)).astype(np.int64)
 
     def truncated_from_lengths(self, la: np.ndarray, lb: np.ndarray) -> np.ndarray:
         """The truncation rule on token counts: a cross-encoder reads both texts in one sequence, a
@@ -98,10 +129,6 @@ class Predictor(BasePredictor):
         return ((la + special) > self.max_length) | ((lb + special) > self.max_length)
 
     # ---------------------------------------------------------------- internals
-    def _cross_logits(self, a: list[str], b: list[str], batch_size: int, progress: bool) -> np.ndarray:
-        enc = self.tokenizer(a, b, truncation=True, max_length=self.max_length)
-        return self._run(enc, batch_size, progress, desc="predict")
-
     def _bi_cosines(self, a: list[str], b: list[str], batch_size: int, progress: bool) -> np.ndarray:
         index: dict[str, int] = {}
         for text in a + b:
@@ -111,19 +138,36 @@ class Predictor(BasePredictor):
         ib = np.fromiter((index[t] for t in b), dtype=np.int64, count=len(b))
         return np.einsum("ij,ij->i", emb[ia], emb[ib]).astype(np.float32)
 
-    def _run(self, enc: Any, batch_size: int, progress: bool, desc: str) -> np.ndarray:
-        """One tokenized call through the model (scoring backends override this batch loop)."""
-        return forward_sorted(
-            self.model,
-            [(enc["input_ids"], enc.get("token_type_ids"))],
-            self.tokenizer.pad_token_id or 0,
-            self.device,
-            self._dtype,
-            batch_size=batch_size,
-            combine=normalized if isinstance(self.model, BiEncoder) else first_output,
-            progress=progress,
-            desc=desc,
-        )
+    def _stream(self, encode: EncodeRows, n: int, batch_size: int, progress: bool, desc: str) -> np.ndarray:
+        """The model over rows tokenized ahead (`token_stream.run_ahead`): (inputs, n, ...) float32."""
+        with self._call_context():
+            return run_ahead(
+                encode,
+                n,
+                self._forward,
+                batch_size=batch_size,
+                pad_id=self.tokenizer.pad_token_id or 0,
+                max_tokens=self.max_batch_tokens,
+                block_rows=self.block_rows,
+                stats=self.token_stats,
+                pin=self.device.type == "cuda",
+                progress=progress,
+                desc=desc,
+            )
+
+    def _call_context(self) -> contextlib.AbstractContextManager[Any]:
+        """Around one call's batch loop (a backend may add its autocast once per call)."""
+        return torch.inference_mode()
+
+    def _forward(self, batch: dict[str, torch.Tensor]) -> np.ndarray:
+        """One padded batch through the model: float32 outputs (bi-encoders: L2-normalised)."""
+        batch = {k: v.to(self.device, non_blocking=True) for k, v in batch.items()}
+        with autocast(self.device, self._dtype):
+            out = self.model(**batch)
+        out = out.float()
+        if isinstance(self.model, BiEncoder):
+            out = torch.nn.functional.normalize(out, dim=-1)
+        return out.cpu().numpy()
 
     @classmethod
     def load(cls, model_dir: str | Path, device: str = "auto", precision: str = "fp32") -> Predictor:

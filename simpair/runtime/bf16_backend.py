@@ -20,6 +20,7 @@ measured on 1 thread of this AVX512-BF16 CPU with the MiniLM-L6 cross-encoder (d
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import numpy as np
@@ -28,14 +29,15 @@ from torch import nn
 
 from simpair.models import BiEncoder, Predictor
 from simpair.models.device import autocast
-from simpair.runtime.budget import MAX_BATCH_TOKENS, run_budget_batches
+from simpair.runtime.budget import MAX_BATCH_TOKENS
 
 
 class Bf16Predictor(Predictor):
     """The predictor's bf16 autocast forward pass, with one autocast context and token-budget batches.
 
-    Tokenizing, length sorting, bi-encoder sentence dedup, thresholds and output mapping are the
-    parent's; only the batch loop (`_run`) differs.
+    Tokenizing ahead of the model, length sorting, bi-encoder sentence dedup, thresholds and output
+    mapping are the parent's; only the forward pass of a padded batch (`_forward`) and the context
+    around a call's batches (`_call_context`) differ.
     """
 
     def __init__(self, base: Predictor, max_batch_tokens: int | None = MAX_BATCH_TOKENS) -> None:
@@ -50,19 +52,20 @@ class Bf16Predictor(Predictor):
                 module.to(torch.bfloat16)
         # GPUs want big batches: the token budget is a CPU cache effect
         self.max_batch_tokens = max_batch_tokens if self.device.type == "cpu" else None
+        self.block_rows = base.block_rows
 
-    @torch.inference_mode()
-    def _run(self, enc: Any, batch_size: int, progress: bool, desc: str) -> np.ndarray:
-        def forward(batch: dict[str, torch.Tensor]) -> np.ndarray:
-            batch = {k: v.to(self.device, non_blocking=True) for k, v in batch.items()}
-            out = self.model(**batch).float()  # back to fp32 before cosine / sigmoid
-            if isinstance(self.model, BiEncoder):
-                out = torch.nn.functional.normalize(out, dim=-1)
-            return out.cpu().numpy()
+    def _call_context(self) -> contextlib.AbstractContextManager[Any]:
+        stack = contextlib.ExitStack()
+        stack.enter_context(torch.inference_mode())
+        stack.enter_context(autocast(self.device, self._dtype))  # one context per call, not per batch
+        return stack
 
-        budget = self.max_batch_tokens or np.iinfo(np.int64).max
-        with autocast(self.device, self._dtype):  # one context per call, not per batch
-            return run_budget_batches(enc, batch_size, budget, self.tokenizer.pad_token_id or 0, forward)
+    def _forward(self, batch: dict[str, torch.Tensor]) -> np.ndarray:
+        batch = {k: v.to(self.device, non_blocking=True) for k, v in batch.items()}
+        out = self.model(**batch).float()  # back to fp32 before cosine / sigmoid
+        if isinstance(self.model, BiEncoder):
+            out = torch.nn.functional.normalize(out, dim=-1)
+        return out.cpu().numpy()
 
 
 def use_bf16(predictor: Any) -> Any:

@@ -39,7 +39,7 @@ from simpair.models import Predictor
 from simpair.models.batching import pad_batch
 from simpair.models.cross_encoder import one_logit
 from simpair.runtime import graph_cache
-from simpair.runtime.budget import MAX_BATCH_TOKENS, run_budget_batches
+from simpair.runtime.budget import MAX_BATCH_TOKENS
 
 INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 VERIFY_ATOL = 1e-5
@@ -309,9 +309,10 @@ def build_encoder(predictor: Predictor, threads: int) -> OrtEncoder:
 class OrtPredictor(Predictor):
     """The predictor with its forward pass in ONNX Runtime and batches cut by a token budget.
 
-    Tokenizing, length sorting, bi-encoder sentence dedup, thresholds and output mapping are the
-    parent's; only the batch loop (`_run`) differs: a batch holds at most `batch_size` pairs and at
-    most `max_batch_tokens` tokens counting padding (at least one pair).
+    Tokenizing ahead of the model, length sorting, bi-encoder sentence dedup, thresholds and output
+    mapping are the parent's; only the forward pass of a padded batch (`_forward`) differs, and a
+    batch holds at most `batch_size` pairs and at most `max_batch_tokens` tokens counting padding
+    (at least one pair).
     """
 
     def __init__(
@@ -321,17 +322,14 @@ class OrtPredictor(Predictor):
             encoder, base.tokenizer, base.meta, model_dir=base.model_dir, device="cpu", precision="fp32"
         )
         self.max_batch_tokens = max_batch_tokens
+        self.block_rows = base.block_rows
 
     @property
     def variant(self) -> str:
         return self.model.variant
 
-    @torch.inference_mode()
-    def _run(self, enc: Any, batch_size: int, progress: bool, desc: str) -> np.ndarray:
-        return run_budget_batches(
-            enc, batch_size, self.max_batch_tokens, self.tokenizer.pad_token_id or 0,
-            lambda batch: self.model(**batch).numpy(),
-        )  # fmt: skip
+    def _forward(self, batch: dict[str, torch.Tensor]) -> np.ndarray:
+        return self.model(**batch).numpy()
 
 
 def use_onnx(predictor: Predictor, threads: int) -> OrtPredictor:
