@@ -39,7 +39,7 @@ if TYPE_CHECKING:
 
 def summary_totals(summary: ScoreSummary) -> list[str]:
     """The run's totals, one line each: files and rows, then the embedding store and re-score if used."""
-    from simpair.scoring.summary import precision_note, store_note
+    from simpair.scoring.summary import monitor_line, precision_note, store_note
 
     lines = [
         f"files: {summary.files_scored} scored ({summary.files_rescored} again with this version), "
@@ -52,6 +52,8 @@ def summary_totals(summary: ScoreSummary) -> list[str]:
         lines.append(f"embedding store: {store_note(summary)}")
     if summary.rescore:
         lines.append(f"re-score: {summary.rescore}")
+    if summary.monitor_note:
+        lines.append(f"monitor: {monitor_line(summary)}")
     return lines
 
 
@@ -122,6 +124,13 @@ def score(
     local_cluster: Annotated[
         int | None, typer.Option(min=1, help="Run chunks on a Dask LocalCluster of N worker processes.")
     ] = None,
+    monitor: Annotated[
+        bool,
+        typer.Option(
+            help="Profile the scored traffic and check it for drift against the model version's reference "
+            "and its last runs: <out>/_monitor/<model>/<version>/<run>/ (docs/scoring.md, Monitoring)."
+        ),
+    ] = True,
     no_prefect: NoPrefectOption = False,
     json_out: JsonOutOption = None,
     strict: StrictOption = False,
@@ -142,6 +151,7 @@ def score(
     options = usage_checked(
         ScoringOptions, model=model, home=home, chunk_rows=chunk_rows, batch_size=batch_size,
         threads=threads, lock_wait=wait, rescore=rescore, rescore_days=rescore_days, **forward.fields(),
+        monitor={"enabled": monitor},
     )  # fmt: skip
     check_model_first(model, settings.home_dir(home), flow=not no_prefect)
     from simpair.runtime.graph_cache import follow_home

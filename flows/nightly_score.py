@@ -6,7 +6,9 @@ the step's declaration), listed below in the DAG's order:
 
     resolve-model -> start-run -> list-inbox -> hash-file (mapped over files) -> decide-rescore -> plan-files
     -> score-chunk (mapped over every pending chunk of every file)
-    -> finalize-file (one per file, once its chunks are in) -> publish-score-summary
+    -> finalize-file (one per file, once its chunks are in)
+    -> profile-traffic (the run's traffic profile and drift report, the profile's `monitor:` block)
+    -> publish-score-summary
     -> write-review-queue (when the profile has a `review:` block)
     -> publish-night-report-scoring (a run with a `profile`: the run added to the night's report page)
     then, when the run's monitor raised an alarm, the event `simpair.monitor.alarm` (a notification)
@@ -43,7 +45,9 @@ from simpair.tasks.scoring import (
     finalize_file_task,
     hash_file_task,
     list_inbox_task,
+    monitor_policy,
     plan_files_task,
+    profile_traffic_task,
     promotion_rescore_days,
     publish_summary_task,
     review_policy,
@@ -64,6 +68,7 @@ STEPS = PrefectStages(
         plan_files_task,  # sequential: the one step that claims files
         score_chunk_task,  # mapped over every pending chunk of every file
         finalize_file_task,  # one per file, waits for that file's chunks only
+        profile_traffic_task,  # chunk profiles merged, drift against the reference (monitor.enabled)
         publish_summary_task,  # ledger + the `nightly-score-summary` artifact
         write_review_queue_task,  # tonight's review queue under <out>/_review/<run_id>/ (profile `review:`)
     ]
@@ -87,7 +92,7 @@ def nightly_score(
     after_promotion = promotion_rescore_days(profile)
     options = ScoringOptions.build(
         options, model=model, rescore=rescore or None, rescore_days_after_promotion=after_promotion,
-        review=review_policy(profile),
+        review=review_policy(profile), monitor=monitor_policy(profile, (options or ScoringOptions()).monitor),
     )  # fmt: skip
     summary = run_scoring(inbox, out, options, STEPS, run_id)
     print(

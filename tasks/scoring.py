@@ -15,6 +15,8 @@ from typing import Any
 
 from prefect.artifacts import create_markdown_artifact
 
+from simpair.monitoring.policy import MonitorPolicy
+from simpair.monitoring.traffic import MonitorOutcome, profile_traffic
 from simpair.nightly.profile import load_profile
 from simpair.review.queue import ReviewPolicy
 from simpair.review.write import write_review_queue
@@ -48,6 +50,17 @@ def _publish_summary(_: None, arguments: dict[str, Any]) -> None:
     )
 
 
+def _publish_monitor(outcome: MonitorOutcome, arguments: dict[str, Any]) -> None:
+    if outcome.markdown:
+        create_markdown_artifact(
+            key="nightly-score-monitor",
+            markdown=outcome.markdown,
+            description=f"drift of {arguments['model'].label}: {outcome.note}",
+        )
+
+
+# the run's traffic profile and its drift report, published as a markdown artifact
+profile_traffic_task = as_task(profile_traffic, then=_publish_monitor)
 # the run recorded in the ledger, and its summary published as a markdown artifact
 publish_summary_task = as_task(finish_run, then=_publish_summary)
 write_review_queue_task = as_task(write_review_queue)  # after the summary, when a review policy is set
@@ -78,3 +91,15 @@ def review_policy(profile: str | None) -> ReviewPolicy | None:
     except (OSError, ValueError) as exc:
         print(f"nightly profile {profile!r} not read ({exc}); no review queue this run")
         return None
+
+
+def monitor_policy(profile: str | None, asked: MonitorPolicy) -> MonitorPolicy:
+    """The nightly profile's `monitor:` block, unless the run was asked to skip monitoring (`asked`
+    off). No profile, or one that does not load (reported in one line): `asked` as it is."""
+    if profile is None or not asked.enabled:
+        return asked
+    try:
+        return load_profile(profile).monitor
+    except (OSError, ValueError) as exc:
+        print(f"nightly profile {profile!r} not read ({exc}); default monitor thresholds this run")
+        return asked

@@ -2,7 +2,9 @@
 
 Runs wherever the runner puts it (this process, a thread, a Dask worker): everything it needs comes
 in as arguments, and the ledger row it writes is its only shared state. Redoing a chunk overwrites
-the same part files and ledger row, so a chunk may be retried.
+the same part files and ledger row, so a chunk may be retried. With `monitor` on, the chunk also
+profiles the rows it scored (`simpair.monitoring.traffic.chunk_profile`: a few fixed-size
+histograms and counters under the run's monitor folder), which the run's end merges and checks.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from simpair.monitoring.traffic import chunk_dir, chunk_profile, duplicates
 from simpair.runtime.embedding_store import EmbeddingStore, StoreCounts
 from simpair.runtime.loader import load_for_run
 from simpair.runtime.model_ref import ModelRef
@@ -45,6 +48,7 @@ class ChunkResult:
     sentences_encoded: int = 0  # bi-encoders with the embedding store: distinct sentences encoded
     memory_hits: int = 0  # ... and found in the store's memory / on disk instead
     disk_hits: int = 0
+    profile: str | None = None  # the chunk's partial traffic profile (folder), when monitored
 
 
 @step("score-chunk", run_name="score-{plan.name}-{idx}", retries=2, retry_delay_seconds=5)
@@ -56,6 +60,7 @@ def score_chunk(
     contract: ScoringContract,
     runtime: RuntimeOptions,
     precision: str,
+    monitor: bool = False,
 ) -> ChunkResult:
     """Read, validate, score and write chunk `idx` of a planned file, then record it in the ledger.
 
@@ -64,6 +69,7 @@ def score_chunk(
     (`simpair.runtime.resolve`). A worker that cannot run it natively (bf16
     pinned by a driver with native bf16, on a worker without) fails the chunk rather than score it
     in another precision than the rest of the run (`simpair.runtime.loader.load_for_run`).
+    `monitor`: also profile the scored rows for the run's drift check (`simpair.monitoring.traffic`).
     """
     assert plan.sha256 and plan.layout and plan.output_schema, "score_chunk needs a file planned to score"
     began = time.perf_counter()
@@ -100,6 +106,15 @@ def score_chunk(
         write_part(pa.Table.from_pylist(rows, schema=REJECTS_SCHEMA), rejects_part)
     else:
         rejects_part.unlink(missing_ok=True)  # a redo of a chunk that once had rejects must not keep them
+    truncated = int(scores.column("truncated").to_numpy(zero_copy_only=False).sum())
+    profile = None
+    if monitor:
+        profile = chunk_profile(
+            predictor, model, run_id, chunk_dir(plan.out, model, run_id, plan.sha256, idx),
+            checked.text_a, checked.text_b, scores.column("score").to_numpy(zero_copy_only=False),
+            {"rows_in": table.num_rows, "rejected": len(checked.rejects), "truncated": truncated,
+             "duplicates": duplicates(checked.text_a, checked.text_b)},
+        )  # fmt: skip
     seconds = time.perf_counter() - began
     result = ChunkResult(
         plan.sha256,
@@ -107,11 +122,12 @@ def score_chunk(
         rows_in=table.num_rows,
         rows_scored=scored.num_rows,
         rows_rejected=len(checked.rejects),
-        rows_truncated=int(scores.column("truncated").to_numpy(zero_copy_only=False).sum()),
+        rows_truncated=truncated,
         seconds=seconds,
         sentences_encoded=counts.encoded,
         memory_hits=counts.memory_hits,
         disk_hits=counts.disk_hits,
+        profile=profile,
     )
     Ledger(plan.out).chunk_done(
         plan.sha256,

@@ -12,8 +12,11 @@ state):
    claims files and quarantines what cannot be scored.
 5. `score_chunk`, mapped over every pending chunk of every file (parallel).
 6. `finalize_file`, one per file once its chunks are in: merge, or quarantine on corrupt data.
-7. `finish_run`: the summary (`summarize`) recorded in the ledger.
-8. `write_review_queue`, when `options.review` is set: tonight's review queue from the run's outputs
+7. `profile_traffic`, unless `options.monitor` is off: the chunks' partial profiles merged into the
+   run's traffic profile, compared with the version's reference and its last runs
+   (`simpair.monitoring.traffic`, under `<out>/_monitor/<model>/<version>/<run_id>/`).
+8. `finish_run`: the summary (`summarize`, with the monitor's verdict) recorded in the ledger.
+9. `write_review_queue`, when `options.review` is set: tonight's review queue from the run's outputs
    (`simpair.review.write`, under `<out>/_review/<run_id>/`).
 
 The `runner` (`simpair.stages`) decides how a stage runs: `InProcess` calls each stage here, in the
@@ -40,18 +43,19 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from simpair.monitoring.traffic import MonitorOutcome, profile_traffic
 from simpair.review.write import write_review_queue
 from simpair.runtime.embedding_store import release_store
 from simpair.runtime.model_ref import ModelRef, resolve_model_ref
 from simpair.runtime.resolve import resolve
 from simpair.scoring.chunk import ChunkResult, run_store, score_chunk
-from simpair.scoring.commit import finalize_file
+from simpair.scoring.commit import FileResult, finalize_file
 from simpair.scoring.contract import load_contract
 from simpair.scoring.inbox import list_inbox
 from simpair.scoring.ledger import Ledger
 from simpair.scoring.lock import run_lock
 from simpair.scoring.options import ScoringOptions
-from simpair.scoring.plan import hash_file, plan_files
+from simpair.scoring.plan import FilePlan, hash_file, plan_files
 from simpair.scoring.rescore import decide_rescore
 from simpair.scoring.summary import ScoreSummary, summarize
 from simpair.stages import InProcess, StageRunner, step
@@ -110,7 +114,7 @@ def run_scoring(
         chunks = {
             p.sha256: runner.map(
                 score_chunk, {"idx": p.pending}, plan=p, model=model, run_id=run_id, contract=contract,
-                runtime=runtime, precision=precision,
+                runtime=runtime, precision=precision, monitor=options.monitor.enabled,
             )
             for p in to_score
         }  # fmt: skip
@@ -135,6 +139,14 @@ def run_scoring(
             embedding_store_kept=options.keeps_store,
             rescore=rescore.note if rescore else None, precision_why=why,
         )  # fmt: skip
+        if options.monitor.enabled:
+            monitored = runner.run(
+                profile_traffic, out=out_dir, run_id=run_id, model=model,
+                parts=traffic_parts(file_results, chunk_results),
+                health=run_health(plans, file_results, summary.pairs_per_s),
+                policy=options.monitor, home=home_dir(options.home),
+            )  # fmt: skip
+            summary = with_monitor(summary, monitored)
         runner.run(finish_run, out=out_dir, summary=summary)
         if options.review is not None:
             outputs = [r.output_path for r in file_results if r.output_path]
@@ -143,6 +155,26 @@ def run_scoring(
                 policy=options.review, home=options.home,
             )  # fmt: skip
         release_store(store, keep=options.keeps_store)
+    return summary
+
+
+def traffic_parts(file_results: list[FileResult], chunk_results: list[ChunkResult]) -> list[str]:
+    """The partial profiles of the chunks this run scored into an output (a quarantined file's left out)."""
+    kept = {r.sha256 for r in file_results if r.status in ("scored", "rescored")}
+    return [c.profile for c in chunk_results if c.profile and c.sha256 in kept]
+
+
+def run_health(plans: list[FilePlan], file_results: list[FileResult], pairs_per_s: float) -> dict[str, float]:
+    """The run's health figures the chunks cannot know: rows of the files quarantined now, pairs/s."""
+    quarantined_now = {r.sha256 for r in file_results if r.status == "quarantined"}
+    rows = sum(p.n_rows for p in plans if p.action == "quarantined" or p.sha256 in quarantined_now)
+    return {"quarantined": float(rows), "pairs_per_s": float(pairs_per_s)}
+
+
+def with_monitor(summary: ScoreSummary, monitored: MonitorOutcome) -> ScoreSummary:
+    """The summary with the monitor's report path, alarm count and one-line verdict."""
+    summary.monitor, summary.monitor_alarms = monitored.report, monitored.alarms
+    summary.monitor_note = monitored.note
     return summary
 
 

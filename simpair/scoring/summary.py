@@ -46,6 +46,9 @@ class ScoreSummary:
     rescore: str | None = None  # the run's re-scoring window and why; None when it scored new batches only
     # a paraphrase model with no chosen threshold (imported without a dev file): why `label` is empty
     threshold_note: str | None = None
+    monitor: str | None = None  # the run's drift report (monitor.json); None when not monitored
+    monitor_alarms: int = 0  # drift and health alarms it raised
+    monitor_note: str | None = None  # its verdict in one line, or why drift was not checked
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -145,6 +148,12 @@ def store_note(summary: ScoreSummary) -> str | None:
     return store_line(summary)
 
 
+def monitor_line(summary: ScoreSummary) -> str:
+    """The monitor's verdict and where its report is (console and artifact)."""
+    where = f"; report {summary.monitor}" if summary.monitor else ""
+    return f"{summary.monitor_note}{where}"
+
+
 def summary_markdown(summary: ScoreSummary) -> str:
     """The run summary as a markdown report (Prefect artifact, docs)."""
     lines = [
@@ -162,6 +171,7 @@ def summary_markdown(summary: ScoreSummary) -> str:
         "",
         *([f"Embedding store: {store_note(summary)}", ""] if store_note(summary) else []),
         *([f"Re-score: {summary.rescore}; {summary.files_rescored} file(s)", ""] if summary.rescore else []),
+        *([f"Monitor: {monitor_line(summary)}", ""] if summary.monitor_note else []),
         "| file | status | detail |",
         "|---|---|---|",
     ]
