@@ -24,7 +24,8 @@ from the environment of that command first, else from the nightly profile's `not
   `slack-webhook/alerts`, `sendgrid-email/on-call`), created by the team in the UI or in Python;
 - none of these: nothing is changed on the server and apply says notifications are off.
 
-The message names the deployment, the run, the state and its reason on one line, for example:
+The message names the deployment, the run, the state and its reason on one line (and a failed
+night's report page, in the home `apply` was run with: the workers' `SIMPAIR_HOME`), for example:
     simpair: nightly-retrain/nightly Failed
     deployment: nightly-retrain/nightly
     run: dandelion-otter (0c1f...)
@@ -51,8 +52,9 @@ from prefect.blocks.notifications import CustomWebhookNotificationBlock
 from prefect.events import emit_event
 from prefect.runtime import flow_run
 
+from simpair import settings
 from simpair.nightly.profile import NotifyPlan, load_profile
-from simpair.nightly.report import ScoredRun
+from simpair.nightly.report import PAGE, ScoredRun, reports_root
 
 WEBHOOK_ENV = "SIMPAIR_NOTIFY_WEBHOOK"
 BLOCK_ENV = "SIMPAIR_NOTIFY_BLOCK"
@@ -113,8 +115,20 @@ def webhook_block(url: str) -> CustomWebhookNotificationBlock:
     )
 
 
-def failure_automation(block_document_id: object) -> Automation:
-    """The automation itself: one notification per run that turns Failed, Crashed, TimedOut or Late."""
+def report_line(home: Path) -> str:
+    """A failed night's report page (`simpair.nightly.report.page_on_failure` writes it in `home`, named
+    by the night's date and the first 8 characters of its flow run id); other runs get no such line."""
+    folder = "{{ flow_run.start_time.strftime('%Y-%m-%d') }}-{{ (flow_run.id|string)[:8] }}"
+    return (
+        "{% if flow.name == 'nightly-retrain' and flow_run.state.name == 'Failed' %}"
+        f"\nreport: {reports_root(home)}/{folder}/{PAGE}"
+        "{% endif %}"
+    )
+
+
+def failure_automation(block_document_id: object, home: Path | None = None) -> Automation:
+    """The automation itself: one notification per run that turns Failed, Crashed, TimedOut or Late;
+    with `home` (the pipeline home the workers share), a failed night's message names its report page."""
     return Automation(
         name=AUTOMATION_NAME,
         description="notify when a nightly-retrain or nightly-score run fails, crashes or is late",
@@ -126,7 +140,13 @@ def failure_automation(block_document_id: object) -> Automation:
             posture="Reactive",
             threshold=1,
         ),
-        actions=[SendNotification(block_document_id=block_document_id, subject=SUBJECT, body=BODY)],
+        actions=[
+            SendNotification(
+                block_document_id=block_document_id,
+                subject=SUBJECT,
+                body=BODY + (report_line(home) if home is not None else ""),
+            )
+        ],
     )
 
 
@@ -229,7 +249,7 @@ def apply_notifications(environ: dict[str, str] | None = None, profile: str | Pa
             "nightly profile, and apply again; docs/nightly.md)"
         )
     block_id, what = found
-    verb = _put(failure_automation(block_id))
+    verb = _put(failure_automation(block_id, settings.home_dir(create=False)))
     alarm_verb = _put(alarm_automation(block_id))
     watched = f"{', '.join(WATCHED_STATES)} of {', '.join(WATCHED_FLOWS)}"
     return (

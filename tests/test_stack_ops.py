@@ -217,3 +217,49 @@ def test_a_drift_alarm_reaches_the_webhook_from_the_scoring_flow_run(
     finally:  # this API is the session's: leave it without automations, as the other tests expect
         for name in (notifications.AUTOMATION_NAME, notifications.ALARM_AUTOMATION):
             Automation.read(name=name).delete()
+
+
+def test_a_failed_night_leaves_its_report_page_and_the_notification_names_it(
+    prefect_api: None,
+    tmp_path: Path,
+    receiver: tuple[str, list[dict[str, Any]]],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A `nightly-retrain` run that fails writes its report page (status failed, the error) on its
+    way out, and the failure message gives that page's path: apply knows the home the workers share."""
+    from prefect import flow, runtime
+    from prefect.automations import Automation
+
+    from simpair.nightly.report import page_on_failure
+    from simpair.nightly.summary import NightlyFailed
+    from simpair.ops import notifications
+    from simpair.stages import InProcess
+
+    home = tmp_path / "home"
+    monkeypatch.setenv("SIMPAIR_HOME", str(home))
+    url, received = receiver
+    notifications.apply_notifications({"SIMPAIR_NOTIFY_WEBHOOK": url})
+    error = "nightly (smoke) failed while training 'sts' from smoke-sts.yaml: OSError: no-such-backbone"
+
+    @flow(name="nightly-retrain")
+    def night() -> None:
+        with page_on_failure(InProcess(), home, "smoke", str(runtime.flow_run.id)):
+            raise NightlyFailed(error)
+
+    try:
+        state = night(return_state=True)
+        assert state.is_failed()
+        run_id = str(state.state_details.flow_run_id)
+        deadline = time.monotonic() + 60
+        while not (told := [m for m in received if run_id in m["body"]]) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert told, received
+        body = told[0]["body"]
+        assert f"reason: Flow run encountered an exception: NightlyFailed: {error}" in body
+        page = Path(body.split("\nreport: ", 1)[1].splitlines()[0])
+        assert page.parent.name.endswith(f"-{run_id[:8]}") and page.parent.parent == home / "reports"
+        text = page.read_text()
+        assert "Nightly retrain (smoke): **failed**." in text and error in text
+    finally:
+        for name in (notifications.AUTOMATION_NAME, notifications.ALARM_AUTOMATION):
+            Automation.read(name=name).delete()

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +34,7 @@ from simpair.monitoring.reference import build_reference_profile
 from simpair.nightly.lock import nightly_lock
 from simpair.nightly.plan import plan_night, write_state
 from simpair.nightly.profile import NightlyProfile, load_profile
-from simpair.nightly.report import publish_night_report
+from simpair.nightly.report import page_on_failure, publish_night_report
 from simpair.nightly.retry import RetryingInProcess
 from simpair.nightly.summary import (
     NightlyFailed,
@@ -101,8 +100,8 @@ def run_night(
     """One night of `plan` in `home`, each stage run by `runner`; see the module docstring for the
     failure rules. `run_id` names the run in the registry tags and the state file (the flow run's id)."""
     wait = plan.lock_wait_seconds if wait_seconds is None else wait_seconds
-    with nightly_lock(home, wait):
-        started, begun = time.monotonic(), datetime.now(UTC).isoformat(timespec="seconds")
+    with nightly_lock(home, wait), page_on_failure(runner, home, plan.name, run_id) as begun:
+        started = time.monotonic()
         print(f"nightly ({plan.name}): checking the tracking store")
         runner.run(check_reachable, home=home)
         print("nightly: ingesting sources")

@@ -13,6 +13,8 @@ and on its own cron), so the page is written in two moves:
 - the night's end writes it (`publish_night_report`), with the scoring runs that finished in the 24 h
   before it in the scoring output folder (their `_monitor/<model>/<version>/<run>/monitor.json`), or
   "no scoring in this night";
+- a night that fails writes it too (`page_on_failure`: status failed, the error), so the failure
+  notification's link leads to a page;
 - every scoring run adds itself (`add_scoring_run`) to the newest report begun in the last 24 h, or,
   with none, begins one of its own that says no retrain ran. The alarm a scoring run sends names
   that page.
@@ -26,6 +28,9 @@ import json
 import math
 import os
 import shutil
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -35,7 +40,7 @@ from pydantic import BaseModel, Field
 
 from simpair.atomic import atomic_write_text
 from simpair.nightly.summary import NightlySummary, TaskOutcome, TrafficAccuracy
-from simpair.stages import step
+from simpair.stages import StageRunner, step
 
 REPORTS_DIR = "reports"
 PAGE = "night.md"
@@ -468,3 +473,27 @@ def add_scoring_run(home: Path, run: ScoredRun) -> WrittenReport:
                 name=report_name(now, run.run_id), started_at=now.isoformat(timespec="seconds")
             )
         return write_report(home, report.with_run(run))
+
+
+@contextmanager
+def page_on_failure(runner: StageRunner, home: Path, profile: str, run_id: str) -> Iterator[str]:
+    """Around a night's body (inside its lock): yields when it began (UTC ISO, the page's date); when
+    the body raises, the page is written with status `failed` and the error before the error goes on.
+    A page that cannot be written is reported in one line and never hides the night's own error."""
+    begun, started = datetime.now(UTC).isoformat(timespec="seconds"), time.monotonic()
+    try:
+        yield begun
+    except Exception as exc:
+        message = " ".join(str(exc).split()) or type(exc).__name__
+        failed = NightlySummary(
+            profile=profile, status="failed", message=message, seconds=time.monotonic() - started,
+            flow_run_id=run_id,
+        )  # fmt: skip
+        try:
+            written = runner.run(publish_night_report, home=home, summary=failed, started_at=begun)
+            print(f"nightly: report {written.path}")
+        except Exception as unwritten:  # noqa: BLE001 - the night's own error is the one to raise
+            print(
+                f"nightly: report of the failed night not written ({type(unwritten).__name__}: {unwritten})"
+            )
+        raise
