@@ -19,7 +19,8 @@ and pairs/s, stores the traffic profile (`simpair.monitoring.store`), finds the 
 (`simpair.monitoring.reference.find_reference`) and the last nights of the same version, compares
 them (`simpair.monitoring.drift.compare`), writes `monitor.json` and the PNGs beside the profile, and
 logs the figures on an MLflow monitoring run tied to the version when the model is a registry
-version. A model with no reference gets the run's health rows only and one line saying so.
+version. A model with no reference gets the run's health rows only (`monitor.json`, no plots) and
+one line saying so.
 """
 
 from __future__ import annotations
@@ -36,7 +37,8 @@ from typing import Any, Literal
 
 import numpy as np
 
-from simpair.monitoring.drift import DriftReport, compare, write_report
+from simpair.atomic import commit, temp_path
+from simpair.monitoring.drift import REPORT_FILE, DriftReport, compare, write_report
 from simpair.monitoring.policy import MonitorPolicy
 from simpair.monitoring.profile import (
     SAMPLE_SIZE,
@@ -190,7 +192,10 @@ def profile_traffic(
     else:
         past = []
     report = compare(traffic, reference, past, policy)
-    written = write_report(report, traffic, reference, past, folder)
+    if reference is not None:
+        written = write_report(report, traffic, reference, past, folder)
+    else:  # health rows only: no distribution to plot, and no plotting library loaded for nothing
+        written = [_write_json(report, folder / REPORT_FILE)]
     note = _verdict(report) if reference is not None else f"{NO_REFERENCE} ({_verdict(report)})"
     if reference is None:
         print(NO_REFERENCE)
@@ -202,6 +207,13 @@ def profile_traffic(
         folder=str(folder), report=str(written[0]), alarms=len(report.alarms), note=note,
         markdown=report.to_markdown(), alarm_lines=lines, mlflow_run_id=mlflow_run,
     )  # fmt: skip
+
+
+def _write_json(report: DriftReport, path: Path) -> Path:
+    tmp = temp_path(path)
+    tmp.write_text(report.to_json(), encoding="utf-8")
+    commit(tmp, path)
+    return path
 
 
 def _verdict(report: DriftReport) -> str:
