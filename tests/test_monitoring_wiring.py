@@ -13,6 +13,7 @@ from pathlib import Path
 
 import mlflow
 import polars as pl
+import pyarrow as pa
 import pytest
 import test_scoring_support as support
 from test_scoring_int8 import _ingest_toy, _tiny_with_dev
@@ -97,10 +98,22 @@ def test_scoring_runs_write_their_traffic_profile_and_compare_with_reference_and
     # the reference came from the version's MLflow run, and a copy stays beside the traffic
     assert Profile.load(out / "_monitor" / NAME / version / "reference").n_pairs == 120
 
-    write_batch(make_pairs(300, seed=4), inbox / "night2.parquet")
+    # a new upstream sends texts three times longer: the second run alarms, and its summary says on what
+    longer = make_pairs(300, seed=4)
+    for side in ("text_a", "text_b"):
+        tripled = pa.array([" ".join([t] * 3) for t in longer[side].to_pylist()])
+        longer = longer.set_column(longer.schema.get_field_index(side), side, tripled)
+    write_batch(longer, inbox / "night2.parquet")
     second = score_inbox(str(inbox), out, f"{NAME}/{version}", home, chunk_rows=150, threads=1)
     report = json.loads(Path(second.monitor).read_text())
     assert report["history_nights"] == 1 and "history" in {r["against"] for r in report["rows"]}
+    alarmed = {(r["statistic"], r["against"]) for r in report["rows"] if r["alarm"]}
+    assert (
+        "tokens",
+        "history",
+    ) in alarmed  # (the 120-pair reference is below min_pairs: shown, never alarmed)
+    assert second.monitor_alarms == len([r for r in report["rows"] if r["alarm"]])
+    assert "tokens psi" in second.monitor_note and "against the history" in second.monitor_note
     logged = mlflow.search_runs(
         experiment_names=[MONITOR_EXPERIMENT], filter_string=f"tags.`simpair.model_version` = '{version}'"
     )

@@ -200,8 +200,6 @@ def profile_traffic(
     if reference is None:
         print(NO_REFERENCE)
     lines = [f"monitor alarm: {row.describe()}; run {run_id} of {model.label}" for row in report.alarms]
-    for line in lines:
-        print(line)
     mlflow_run = _log_to_mlflow(home, model, run_id, report, traffic, written)
     return MonitorOutcome(
         folder=str(folder), report=str(written[0]), alarms=len(report.alarms), note=note,
@@ -217,8 +215,12 @@ def _write_json(report: DriftReport, path: Path) -> Path:
 
 
 def _verdict(report: DriftReport) -> str:
+    """`no alarm over 14 checks, ...`, or the alarms named (the first three): the summary's one line."""
     what = f"{len(report.alarms)} alarm(s)" if report.alarms else "no alarm"
-    return f"{what} over {len(report.rows)} checks, {report.history_nights} past run(s) of this version"
+    named = "; ".join(row.describe() for row in report.alarms[:3])
+    more = "; ..." if len(report.alarms) > 3 else ""
+    verdict = f"{what} over {len(report.rows)} checks, {report.history_nights} past run(s) of this version"
+    return f"{verdict}: {named}{more}" if named else verdict
 
 
 def monitor_metrics(report: DriftReport, traffic: Profile) -> dict[str, float]:
