@@ -124,6 +124,7 @@ def test_report_files_store_and_monitor_command(tmp_path: Path, reference: Profi
     assert [r.run_id for r in store.runs(out)] == ["run-0", "run-1", "run-2", "run-3", "run-9"]
     assert len(store.history(out, "m", "1", timedelta(days=30))) == 4
     assert len(store.history(out, "m", "1")) == 5
+    assert [p.run_id for p in store.history(out, "m", "1", last=2)] == ["run-3", "run-9"]
 
     result = CliRunner().invoke(
         app, ["monitor", "--out", str(out), "--since", "30d", "--json", str(tmp_path / "m.json")]
@@ -153,4 +154,9 @@ def test_write_report_markdown_names_the_alarm(tmp_path: Path, reference: Profil
     assert [p.name for p in paths] == ["monitor.json", "monitor_reference.png", "monitor_history.png"]
     text = report.to_markdown()
     assert text.splitlines()[0].startswith("### Drift of run x") and "ALARM" in text
-    assert "score psi" in report.alarms[0].describe() or report.alarms[0].describe()
+    assert any(
+        a.describe().startswith("score psi ") and "> 0.25 against the reference" in a.describe()
+        for a in report.alarms
+    )
+    figures = report.metrics()
+    assert figures["alarms"] == len(report.alarms) and figures["score.psi.reference"] > 0.25

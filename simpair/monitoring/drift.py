@@ -6,7 +6,8 @@ API:
   `"reference"` (the version's own dev profile), `"history"` (the last nights of the same version,
   merged into one profile) or `"run"` (a health rate of tonight's run on its own).
 - `DriftReport(run_id, model, version, rows, n_pairs, created)`: `alarms` (the rows that alarmed),
-  `to_markdown()`, `to_json()`.
+  `to_markdown()`, `to_json()`, `metrics()` (flat names for MLflow), `DriftRow.describe()` (one line
+  for a notification).
 - `compare(traffic, reference, history, policy) -> DriftReport`: every rule of `MonitorPolicy`.
 - `write_report(report, traffic, reference, history, out_dir) -> list[Path]`: `monitor.json`,
   `monitor_reference.png` (tonight's histograms over the reference's) and `monitor_history.png` (each
@@ -70,6 +71,11 @@ class DriftReport(BaseModel):
 
     def to_json(self) -> str:
         return self.model_dump_json(indent=1)
+
+    def metrics(self) -> dict[str, float]:
+        """`<statistic>.<test>.<against>` -> value (NaNs left out), plus `alarms`: for MLflow metrics."""
+        out = {f"{r.statistic}.{r.test}.{r.against}": r.value for r in self.rows if not math.isnan(r.value)}
+        return {**out, "alarms": float(len(self.alarms))}
 
     def to_markdown(self) -> str:
         """A heading naming the run and its verdict, then one table row per figure (alarms first)."""

@@ -105,21 +105,29 @@ def history(
     version: str | None,
     since: timedelta | None = None,
     *,
+    last: int | None = None,
     now: datetime | None = None,
 ) -> list[Profile]:
-    """The stored traffic profiles of one model version, oldest first (those newer than `since` ago)."""
+    """The stored traffic profiles of one model version, oldest first: those newer than `since` ago,
+    the newest `last` of them when given. Vectors are read only for the profiles returned."""
     folder = version_dir(out, model, version)
     if not folder.is_dir():
         return []
     cutoff = None if since is None else (now or datetime.now(UTC)) - since
-    nights = []
+    headers = []
     for path in folder.glob(f"*/{PROFILE_FILE}"):
         if path.parent.name == REFERENCE:
             continue
-        profile = Profile.load(path.parent)
-        if cutoff is None or profile.created >= cutoff:
-            nights.append(profile)
-    return sorted(nights, key=lambda p: (p.created, p.run_id or ""))
+        try:
+            head = Profile.model_validate_json(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise ValueError(f"{path}: not a readable monitoring profile ({exc})") from exc
+        if cutoff is None or head.created >= cutoff:
+            headers.append((head.created, head.run_id or "", path.parent))
+    headers.sort()
+    if last is not None:
+        headers = headers[-last:] if last > 0 else []
+    return [Profile.load(folder) for _, _, folder in headers]
 
 
 def parse_since(text: str) -> timedelta:
