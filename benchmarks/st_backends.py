@@ -229,6 +229,36 @@ def worker_export(kind: str, model: Path, max_length: int) -> dict:
     return {"quantization_config": config, "int8_file": _int8_file(model)}
 
 
+def worker_export_openvino(kind: str, model: Path, max_length: int) -> dict:
+    """The OpenVINO IR saved into `openvino/` of the scratch copy, as a user does once (`save_pretrained`
+    after the first `backend="openvino"` load), so a later load reads it instead of exporting again."""
+    st = load(kind, model, "st_openvino", max_length)
+    st.save_pretrained(str(model))  # type: ignore[attr-defined]
+    return {"openvino_files": sorted(p.name for p in (model / "openvino").iterdir())}
+
+
+def worker_script(
+    kind: str, model: Path, pairs: Path, max_length: int, batch: int, name: str, out: Path
+) -> dict:
+    """A user's whole scoring script for one backend: read the Parquet pairs, load the pre-exported model,
+    score, write `pair_id, score` to Parquet. The caller times the process from start to exit (imports,
+    load and all); the phases measured inside are returned for the profile."""
+    import pyarrow as pa
+
+    began = time.perf_counter()
+    table = pq.read_table(pairs, columns=["pair_id", "text_a", "text_b"])
+    text_a, text_b = table.column("text_a").to_pylist(), table.column("text_b").to_pylist()
+    read = time.perf_counter()
+    method = scorer(kind, load(kind, model, name, max_length), model, batch)
+    loaded = time.perf_counter()
+    scores = np.asarray(method(text_a, text_b), dtype=np.float64)
+    scored = time.perf_counter()
+    pq.write_table(pa.table({"pair_id": table.column("pair_id"), "score": scores}), out)
+    wrote = time.perf_counter()
+    return {"read_s": read - began, "load_s": loaded - read, "score_s": scored - loaded,
+            "write_s": wrote - scored, "rows": len(text_a), "peak_rss_mb": _peak_mb()}  # fmt: skip
+
+
 def take_turns(methods: dict[str, Method], text_a: list[str], text_b: list[str], slices: int) -> dict:
     """Every method on the same pairs, taking turns slice by slice (who goes first rotates each slice).
 
@@ -305,7 +335,8 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--setup", action="store_true", help="only create / check the side environment")
-    parser.add_argument("--worker", choices=("export", "interleaved", "alone"))
+    parser.add_argument("--worker", choices=("export", "export-openvino", "interleaved", "alone", "script"))
+    parser.add_argument("--out", type=Path, help="script: where the scores go (Parquet)")
     parser.add_argument("--kind", choices=("cross", "bi"))
     parser.add_argument("--model", type=Path)
     parser.add_argument("--pairs", type=Path)
@@ -318,11 +349,19 @@ def main() -> None:
     if args.setup:
         print(json.dumps(ensure_venv()))
         return
+    if args.worker == "script":  # a user's script: no thread settings, the libraries' defaults
+        out = worker_script(
+            args.kind, args.model, args.pairs, args.max_length, args.batch, args.backend, args.out
+        )
+        print(json.dumps(out))
+        return
     import torch
 
     torch.set_num_threads(args.threads)
     if args.worker == "export":
         out = worker_export(args.kind, args.model, args.max_length)
+    elif args.worker == "export-openvino":
+        out = worker_export_openvino(args.kind, args.model, args.max_length)
     elif args.worker == "interleaved":
         out = worker_interleaved(args.kind, args.model, args.pairs, args.max_length, args.batch, args.slices)
     else:

@@ -1,0 +1,112 @@
+"""Does one model get one precision verdict? `simpair models verdict MODEL --force`, N fresh processes.
+
+Run by hand, niced (the machine is shared):
+
+    nice -n 5 .venv/bin/python benchmarks/verdict_stability.py --home HOME --model DIR --times 10
+
+Each measurement is the command a user (or a registration) runs, in a fresh process: the precision
+ladder on the model's dev split (fp32, bf16 where native, int8), each rung checked for flips, metric
+change and batch invariance, and timed against fp32 in interleaved rounds. After each, the stored
+verdict is read back: the precision `--precision auto` would choose and every rung's status and
+speed-up (median and the lower quartile the 1.1x rule judges). The result says how many of the N
+choose the same precision, how close each rung's lower quartile came to 1.1x, and the machine's
+load average around each measurement (the machine is shared, so load comes and goes between them).
+
+Writes benchmarks/results/verdict_stability.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import time
+from collections import Counter
+from datetime import UTC, datetime
+from pathlib import Path
+
+from common import RESULTS_DIR, ROOT
+
+RESULTS = RESULTS_DIR / "verdict_stability.json"
+SIMPAIR = ROOT / ".venv" / "bin" / "simpair"
+
+
+def one(model: Path, home: Path) -> dict:
+    """One fresh `simpair models verdict --force`, and the verdict it stored."""
+    from simpair.models.precision_verdict import PrecisionVerdict
+
+    load_before = os.getloadavg()
+    began = time.perf_counter()
+    env = dict(os.environ, HF_HUB_OFFLINE="1")
+    done = subprocess.run([str(SIMPAIR), "models", "verdict", str(model), "--force", "--home", str(home)],
+                          env=env, capture_output=True, text=True, check=False)  # fmt: skip
+    seconds = time.perf_counter() - began
+    if done.returncode != 0:
+        raise RuntimeError(f"verdict failed ({done.returncode}):\n{done.stdout[-2000:]}{done.stderr[-2000:]}")
+    verdict = PrecisionVerdict.read(model)
+    assert verdict is not None
+    chosen = verdict.choose()
+    return {
+        "chosen": chosen.precision,
+        "why": verdict.why(chosen),
+        "rungs": {
+            r.precision: {
+                "status": r.status,
+                "reason": r.reason,
+                "speedup": r.speedup,
+                "speedup_low": getattr(r, "speedup_low", None),
+                "batch_max_diff": getattr(r, "batch_max_diff", None),
+                "via": getattr(r, "via", None),
+            }
+            for r in verdict.rungs
+        },  # fmt: skip
+        "seconds": seconds,
+        "loadavg_before": load_before,
+        "loadavg_after": os.getloadavg(),
+        "said": done.stdout.strip().splitlines()[-1] if done.stdout.strip() else "",
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--home", type=Path, required=True, help="pipeline home holding the model's dev split"
+    )
+    parser.add_argument("--model", type=Path, required=True, help="model folder (its verdict is rewritten)")
+    parser.add_argument("--times", type=int, default=10)
+    args = parser.parse_args()
+    runs = []
+    for i in range(args.times):
+        runs.append(one(args.model, args.home))
+        print(json.dumps({"i": i, **{k: runs[-1][k] for k in ("chosen", "seconds", "loadavg_before")}}),
+              flush=True)  # fmt: skip
+    counts = Counter(r["chosen"] for r in runs)
+    result = {
+        "when": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "machine": f"{platform.machine()} {os.cpu_count()} CPUs, Python {platform.python_version()}",
+        "cpu": next(
+            (
+                line.split(":", 1)[1].strip()
+                for line in Path("/proc/cpuinfo").read_text().splitlines()
+                if line.startswith("model name")
+            ),
+            "unknown",
+        ),  # fmt: skip
+        "command": f"nice -n 5 .venv/bin/python benchmarks/verdict_stability.py --model {args.model.name} "
+        f"--times {args.times}",
+        "model": str(args.model),
+        "times": args.times,
+        "chosen": dict(counts),
+        "same": counts.most_common(1)[0][1],
+        "runs": runs,
+    }
+    print(json.dumps({k: result[k] for k in ("chosen", "same", "times")}))
+    RESULTS.write_text(json.dumps(result, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
