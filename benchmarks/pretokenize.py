@@ -6,13 +6,18 @@ sentences of 5-24 words, every text distinct) to a Parquet file, then streams it
 pretokenize path (`iter_pair_batches` -> `write_tokens`: read, tokenize, write row groups) with the
 default MiniLM tokenizer, once per form and path, each in a fresh process, in alternating rounds:
 
-- `words`: today's path, each distinct ' '-separated word of a batch tokenized once;
-- `texts`: the previous path, each distinct text tokenized once (the same code with the word path off).
+- `words`: today's path, each distinct ' '-separated word tokenized once and kept across batches,
+  the next batch read while this one is tokenized;
+- `texts`: each distinct text tokenized once (the same code with the word path off);
+- `before` (with `--baseline REV`): the `words` path as the code at git revision REV had it
+  (`git archive REV simpair`, put first on the child's `PYTHONPATH`), so a change reads off the
+  same machine in the same run.
 
-Both write byte-identical token files (checked). Peak RSS is the child's `ru_maxrss`; `rss_before` is
+All write byte-identical token files (checked). Peak RSS is the child's `ru_maxrss`; `rss_before` is
 its resident size once imports and the tokenizer are loaded.
 
     python benchmarks/pretokenize.py --rows 200k --rounds 2 --out benchmarks/results/pretokenize.json
+    python benchmarks/pretokenize.py --rows 1M --forms cross --paths before,words --baseline 4e17aca~1
 """
 
 from __future__ import annotations
@@ -37,7 +42,10 @@ MAX_LENGTH = 128
 CHILD = r"""
 import json, resource, sys, time
 from pathlib import Path
-import simpair.pair_tokens.encode as encode
+try:
+    import simpair.pair_tokens.encode as encode
+except ImportError:  # code from before the encoder moved (`--baseline`)
+    import simpair.tokens.encode as encode
 from simpair.models.tiny import default_backbone
 from simpair.models.tokenizer import load_tokenizer
 from simpair.tokens import iter_pair_batches, write_tokens
@@ -52,7 +60,8 @@ rows, truncated = write_tokens(iter_pair_batches(Path(source)), Path(target), to
 wall, cpu = time.perf_counter() - start, time.process_time() - cpu
 peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 print(json.dumps({"rows": rows, "truncated": truncated, "wall_s": wall, "cpu_s": cpu,
-                  "rss_before_mb": rss_before / 2**20, "peak_rss_mb": peak / 2**20}))
+                  "rss_before_mb": rss_before / 2**20, "peak_rss_mb": peak / 2**20,
+                  "code": encode.__file__}))
 """.replace("MAX_LENGTH_", str(MAX_LENGTH))
 
 
@@ -84,11 +93,20 @@ def write_pairs(path: Path, rows: int, seed: int = 0, chunk: int = 100_000) -> N
             w.write_table(pa.table({"pair_id": ids, "text_a": sides[0], "text_b": sides[1]}))
 
 
-def run_child(source: Path, target: Path, form: str, path: str) -> dict[str, float]:
+def run_child(
+    source: Path, target: Path, form: str, path: str, baseline: Path | None = None
+) -> dict[str, float]:
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    if path == "before":
+        if baseline is None:
+            raise SystemExit("the `before` path needs --baseline REV")
+        env["PYTHONPATH"] = os.pathsep.join([str(baseline), env.get("PYTHONPATH", "")])
     cmd = [sys.executable, "-c", CHILD, str(source), str(target), form, path]
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env, cwd=REPO)
+    # run outside the repository: `python -c` puts its working folder first on sys.path
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env, cwd=source.parent)
     result = json.loads(out.stdout.strip().splitlines()[-1])
+    if (path == "before") != (baseline is not None and result["code"].startswith(str(baseline))):
+        raise SystemExit(f"{path}: ran the code in {result['code']}")
     result["pairs_per_s"] = result["rows"] / result["wall_s"]
     return result
 
@@ -101,11 +119,20 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--forms", default="cross,bi")
     parser.add_argument("--paths", default="texts,words")
+    parser.add_argument("--baseline", help="git revision whose code the `before` path runs")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     rows = parse_rows(args.rows)
     results: dict[str, list[dict[str, float]]] = {}
     with tempfile.TemporaryDirectory() as tmp:
+        baseline = None
+        if args.baseline:
+            baseline = Path(tmp) / "baseline"
+            baseline.mkdir()
+            archive = subprocess.run(
+                ["git", "archive", args.baseline, "simpair"], cwd=REPO, check=True, capture_output=True
+            ).stdout
+            subprocess.run(["tar", "-x", "-C", str(baseline)], input=archive, check=True)
         source = Path(tmp) / "pairs.parquet"
         write_pairs(source, rows)
         for form in args.forms.split(","):
@@ -113,7 +140,7 @@ def main() -> None:
             for r in range(args.rounds):
                 for path in args.paths.split(","):
                     target = Path(tmp) / f"{form}-{path}-{r}.parquet"
-                    res = run_child(source, target, form, path)
+                    res = run_child(source, target, form, path, baseline)
                     results.setdefault(f"{form}/{path}", []).append(res)
                     first.setdefault(path, target)
                     print(
@@ -128,6 +155,8 @@ def main() -> None:
     runs = results.items()
     summary = {
         "date": time.strftime("%Y-%m-%d"),
+        "baseline": args.baseline,
+        "load_avg_1m_at_end": os.getloadavg()[0],
         "machine": f"{platform.machine()}, {len(os.sched_getaffinity(0))} cores",
         "rows": rows,
         "max_length": MAX_LENGTH,
@@ -139,8 +168,9 @@ def main() -> None:
     }
     for form in args.forms.split(","):
         med = summary["median_pairs_per_s"]
-        if f"{form}/texts" in med and f"{form}/words" in med:
-            print(f"{form}: words/texts = {med[f'{form}/words'] / med[f'{form}/texts']:.2f}x")
+        for other in ("texts", "before"):
+            if f"{form}/{other}" in med and f"{form}/words" in med:
+                print(f"{form}: words/{other} = {med[f'{form}/words'] / med[f'{form}/{other}']:.2f}x")
     if args.out:
         args.out.write_text(json.dumps(summary, indent=2) + "\n")
 

@@ -108,3 +108,23 @@ def test_byte_level_tokenizers_keep_the_text_path() -> None:
     rows = encoder.encode(table).to_pylist()
     for text, row in zip(table["text_a"].to_pylist(), rows, strict=True):
         assert row["ids_a"] == tok(text, truncation=True, max_length=32)["input_ids"]
+
+
+def test_words_keep_their_ids_across_batches_and_the_cache_stays_bounded(tokenizer) -> None:  # noqa: ANN001
+    """Batches after the first tokenize only the words no earlier batch had; past its limit the cache
+    starts afresh. Either way every batch gives what a fresh encoder gives it."""
+    schema = encoder_for(tokenizer, 64, "cross").schema
+    warm = FastEncoder(tokenizer, 64, "cross", schema)
+    warm.words.limit = 400
+    batches = [_pairs(120).slice(i, 40) for i in range(0, 120, 40)]
+    batches.append(pa.table({"pair_id": ["n"], "text_a": ["brand new words"], "text_b": ["the cat sat"]}))
+    sizes = []
+    for batch in batches + batches[:1]:
+        fresh = FastEncoder(tokenizer, 64, "cross", schema)
+        assert warm.encode(batch).equals(fresh.encode(batch))
+        sizes.append(len(warm.words.index))
+    assert max(sizes) <= warm.words.limit
+    assert sizes[-2] == sizes[-3] + 3  # only the three new words were added
+    assert warm.pairs(["the cat sat"], ["brand new words"])[0].ids.tolist() == (
+        tokenizer("the cat sat", "brand new words")["input_ids"]
+    )

@@ -90,7 +90,7 @@ def pad(encoded: Encoded, idx: np.ndarray, pad_id: int, pin: bool = False) -> di
     return {k: v.pin_memory() for k, v in tensors.items()} if pin else tensors
 
 
-def _blocks(
+def tokenized_blocks(
     encode: EncodeRows,
     n: int,
     block_rows: int,
@@ -136,7 +136,7 @@ def run_ahead(
     block_rows = block_rows or max(BLOCK_ROWS, 8 * batch_size)
     results: np.ndarray | None = None
     bar = progress_bar(total=n, desc=desc, unit="pair", disable=not progress)
-    blocks = _blocks(encode, n, block_rows, batch_size, max_tokens, pad_id, stats, pin)
+    blocks = tokenized_blocks(encode, n, block_rows, batch_size, max_tokens, pad_id, stats, pin)
     ahead = Ahead(blocks, depth=DEPTH, name="simpair-tokenize-ahead")
     try:
         with ahead:
