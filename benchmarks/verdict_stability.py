@@ -12,7 +12,7 @@ speed-up (median and the lower quartile the 1.1x rule judges). The result says h
 choose the same precision, how close each rung's lower quartile came to 1.1x, and the machine's
 load average around each measurement (the machine is shared, so load comes and goes between them).
 
-Writes benchmarks/results/verdict_stability.json.
+Writes benchmarks/results/verdict_stability.json (one entry per model).
 """
 
 from __future__ import annotations
@@ -105,7 +105,11 @@ def main() -> None:
         "runs": runs,
     }
     print(json.dumps({k: result[k] for k in ("chosen", "same", "times")}))
-    RESULTS.write_text(json.dumps(result, indent=2) + "\n")
+    saved = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
+    if "models" not in saved:  # one entry per model, the latest run of each
+        saved = {"models": {Path(saved["model"]).name: saved} if "model" in saved else {}}
+    saved["models"][args.model.name] = result
+    RESULTS.write_text(json.dumps(saved, indent=2) + "\n")
 
 
 if __name__ == "__main__":
