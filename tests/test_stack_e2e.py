@@ -19,8 +19,11 @@ order, against real processes only (no temporary API, no in-process flow).
    registered on the MLflow *server*;
    `nightly-score` was started by its trigger (the retrain run's Completed event) and wrote Parquet.
    A second night with no gpu worker and a 10 s `dispatch.pending_timeout` cancels its training run,
-   fails with one line naming the pool, notifies the receiver with that line, and leaves the
-   per-home lock and the deployment's concurrency slot free.
+   fails with one line naming the pool, notifies the receiver with that line and its report page
+   (written on its way out), and leaves the per-home lock and the deployment's concurrency slot free.
+   Then a scoring run of 300 MSRP test pairs whose texts are three times longer raises the monitor's
+   drift alarm: the receiver gets it (statistic, value, threshold, run) with the path of the night's
+   report page (the newest, the failed night's), which now shows that run's drift table.
 2. Operating it. Every worker is SIGKILLed: `status` names them DEAD and exits 1. A
    `train-and-evaluate/gpu` run and a `nightly-score/nightly` run are set Failed through the REST API
    and a `nightly-retrain/nightly` run is scheduled now with no cpu worker, so the server marks it
@@ -351,8 +354,49 @@ def test_night_on_real_servers_survives_a_stopped_gpu_worker_and_fails_clearly_w
     assert told[0]["subject"] == "simpair: nightly-retrain/nightly Failed"
     assert f"reason: {message.strip().splitlines()[0][:200]}" in told[0]["body"]
     assert not [m for m in received if night["id"] in m["body"] and "state: Failed" in m["body"]]
+    # the failed night wrote its report page on its way out, and the message names it
+    page = Path(told[0]["body"].split("\nreport: ", 1)[1].splitlines()[0])
+    assert page.parent.name.endswith(stuck["id"][:8]) and "**failed**" in page.read_text()
+    _drift_is_notified(url, home, score_dep, page, received, deadline + 480)
     story = time.monotonic() - started
     print(f"stopped worker's run Crashed after {crashed_after:.0f} s; night story {story:.0f} s")
+
+
+def _drift_is_notified(
+    url: str,
+    home: Path,
+    score_dep: dict[str, Any],
+    page: Path,
+    received: list[dict[str, Any]],
+    deadline: float,
+) -> None:
+    """A batch three times longer than the traffic the model was gated on (300 pairs: over the
+    monitor's `min_pairs`), scored by a `nightly-score/nightly` run: its alarm reaches the receiver
+    through the `notify on drift` automation, naming the run and the night's report page."""
+    import polars as pl
+
+    from simpair.catalog import Catalog
+    from simpair.scoring.sample import SAMPLE_COLUMNS
+
+    pairs = Catalog(home).read_split("msrp", "test").select(SAMPLE_COLUMNS).head(300)
+    longer = pairs.with_columns(
+        pl.concat_str([pl.col(c)] * 3, separator=" ").alias(c) for c in ("text_a", "text_b")
+    ).with_columns(pl.col("pair_id") + "-x3")
+    longer.write_parquet(home / "inbox" / ".longer.parquet")  # dot-prefixed: the inbox lister skips it
+    (home / "inbox" / ".longer.parquet").rename(home / "inbox" / "longer-texts.parquet")
+    drifted = prefect_api(url, f"/deployments/{score_dep['id']}/create_flow_run", {})
+    state = _final(url, drifted["id"], deadline)
+    assert state["state_type"] == "COMPLETED", state["state"]["message"]
+    told = _wait_for(lambda: [m for m in received if drifted["id"] in m["body"]], bool, limit=60, every=0.5)
+    assert told, f"no drift notification for scoring run {drifted['name']}: {received}"
+    message = told[0]
+    assert message["subject"].startswith("simpair: drift alarm in nightly-score/nightly: "), message
+    assert " against the " in message["subject"] and "alarms: " in message["body"]
+    assert f"scoring run prefect-{drifted['id']} of simpair-paraphrase v1" in message["body"]
+    # the report is the night's page (the newest begun in the last 24 h), now with this run's drift table
+    assert f"\nreport: {page}\n" in message["body"]
+    text = page.read_text()
+    assert f"`prefect-{drifted['id']}`: simpair-paraphrase v1" in text and "**ALARM**" in text
 
 
 def _run_later(url: str, deployment: dict[str, Any], **parameters: Any) -> dict[str, Any]:
