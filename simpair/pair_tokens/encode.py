@@ -403,11 +403,11 @@ class FastEncoder:
         words = pc.split_pattern(texts.cast(pa.large_string()), " ")
         text_words = words.offsets.to_numpy().astype(np.int64)  # words of text i: [o[i], o[i+1])
         codes = pc.list_flatten(words).dictionary_encode()
-        occ = codes.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+        occ = codes.indices.to_numpy(zero_copy_only=False)
         cache = self.words
-        at = cache.positions(codes.dictionary.to_pylist())[occ]
-        occ_lens = cache.lens[at]
-        values = cache.values[ragged_take(cache.starts[at], occ_lens)]
+        at = cache.positions(codes.dictionary.to_pylist())  # per distinct word: gathers stay small
+        occ_lens = cache.lens[at][occ]
+        values = cache.values[ragged_take(cache.starts[at][occ], occ_lens)]
         ends = np.zeros(len(occ) + 1, np.int64)
         np.cumsum(occ_lens, out=ends[1:])
         return Ragged(values, ends[text_words])

@@ -97,24 +97,33 @@ def assemble(
         keep: tuple[Any, ...] = longest_first(lens[rows[0]], lens[rows[1]], room)
     else:
         keep = (np.minimum(lens[rows[0]], room),)
-    # one source buffer: the specials, then the texts' ids once per token type they appear with
+    # one source buffer: the specials, then the texts' ids; every row is a run of segments in it
     special_ids = np.concatenate([p.ids for p in template.parts])
-    special_types = np.concatenate([p.types for p in template.parts])
     part_starts = np.concatenate([[0], np.cumsum([len(p.ids) for p in template.parts])])
-    src_ids = np.concatenate([special_ids] + [values] * len(rows)).astype(values.dtype)
-    src_types = np.concatenate([special_types] + [np.full(len(values), t) for t in template.seq_types])
+    src_ids = np.concatenate([special_ids.astype(values.dtype), values])
     n = len(rows[0])
-    starts, lengths = [], []
+    starts, lengths, kinds = [], [], []
     for k, part in enumerate(template.parts):
         starts.append(np.full(n, part_starts[k]))
         lengths.append(np.full(n, len(part.ids)))
+        kinds.append(part.types[0] if len(set(part.types.tolist())) == 1 else None)
         if k < len(rows):
-            starts.append(len(special_ids) + k * len(values) + offsets[rows[k]])
+            starts.append(len(special_ids) + offsets[rows[k]])
             lengths.append(keep[k])
+            kinds.append(template.seq_types[k])
     seg_starts = np.stack(starts, axis=1).ravel()
     seg_lengths = np.stack(lengths, axis=1).ravel().astype(np.int64)
     take = ragged_take(seg_starts.astype(np.int64), seg_lengths)
+    if all(kind is not None for kind in kinds):  # each segment one token type: repeat it, no gather
+        seg_types = np.tile(np.array(kinds, np.int8), n)
+        types = np.repeat(seg_types, seg_lengths)
+    else:  # a part whose specials mix token types: read them where they are
+        src_types = np.concatenate([p.types for p in template.parts]).astype(np.int8)
+        seg_types = np.tile(np.array([-1 if kind is None else kind for kind in kinds], np.int8), n)
+        types = np.repeat(seg_types, seg_lengths)
+        special = take < len(special_ids)
+        types[special] = src_types[take[special]]
     row_lengths = np.stack(lengths, axis=1).sum(axis=1)
     row_offsets = np.zeros(n + 1, np.int32)
     np.cumsum(row_lengths, out=row_offsets[1:])
-    return src_ids[take], src_types[take].astype(np.int8), row_offsets
+    return src_ids[take], types, row_offsets
