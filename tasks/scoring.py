@@ -93,10 +93,10 @@ def review_policy(profile: str | None) -> ReviewPolicy | None:
         return None
 
 
-def monitor_policy(profile: str | None, asked: MonitorPolicy) -> MonitorPolicy:
-    """The nightly profile's `monitor:` block, unless the run was asked to skip monitoring (`asked`
-    off). No profile, or one that does not load (reported in one line): `asked` as it is."""
-    if profile is None or not asked.enabled:
+def monitor_policy(profile: str | None, asked: MonitorPolicy | None) -> MonitorPolicy | None:
+    """What the run was asked (`simpair score`: on, or off with `--no-monitor`), else the nightly
+    profile's `monitor:` block. No profile, or one that does not load (reported in one line): `asked`."""
+    if profile is None or asked is not None:
         return asked
     try:
         return load_profile(profile).monitor

@@ -18,7 +18,9 @@ import pytest
 import test_scoring_support as support
 from test_scoring_int8 import _ingest_toy, _tiny_with_dev
 from test_scoring_support import make_pairs, write_batch
+from typer.testing import CliRunner
 
+from simpair.cli import app
 from simpair.monitoring.profile import Profile
 from simpair.monitoring.reference import NO_REFERENCE, REFERENCE_DIR
 from simpair.nightly.night import attach_references
@@ -83,7 +85,7 @@ def test_scoring_runs_write_their_traffic_profile_and_compare_with_reference_and
     _, version = registered
     inbox, out = tmp_path / "inbox", tmp_path / "out"
     write_batch(make_pairs(300, seed=3), inbox / "night1.parquet")
-    first = score_inbox(str(inbox), out, f"{NAME}/{version}", home, chunk_rows=150, threads=1)
+    first = score_inbox(str(inbox), out, f"{NAME}/{version}", home, chunk_rows=150, threads=1, monitor={})
 
     run1 = out / "_monitor" / NAME / version / first.run_id
     traffic = Profile.load(run1)
@@ -104,7 +106,7 @@ def test_scoring_runs_write_their_traffic_profile_and_compare_with_reference_and
         tripled = pa.array([" ".join([t] * 3) for t in longer[side].to_pylist()])
         longer = longer.set_column(longer.schema.get_field_index(side), side, tripled)
     write_batch(longer, inbox / "night2.parquet")
-    second = score_inbox(str(inbox), out, f"{NAME}/{version}", home, chunk_rows=150, threads=1)
+    second = score_inbox(str(inbox), out, f"{NAME}/{version}", home, chunk_rows=150, threads=1, monitor={})
     report = json.loads(Path(second.monitor).read_text())
     assert report["history_nights"] == 1 and "history" in {r["against"] for r in report["rows"]}
     alarmed = {(r["statistic"], r["against"]) for r in report["rows"] if r["alarm"]}
@@ -122,21 +124,28 @@ def test_scoring_runs_write_their_traffic_profile_and_compare_with_reference_and
 
 
 def test_a_model_without_a_reference_is_scored_and_says_drift_is_not_checked(
-    tmp_path: Path, tiny_cross: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, tiny_cross: Path
 ) -> None:
+    """`simpair score` monitors by default; a model with no reference gets the run's health rows and
+    one line; `--no-monitor` writes nothing under `_monitor`."""
     inbox, out = tmp_path / "inbox", tmp_path / "out"
     write_batch(make_pairs(50, seed=5), inbox / "batch.parquet")
-    summary = score_inbox(str(inbox), out, str(tiny_cross), tmp_path / "home", threads=1)
-    assert summary.rows_scored == 50 and summary.monitor_note.startswith(NO_REFERENCE)
-    assert NO_REFERENCE in capsys.readouterr().out.splitlines()
-    rows = json.loads(Path(summary.monitor).read_text())["rows"]
+    base = ["score", "--inbox", str(inbox), "--out", str(out), "--model", str(tiny_cross),
+            "--home", str(tmp_path / "home"), "--no-prefect", "--threads", "1"]  # fmt: skip
+    result = CliRunner().invoke(app, [*base, "--json", str(tmp_path / "on.json")], terminal_width=200)
+    assert result.exit_code == 0, result.output
+    assert NO_REFERENCE in result.output.splitlines()
+    summary = json.loads((tmp_path / "on.json").read_text())
+    assert summary["rows_scored"] == 50 and summary["monitor_note"].startswith(NO_REFERENCE)
+    assert f"monitor: {NO_REFERENCE}" in " ".join(result.output.split())
+    rows = json.loads(Path(summary["monitor"]).read_text())["rows"]
     assert rows and {r["against"] for r in rows} == {"run"}  # the run's health, no drift rows
-    # monitoring off: no profile, no report
+
     write_batch(make_pairs(50, seed=6), inbox / "batch2.parquet")
-    off = score_inbox(
-        str(inbox), out, str(tiny_cross), tmp_path / "home", threads=1, monitor={"enabled": False}
-    )
-    assert off.monitor is None and off.rows_scored == 50
+    result = CliRunner().invoke(app, [*base, "--no-monitor", "--json", str(tmp_path / "off.json")])
+    assert result.exit_code == 0, result.output
+    off = json.loads((tmp_path / "off.json").read_text())
+    assert off["monitor"] is None and off["rows_scored"] == 50 and NO_REFERENCE not in result.output
     assert len(list((out / "_monitor").glob("*/*/*/profile.json"))) == 1
 
 

@@ -11,7 +11,7 @@ Bi-encoders (and a cascade's bi stage) also need sentence vectors. Re-encoding t
 a second forward pass, so each chunk keeps only a hash-chosen sample of its texts (`texts.json`, at
 most `SAMPLE_SIZE`); the run's end keeps the `SAMPLE_SIZE` texts with the smallest hashes over all
 chunks, which is the sample one pass over the whole run would have chosen, and encodes those few
-hundred once, in fp32 like the reference's.
+hundred once, in fp32 like the reference's, when the reference has vectors to compare them with.
 
 `profile_traffic` (the `profile-traffic` step, after the files are finalized) merges the partials of
 the files this run scored (a quarantined file's chunks are left out), adds the run's quarantined rows
@@ -143,14 +143,15 @@ def _sampled_vectors(parts: Sequence[Path], model: ModelRef, seed: int, k: int) 
     return VectorSample(k, seed).add(np.asarray(bi.embed(chosen), dtype=np.float32))
 
 
-def merge_parts(parts: Sequence[str], model: ModelRef) -> Profile | None:
-    """The chunks' partial profiles as one (None when there is none), with the run's vector sample."""
+def merge_parts(parts: Sequence[str], model: ModelRef, vectors: bool = True) -> Profile | None:
+    """The chunks' partial profiles as one (None when there is none), with the run's vector sample
+    when `vectors` (what the reference can be compared on: a reference without vectors needs none)."""
     folders = [Path(p) for p in parts if (Path(p) / "profile.json").is_file()]
     merged: Profile | None = None
     for folder in folders:
         part = Profile.load(folder)
         merged = part if merged is None else merged.merge(part)
-    if merged is not None:
+    if merged is not None and vectors:
         sample = _sampled_vectors(folders, model, merged.vector_seed, merged.vector_k or SAMPLE_SIZE)
         if sample is not None:
             merged.vectors, merged.vector_seen = sample, sample.seen
@@ -174,7 +175,11 @@ def profile_traffic(
     `quarantined` rows, the rows of quarantined files (added to `rows_in`) and its `pairs_per_s`.
     """
     out = Path(out)
-    traffic = merge_parts(parts, model)
+    if not parts:
+        return MonitorOutcome(note="nothing scored in this run: no traffic profile")
+    reference = find_reference(model, home, version_dir(out, model.name, model.version) / REFERENCE)
+    # the few hundred sampled texts are encoded only when there is a reference vector sample to test
+    traffic = merge_parts(parts, model, vectors=reference is not None and reference.vectors is not None)
     if traffic is None:
         return MonitorOutcome(note="nothing scored in this run: no traffic profile")
     quarantined = float(health.get("quarantined", 0.0))
@@ -184,7 +189,6 @@ def profile_traffic(
     traffic.run_id = run_id
     folder = save_traffic(traffic, out)
     shutil.rmtree(folder / CHUNKS_DIR, ignore_errors=True)
-    reference = find_reference(model, home, version_dir(out, model.name, model.version) / REFERENCE)
     if reference is None:
         past: list[Profile] = []  # health only: drift needs the version's own reference
     elif policy.history_nights:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field, NonNegativeFloat, NonNegativeInt, PositiveInt, model_validator
+from pydantic import NonNegativeFloat, NonNegativeInt, PositiveInt, model_validator
 
 from simpair.defaults import DEFAULT_CHUNK_ROWS
 from simpair.monitoring.policy import MonitorPolicy
@@ -37,8 +37,9 @@ class ScoringOptions(RuntimeOptions):
     - `rescore_days`: with `rescore`, only batches first claimed at most this many days ago.
     - `rescore_days_after_promotion`: when the pinned version differs from the one the last finished
       run on this output used, re-score the batches of the last N days; 0 = off.
-    - `monitor`: the drift and health checks (the nightly profile's `monitor:` block); on by
-      default, `enabled: false` (`simpair score --no-monitor`) writes no profile and no report.
+    - `monitor`: the drift and health checks (the nightly profile's `monitor:` block). None, the
+      Python default, checks nothing; `simpair score` sets it (on unless `--no-monitor`) and the
+      `nightly-score` flow takes its profile's block, so the product's runs are monitored by default.
     - `review`: the review queue the run ends by writing (`simpair.review.write`); None = no queue.
     """
 
@@ -51,7 +52,12 @@ class ScoringOptions(RuntimeOptions):
     rescore_days: NonNegativeInt | None = None
     rescore_days_after_promotion: NonNegativeInt = 0
     review: ReviewPolicy | None = None
-    monitor: MonitorPolicy = Field(default_factory=MonitorPolicy)
+    monitor: MonitorPolicy | None = None
+
+    @property
+    def monitored(self) -> bool:
+        """Whether the run profiles its traffic and checks it for drift."""
+        return self.monitor is not None and self.monitor.enabled
 
     @model_validator(mode="after")
     def _rescore_days_need_rescore(self) -> ScoringOptions:

@@ -12,7 +12,7 @@ state):
    claims files and quarantines what cannot be scored.
 5. `score_chunk`, mapped over every pending chunk of every file (parallel).
 6. `finalize_file`, one per file once its chunks are in: merge, or quarantine on corrupt data.
-7. `profile_traffic`, unless `options.monitor` is off: the chunks' partial profiles merged into the
+7. `profile_traffic`, when `options.monitor` is on: the chunks' partial profiles merged into the
    run's traffic profile, compared with the version's reference and its last runs
    (`simpair.monitoring.traffic`, under `<out>/_monitor/<model>/<version>/<run_id>/`).
 8. `finish_run`: the summary (`summarize`, with the monitor's verdict) recorded in the ledger.
@@ -114,7 +114,7 @@ def run_scoring(
         chunks = {
             p.sha256: runner.map(
                 score_chunk, {"idx": p.pending}, plan=p, model=model, run_id=run_id, contract=contract,
-                runtime=runtime, precision=precision, monitor=options.monitor.enabled,
+                runtime=runtime, precision=precision, monitor=options.monitored,
             )
             for p in to_score
         }  # fmt: skip
@@ -139,7 +139,7 @@ def run_scoring(
             embedding_store_kept=options.keeps_store,
             rescore=rescore.note if rescore else None, precision_why=why,
         )  # fmt: skip
-        if options.monitor.enabled:
+        if options.monitored:
             monitored = runner.run(
                 profile_traffic, out=out_dir, run_id=run_id, model=model,
                 parts=traffic_parts(file_results, chunk_results),
