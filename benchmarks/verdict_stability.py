@@ -35,7 +35,9 @@ SIMPAIR = ROOT / ".venv" / "bin" / "simpair"
 
 def one(model: Path, home: Path) -> dict:
     """One fresh `simpair models verdict --force`, and the verdict it stored."""
+    from simpair.models.device import pick_device
     from simpair.models.precision_verdict import PrecisionVerdict
+    from simpair.runtime.precision import allowed_rungs
 
     load_before = os.getloadavg()
     began = time.perf_counter()
@@ -47,18 +49,21 @@ def one(model: Path, home: Path) -> dict:
         raise RuntimeError(f"verdict failed ({done.returncode}):\n{done.stdout[-2000:]}{done.stderr[-2000:]}")
     verdict = PrecisionVerdict.read(model)
     assert verdict is not None
-    chosen = verdict.choose()
+    chosen = verdict.choose(allowed_rungs("auto", pick_device("cpu")))  # what `auto` scores in here
     return {
         "chosen": chosen.precision,
         "why": verdict.why(chosen),
         "rungs": {
             r.precision: {
-                "status": r.status,
+                "verdict": r.verdict,
                 "reason": r.reason,
                 "speedup": r.speedup,
-                "speedup_low": getattr(r, "speedup_low", None),
-                "batch_max_diff": getattr(r, "batch_max_diff", None),
-                "via": getattr(r, "via", None),
+                "speedup_low": r.speedup_low,
+                "timing_rounds": r.timing_rounds,
+                "batch_max_diff": r.batch_max_diff,
+                "runtime": r.runtime,
+                "label_flip_share": r.label_flip_share,
+                "metric_delta": r.metric_delta,
             }
             for r in verdict.rungs
         },  # fmt: skip
