@@ -85,6 +85,15 @@ def print_summary(console: Console, summary: ScoreSummary) -> None:
         console.print(line, markup=False, highlight=False)
 
 
+def print_alarms(summary: ScoreSummary) -> None:
+    """One line per drift or health alarm of the run's monitor, on stderr (`simpair.nightly.report`):
+    what a cron mail or a log shows; a deployed run also sends them (docs/nightly.md)."""
+    from simpair.nightly.report import ScoredRun
+
+    for line in ScoredRun.from_summary(summary.to_dict()).alarm_lines():
+        typer.echo(line, err=True)
+
+
 @forward_pass_options(cache=ScoreCacheOption, memory_mb=DEFAULT_EMBEDDING_MEMORY_MB)
 def score(
     inbox: Annotated[
@@ -171,6 +180,7 @@ def score(
                 inbox, out, options=options, dask_address=dask_address, local_cluster=local_cluster
             )
     print_summary(console, summary)
+    print_alarms(summary)
     write_json(summary.to_dict(), json_out)
     rejected = f"{summary.rows_rejected} rows rejected, {summary.files_quarantined} files quarantined"
     finish(strict, summary.rows_rejected + summary.files_quarantined, rejected)

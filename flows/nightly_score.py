@@ -103,12 +103,14 @@ def nightly_score(
         f"{summary.pairs_per_s} pairs/s with {summary.model_name}/{summary.model_version} "
         f"in {summary.precision}" + (f" ({summary.precision_why})" if summary.precision_why else "")
     )
-    # a night's run (a profile given: the deployment) joins the night's report; an alarm (printed by the
-    # monitor) names it, and the server's `notify on drift` automation sends it (simpair.ops.notifications)
+    # a night's run (a profile given: the deployment) joins the night's report; each alarm is printed with
+    # it, and the server's `notify on drift` automation sends them (simpair.ops.notifications)
     scored = ScoredRun.from_summary(summary.to_dict())
     report = None
     if profile is not None:
         report = add_scoring_run_task(home=settings.home_dir(options.home), run=scored).path
         print(f"nightly-score: report {report}")
+    for line in scored.alarm_lines(report):
+        print(line)
     emit_alarm(scored, report)
     return summary

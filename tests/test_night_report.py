@@ -1,17 +1,21 @@
 """The night's report page (`simpair.nightly.report`): what a night did in one page, and scoring runs
-joining it. Built from the night's own summary objects (a gate decision, an ingest report) and
-`monitor.json` folders as the monitor writes them beside a scoring ledger; the page a real smoke
-night writes is checked on that night in tests/test_nightly.py, the alarm's way to a webhook in
-tests/test_stack_ops.py."""
+joining it. Built from the night's own summary objects (a gate decision, an ingest report), from
+`monitor.json` folders as the monitor writes them beside a scoring ledger, and from a real in-process
+scoring run whose traffic alarms; the page a real smoke night writes is checked on that night in
+tests/test_nightly.py, the alarm's way to a webhook in tests/test_stack_ops.py."""
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
+import test_scoring_support as support
+from test_scoring_support import make_pairs, write_batch
 
 from simpair.ingest.report import DatasetReport, IngestReport, SplitReport
 from simpair.monitoring.drift import DriftReport, DriftRow
@@ -151,3 +155,41 @@ def test_a_scoring_run_joins_the_nights_page_and_its_alarm_names_it(tmp_path: Pa
     (Path(night.path).parent / "night.json").write_text("{broken")
     alone = add_scoring_run(home, run)
     assert alone.path != night.path and "No retrain ran in this night" in alone.markdown
+
+
+tiny_cross = support.tiny_cross
+
+
+def test_an_in_process_run_whose_traffic_alarms_prints_it_on_stderr_and_joins_the_page(
+    tmp_path: Path, tiny_cross: Path
+) -> None:
+    """`simpair score --no-prefect` on texts ten times longer than usual: many are cut at the model's
+    max_length, the run's health alarms; the command prints the alarm line on stderr and counts it in
+    its summary, sends nothing (no flow run), and the run's monitor.json reads back into a page."""
+    from typer.testing import CliRunner
+
+    from simpair.cli import app
+    from simpair.ops.notifications import emit_alarm
+
+    pairs = make_pairs(60, seed=11)
+    longer = [" ".join([t] * 10) for t in pairs["text_a"].to_pylist()]
+    write_batch(pairs.set_column(pairs.schema.get_field_index("text_a"), "text_a", pa.array(longer)),
+                tmp_path / "inbox" / "long.parquet")  # fmt: skip
+    args = ["score", "--no-prefect", "--inbox", str(tmp_path / "inbox"), "--out", str(tmp_path / "out"),
+            "--model", str(tiny_cross), "--home", str(tmp_path / "home"), "--threads", "1",
+            "--json", str(tmp_path / "summary.json")]  # fmt: skip
+    done = CliRunner().invoke(app, args)
+    assert done.exit_code == 0, done.output
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["rows_scored"] == 60 and summary["monitor_alarms"] >= 1
+
+    run = ScoredRun.from_summary(summary)
+    assert run.alarms == summary["monitor_alarms"] and run.monitor == summary["monitor"]
+    (truncated,) = [row for row in run.drift if row.alarm and row.statistic == "truncated"]
+    assert truncated.value > truncated.threshold == 0.2
+    line = f"drift alarm: {truncated.line()}; scoring run {summary['run_id']} of {run.model} v{run.version}"
+    assert line.startswith("drift alarm: truncated rate ") and line in done.stderr.splitlines()
+    assert "drift alarm:" not in done.stdout
+    assert emit_alarm(run, None) is False  # in process: no flow run, no event, no webhook
+    page = add_scoring_run(tmp_path / "home", run)
+    assert "No retrain ran in this night" in page.markdown and "| truncated | rate |" in page.markdown
