@@ -171,6 +171,7 @@ def promote(
     from simpair.registry import model_name
     from simpair.registry.registry import CorruptModel, ModelNotFound
     from simpair.selection.promotion import promote_manual, run_gate
+    from simpair.training.reviews import traffic_split
 
     out = console()
     home_dir = settings.home_dir(home)
@@ -195,7 +196,8 @@ def promote(
             out.print(f"{t}: not in profile {plan.name}; skipped", markup=False)
             continue
         try:
-            decision = run_gate(home_dir, t, plan.tasks[t].gate, plan.tasks[t].evaluate)
+            traffic = traffic_split(home_dir, t, plan.tasks[t].reviews)  # the night's traffic check too
+            decision = run_gate(home_dir, t, plan.tasks[t].gate, plan.tasks[t].evaluate, traffic=traffic)
         except (ModelNotFound, CorruptModel) as exc:
             failed.append(f"{model_name(t)}: {exc}")
             continue
