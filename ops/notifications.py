@@ -120,7 +120,8 @@ def report_line(home: Path) -> str:
     by the night's date and the first 8 characters of its flow run id); other runs get no such line."""
     folder = "{{ flow_run.start_time.strftime('%Y-%m-%d') }}-{{ (flow_run.id|string)[:8] }}"
     return (
-        "{% if flow.name == 'nightly-retrain' and flow_run.state.name == 'Failed' %}"
+        # a run set Failed before it ever ran (run_count 0) wrote no page
+        "{% if flow.name == 'nightly-retrain' and flow_run.state.name == 'Failed' and flow_run.run_count %}"
         f"\nreport: {reports_root(home)}/{folder}/{PAGE}"
         "{% endif %}"
     )

@@ -229,6 +229,9 @@ def test_a_failed_night_leaves_its_report_page_and_the_notification_names_it(
     way out, and the failure message gives that page's path: apply knows the home the workers share."""
     from prefect import flow, runtime
     from prefect.automations import Automation
+    from prefect.client.orchestration import get_client
+    from prefect.states import Failed, Scheduled
+    from prefect.types._datetime import DateTime
 
     from simpair.nightly.report import page_on_failure
     from simpair.nightly.summary import NightlyFailed
@@ -260,6 +263,20 @@ def test_a_failed_night_leaves_its_report_page_and_the_notification_names_it(
         assert page.parent.name.endswith(f"-{run_id[:8]}") and page.parent.parent == home / "reports"
         text = page.read_text()
         assert "Nightly retrain (smoke): **failed**." in text and error in text
+
+        # a night set Failed before it ever started wrote no page: its message has no report line
+        with get_client(sync_client=True) as client:
+            never = client.create_flow_run(
+                night, state=Scheduled(scheduled_time=DateTime.now("UTC").add(hours=1))
+            )
+            client.set_flow_run_state(never.id, Failed(message="stopped before it started"), force=True)
+        deadline = time.monotonic() + 60
+        while (
+            not (told := [m for m in received if str(never.id) in m["body"]]) and time.monotonic() < deadline
+        ):
+            time.sleep(0.2)
+        assert told and "reason: stopped before it started" in told[0]["body"], received
+        assert "report:" not in told[0]["body"]
     finally:
         for name in (notifications.AUTOMATION_NAME, notifications.ALARM_AUTOMATION):
             Automation.read(name=name).delete()
