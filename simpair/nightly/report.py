@@ -372,10 +372,6 @@ def report_name(started: datetime, run_id: str | None) -> str:
     return f"{started:%Y-%m-%d}-{tail}"
 
 
-def report_page(home: str | Path, name: str) -> Path:
-    return reports_root(home) / name / PAGE
-
-
 def scoring_output(home: str | Path, explicit: str | Path | None = None) -> Path:
     """The folder the nightly scoring writes to: `explicit`, else `$SIMPAIR_SCORED`, else
     `<home>/scoring` (the `nightly-score` deployment's own defaults)."""
