@@ -99,8 +99,10 @@ def tokenized_blocks(
     pad_id: int,
     stats: StreamStats,
     pin: bool,
+    first_rows: int | None = None,
 ) -> Iterator[list[Batch]]:
-    first = max(batch_size, block_rows // 8)  # the model waits for the first block: keep it short
+    # the model waits for the first block: keep it short (default an eighth of the others)
+    first = first_rows or max(batch_size, block_rows // 8)
     for lo, hi in zip([0, *range(first, n, block_rows)], [*range(first, n, block_rows), n], strict=True):
         if lo >= hi:
             continue
@@ -129,6 +131,7 @@ def run_ahead(
     pin: bool = False,
     progress: bool = False,
     desc: str = "predict",
+    first_rows: int | None = None,
 ) -> np.ndarray:
     """`forward` on every batch of every model input, tokenized ahead in a producer thread.
 
@@ -139,7 +142,7 @@ def run_ahead(
     block_rows = block_rows or max(BLOCK_ROWS, 8 * batch_size)
     results: np.ndarray | None = None
     bar = progress_bar(total=n, desc=desc, unit="pair", disable=not progress)
-    blocks = tokenized_blocks(encode, n, block_rows, batch_size, max_tokens, pad_id, stats, pin)
+    blocks = tokenized_blocks(encode, n, block_rows, batch_size, max_tokens, pad_id, stats, pin, first_rows)
     ahead = Ahead(blocks, depth=DEPTH, name="simpair-tokenize-ahead")
     try:
         with ahead:

@@ -47,6 +47,7 @@ def run_budget_batches(
         pad_id=pad_id,
         max_tokens=max_batch_tokens,
         block_rows=max(len(ids), 1),
+        first_rows=max(len(ids), 1),  # one block: one sort of the whole call
     )[0]
 
 
