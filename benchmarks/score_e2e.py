@@ -266,7 +266,6 @@ def main() -> None:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     cross = args.cross or (first_member(args.stack, "cross") if args.stack else None)
     pool = sentence_pool(SHARED)
-    saved = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
     result: dict = {
         "when": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "machine": f"{platform.machine()} {os.cpu_count()} CPUs, Python {platform.python_version()}",
@@ -290,7 +289,9 @@ def main() -> None:
                 for label, path in (("cross", cross), ("bi", args.bi)) if path is not None
             }  # fmt: skip
             print(json.dumps(result["invariance"]), flush=True)
+            save(result, args)
         if "e2e" in args.parts:
+            result["versions_side"] = st_backends.ensure_venv().get("versions")
             plan = []
             if "cross" in args.groups and cross is not None:
                 models = {"ours_cross": cross, **({"ours_stack": args.stack} if args.stack else {})}
@@ -315,15 +316,22 @@ def main() -> None:
                                        "st_onnx_int8": "their script, ONNX dynamic int8"})  # fmt: skip
                     result["rows"].append(row)
                     print(markdown({"rows": [row]}), flush=True)
+                    save(result, args)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     result["loadavg_end"] = os.getloadavg()
-    result["versions_side"] = st_backends.ensure_venv().get("versions") if "e2e" in args.parts else None
     print(markdown(result))
-    # merged: a run's (group, size) rows replace the saved ones, the others stay
-    kept = [r for r in saved.get("rows", []) if (r["group"], r["pairs"]) not in
-            {(r2["group"], r2["pairs"]) for r2 in result["rows"]}]  # fmt: skip
-    runs = saved.get("runs", [])
+    save(result, args)
+
+
+def save(result: dict, args: argparse.Namespace) -> None:
+    """Merge this run into the results file: its (group, size) rows replace the saved ones, the rest stay.
+
+    Called after every row too, so a run stopped part way keeps what it measured."""
+    saved = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
+    mine = {(r["group"], r["pairs"]) for r in result["rows"]}
+    kept = [r for r in saved.get("rows", []) if (r["group"], r["pairs"]) not in mine]
+    runs = [r for r in saved.get("runs", []) if r.get("when") != result["when"]]
     runs.append(
         {k: v for k, v in result.items() if k != "rows"} | {"sizes": args.sizes, "groups": args.groups}
     )
