@@ -125,6 +125,10 @@ def test_report_files_store_and_monitor_command(tmp_path: Path, reference: Profi
     assert len(store.history(out, "m", "1", timedelta(days=30))) == 4
     assert len(store.history(out, "m", "1")) == 5
     assert [p.run_id for p in store.history(out, "m", "1", last=2)] == ["run-3", "run-9"]
+    damaged = out / "_monitor" / "m" / "1" / "run-x" / "profile.json"
+    damaged.parent.mkdir()
+    damaged.write_text("{not json")
+    assert len(store.history(out, "m", "1")) == 5  # skipped, named on stderr
 
     result = CliRunner().invoke(
         app, ["monitor", "--out", str(out), "--since", "30d", "--json", str(tmp_path / "m.json")]

@@ -14,6 +14,7 @@ new champion starts its own history. API: `run_dir`, `save_traffic`, `save_refer
 from __future__ import annotations
 
 import re
+import sys
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -109,7 +110,8 @@ def history(
     now: datetime | None = None,
 ) -> list[Profile]:
     """The stored traffic profiles of one model version, oldest first: those newer than `since` ago,
-    the newest `last` of them when given. Vectors are read only for the profiles returned."""
+    the newest `last` of them when given. Vectors are read only for the profiles returned; a damaged
+    profile is skipped with a line on stderr naming it."""
     folder = version_dir(out, model, version)
     if not folder.is_dir():
         return []
@@ -120,8 +122,9 @@ def history(
             continue
         try:
             head = Profile.model_validate_json(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise ValueError(f"{path}: not a readable monitoring profile ({exc})") from exc
+        except (OSError, ValueError) as exc:  # one damaged night must not stop tonight's check
+            print(f"monitor: skipped {path}: not a readable monitoring profile ({exc})", file=sys.stderr)
+            continue
         if cutoff is None or head.created >= cutoff:
             headers.append((head.created, head.run_id or "", path.parent))
     headers.sort()
