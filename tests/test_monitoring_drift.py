@@ -164,3 +164,16 @@ def test_write_report_markdown_names_the_alarm(tmp_path: Path, reference: Profil
     )
     figures = report.metrics()
     assert figures["alarms"] == len(report.alarms) and figures["score.psi.reference"] > 0.25
+
+
+def test_binned_ks_is_exact_on_one_token_bins_and_psi_reads_zero_on_itself() -> None:
+    from simpair.metrics.drift import ks_binned, psi
+
+    rng = np.random.default_rng(9)
+    x, y = rng.poisson(12, 3000), rng.poisson(13, 2000)
+    hx, hy = Histogram.of("tokens").add(x), Histogram.of("tokens").add(y)
+    grid = np.arange(0, 65)
+    exact = np.max(np.abs((x[:, None] <= grid).mean(0) - (y[:, None] <= grid).mean(0)))
+    d, p = ks_binned(hx.counts, hy.counts)
+    assert d == pytest.approx(exact) and p < 1e-6
+    assert psi(hx.counts, hx.counts) == 0.0 and psi(hx.counts, hy.counts) > 0.05
