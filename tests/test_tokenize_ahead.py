@@ -25,7 +25,10 @@ from simpair.pair_tokens.encode import FastEncoder
 
 MAX_LENGTH = 24  # short enough that many pairs below are truncated
 THREAD = "simpair-tokenize-ahead"
-WORDS = "the cat sat on a mat while markets rose sharply, said officials; Ünïcödé café 東京 re-tokenize".split()
+WORDS = [
+    "the", "cat", "sat", "on", "a", "mat", "while", "markets", "rose", "sharply,", "said", "officials;",
+    "Ünïcödé", "café", "東京", "re-tokenize",
+]  # fmt: skip
 
 
 def _texts(n: int, seed: int) -> list[str]:
