@@ -11,7 +11,7 @@ Bi-encoders (and a cascade's bi stage) also need sentence vectors. Re-encoding t
 a second forward pass, so each chunk keeps only a hash-chosen sample of its texts (`texts.json`, at
 most `SAMPLE_SIZE`); the run's end keeps the `SAMPLE_SIZE` texts with the smallest hashes over all
 chunks, which is the sample one pass over the whole run would have chosen, and encodes those few
-hundred once, in fp32 like the reference's, when the reference has vectors to compare them with.
+hundred once, with the model the run loaded, when the reference has vectors to compare them with.
 
 `profile_traffic` (the `profile-traffic` step, after the files are finalized) merges the partials of
 the files this run scored (a quarantined file's chunks are left out), adds the run's quarantined rows
@@ -52,6 +52,7 @@ from simpair.monitoring.profile import (
 from simpair.monitoring.reference import NO_REFERENCE, find_reference
 from simpair.monitoring.store import REFERENCE, history, run_dir, save_traffic, version_dir
 from simpair.runtime.model_ref import ModelRef
+from simpair.runtime.options import RuntimeOptions
 from simpair.stages import step
 
 log = logging.getLogger(__name__)
@@ -124,8 +125,11 @@ class MonitorOutcome:
     mlflow_run_id: str | None = None
 
 
-def _sampled_vectors(parts: Sequence[Path], model: ModelRef, seed: int, k: int) -> VectorSample | None:
-    """The run's vector sample: the k texts with the smallest hashes over every chunk, encoded once."""
+def _sampled_vectors(
+    parts: Sequence[Path], model: ModelRef, seed: int, k: int, runtime: RuntimeOptions | None, precision: str
+) -> VectorSample | None:
+    """The run's vector sample: the k texts with the smallest hashes over every chunk, encoded once by
+    the run's own model (`load_for_run`: the copy the chunks of this process already loaded)."""
     texts: dict[int, str] = {}
     for part in parts:
         path = part / TEXTS_FILE
@@ -134,16 +138,22 @@ def _sampled_vectors(parts: Sequence[Path], model: ModelRef, seed: int, k: int) 
                 texts[_text_priority(text, seed)] = text
     if not texts:
         return None
-    from simpair.runtime.loader import load_predictor
+    from simpair.runtime.loader import load_for_run
 
     chosen = [texts[p] for p in sorted(texts)[:k]]
-    bi = _bi_member(load_predictor(model.local_dir))  # fp32, like the reference's vectors
+    bi = _bi_member(load_for_run(model.local_dir, runtime or RuntimeOptions(), precision))
     if bi is None:
         return None
     return VectorSample(k, seed).add(np.asarray(bi.embed(chosen), dtype=np.float32))
 
 
-def merge_parts(parts: Sequence[str], model: ModelRef, vectors: bool = True) -> Profile | None:
+def merge_parts(
+    parts: Sequence[str],
+    model: ModelRef,
+    vectors: bool = True,
+    runtime: RuntimeOptions | None = None,
+    precision: str = "fp32",
+) -> Profile | None:
     """The chunks' partial profiles as one (None when there is none), with the run's vector sample
     when `vectors` (what the reference can be compared on: a reference without vectors needs none)."""
     folders = [Path(p) for p in parts if (Path(p) / "profile.json").is_file()]
@@ -152,7 +162,8 @@ def merge_parts(parts: Sequence[str], model: ModelRef, vectors: bool = True) -> 
         part = Profile.load(folder)
         merged = part if merged is None else merged.merge(part)
     if merged is not None and vectors:
-        sample = _sampled_vectors(folders, model, merged.vector_seed, merged.vector_k or SAMPLE_SIZE)
+        k = merged.vector_k or SAMPLE_SIZE
+        sample = _sampled_vectors(folders, model, merged.vector_seed, k, runtime, precision)
         if sample is not None:
             merged.vectors, merged.vector_seen = sample, sample.seen
     return merged
@@ -167,19 +178,24 @@ def profile_traffic(
     health: dict[str, float],
     policy: MonitorPolicy,
     home: Path | None = None,
+    runtime: RuntimeOptions | None = None,
+    precision: str = "fp32",
 ) -> MonitorOutcome:
     """The run's traffic profile, its drift report against the version's reference and last nights,
     and its MLflow monitoring run; see the module docstring.
 
     `parts`: the partial profiles of the chunks whose files this run scored; `health`: the run's
     `quarantined` rows, the rows of quarantined files (added to `rows_in`) and its `pairs_per_s`.
+    `runtime` and `precision`: the run's, for encoding a bi-encoder's sampled texts with the model the
+    run already loaded (vectors within ~1e-3 of fp32's even in int8: nothing a two-sample test sees).
     """
     out = Path(out)
     if not parts:
         return MonitorOutcome(note="nothing scored in this run: no traffic profile")
     reference = find_reference(model, home, version_dir(out, model.name, model.version) / REFERENCE)
     # the few hundred sampled texts are encoded only when there is a reference vector sample to test
-    traffic = merge_parts(parts, model, vectors=reference is not None and reference.vectors is not None)
+    with_vectors = reference is not None and reference.vectors is not None
+    traffic = merge_parts(parts, model, with_vectors, runtime, precision)
     if traffic is None:
         return MonitorOutcome(note="nothing scored in this run: no traffic profile")
     quarantined = float(health.get("quarantined", 0.0))

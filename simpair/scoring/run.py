@@ -144,7 +144,7 @@ def run_scoring(
                 profile_traffic, out=out_dir, run_id=run_id, model=model,
                 parts=traffic_parts(file_results, chunk_results),
                 health=run_health(plans, file_results, summary.pairs_per_s),
-                policy=options.monitor, home=home_dir(options.home),
+                policy=options.monitor, home=home_dir(options.home), runtime=runtime, precision=precision,
             )  # fmt: skip
             summary = with_monitor(summary, monitored)
         runner.run(finish_run, out=out_dir, summary=summary)
