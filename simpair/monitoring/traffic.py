@@ -49,7 +49,6 @@ from simpair.monitoring.profile import (
     _text_priority,
     _tokenizer_of,
 )
-from simpair.monitoring.reference import NO_REFERENCE, find_reference
 from simpair.monitoring.store import REFERENCE, history, run_dir, save_traffic, version_dir
 from simpair.runtime.model_ref import ModelRef
 from simpair.runtime.options import RuntimeOptions
@@ -189,6 +188,8 @@ def profile_traffic(
     `runtime` and `precision`: the run's, for encoding a bi-encoder's sampled texts with the model the
     run already loaded (vectors within ~1e-3 of fp32's even in int8: nothing a two-sample test sees).
     """
+    from simpair.monitoring.reference import NO_REFERENCE, find_reference  # MLflow: only at the run's end
+
     out = Path(out)
     if not parts:
         return MonitorOutcome(note="nothing scored in this run: no traffic profile")
