@@ -84,11 +84,16 @@ def main() -> None:
     parser.add_argument("--model", type=Path, required=True, help="model folder (its verdict is rewritten)")
     parser.add_argument("--times", type=int, default=10)
     args = parser.parse_args()
-    runs = []
+    runs: list[dict] = []
     for i in range(args.times):
         runs.append(one(args.model, args.home))
         print(json.dumps({"i": i, **{k: runs[-1][k] for k in ("chosen", "seconds", "loadavg_before")}}),
               flush=True)  # fmt: skip
+        save(args, runs)  # after every measurement: a run stopped part way keeps what it measured
+
+
+def save(args: argparse.Namespace, runs: list[dict]) -> None:
+    """This model's entry in the results file: how many of its measurements chose each precision."""
     counts = Counter(r["chosen"] for r in runs)
     result = {
         "when": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
@@ -104,12 +109,11 @@ def main() -> None:
         "command": f"nice -n 5 .venv/bin/python benchmarks/verdict_stability.py --model {args.model.name} "
         f"--times {args.times}",
         "model": str(args.model),
-        "times": args.times,
+        "times": len(runs),
         "chosen": dict(counts),
         "same": counts.most_common(1)[0][1],
         "runs": runs,
     }
-    print(json.dumps({k: result[k] for k in ("chosen", "same", "times")}))
     saved = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
     if "models" not in saved:  # one entry per model, the latest run of each
         saved = {"models": {Path(saved["model"]).name: saved} if "model" in saved else {}}
