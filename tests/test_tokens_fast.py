@@ -125,6 +125,7 @@ def test_words_keep_their_ids_across_batches_and_the_cache_stays_bounded(tokeniz
         sizes.append(len(warm.words.index))
     assert max(sizes) <= warm.words.limit
     assert sizes[-2] == sizes[-3] + 3  # only the three new words were added
-    assert warm.pairs(["the cat sat"], ["brand new words"])[0].ids.tolist() == (
-        tokenizer("the cat sat", "brand new words")["input_ids"]
+    assert (
+        warm.pairs(["the cat sat"], ["brand new words"])[0].ids.tolist()
+        == (tokenizer("the cat sat", "brand new words")["input_ids"])
     )

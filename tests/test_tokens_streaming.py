@@ -12,8 +12,8 @@ from test_training_toydata import make_pairs, write_dataset
 
 from simpair.models.tiny import default_backbone
 from simpair.models.tokenizer import load_tokenizer
-from simpair.tokens import iter_pair_batches, pretokenize
 from simpair.pair_tokens.encode import FastEncoder, PlainEncoder, encoder_for, token_schema
+from simpair.tokens import iter_pair_batches, pretokenize
 
 MAX_LENGTH = 16
 
