@@ -55,8 +55,9 @@ class _Sleeper:
 
 
 def test_speed_ratio_warms_up_and_times_interleaved_rounds() -> None:
-    # fp32 compiles slowly on its first call: one pass timed apart would call the rung 40x fp32
-    fp32, fast = _Sleeper(0.006, first=0.2), _Sleeper(0.004)
+    # fp32 compiles slowly on its first call: one pass timed apart would call the rung 25x fp32. Calls of
+    # tens of milliseconds, so a loaded machine's few milliseconds of oversleep cannot move the quartile
+    fp32, fast = _Sleeper(0.03, first=0.5), _Sleeper(0.02)
     timing = ladder.speed_ratio(fast, fp32, ["a"] * 10, ["b"] * 10)
     assert timing.rounds >= ladder.TIMING_ROUNDS and fast.calls == fp32.calls == timing.rounds + 1
     assert 1.2 < timing.speedup_low <= timing.speedup < 1.8  # ~1.5x, the compile left out
