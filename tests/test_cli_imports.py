@@ -30,6 +30,17 @@ def test_cli_starts_without_torch_transformers_mlflow_or_prefect() -> None:
     assert done.stdout.strip() == "", f"importing the CLI loaded: {done.stdout.strip()}"
 
 
+def test_scoring_run_imports_no_statistics_or_tracking_library() -> None:
+    # the monitoring step's drift tests and the reference lookup load when a run ends, not before the
+    # first pair: importing scipy.stats, scikit-learn and MLflow here cost about a second per `simpair score`
+    code = (
+        "import sys, simpair.scoring.run; "
+        "print(','.join(m for m in ('scipy', 'sklearn', 'mlflow', 'matplotlib') if m in sys.modules))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "", f"importing the scoring run loaded: {done.stdout.strip()}"
+
+
 def test_models_names_load_on_first_use() -> None:
     import simpair.models as models
     from simpair.models.metadata import METADATA_FILE

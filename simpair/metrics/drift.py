@@ -10,11 +10,9 @@ bound elsewhere. The vector figures take two samples of a few hundred rows each.
 from __future__ import annotations
 
 import numpy as np
-from scipy.stats import kstwo
-from sklearn.linear_model import LogisticRegression
-from sklearn.model_selection import StratifiedKFold, cross_val_predict
 
-from simpair.metrics.threshold_free import roc_auc
+# scipy.stats and scikit-learn are imported where a test runs, not here: every `simpair score` imports
+# this module through its monitoring step, and the two cost about a second before the first pair.
 
 # the smallest share a bin counts with in PSI: an empty bin on one side would make the log infinite
 PSI_FLOOR = 1e-4
@@ -48,6 +46,8 @@ def ks_binned(counts_a: np.ndarray, counts_b: np.ndarray) -> tuple[float, float]
     n, m = a.sum(), b.sum()
     if n == 0 or m == 0:
         return float("nan"), float("nan")
+    from scipy.stats import kstwo
+
     d = float(np.max(np.abs(np.cumsum(a) / n - np.cumsum(b) / m)))
     size = max(1, round(n * m / (n + m)))
     return d, float(kstwo.sf(d, size))
@@ -97,6 +97,11 @@ def classifier_auc(x: np.ndarray, y: np.ndarray, folds: int = 5, seed: int = 0) 
     x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
     if len(x) < folds or len(y) < folds:
         return float("nan")
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.model_selection import StratifiedKFold, cross_val_predict
+
+    from simpair.metrics.threshold_free import roc_auc
+
     z = np.concatenate([x, y])
     side = np.r_[np.zeros(len(x), dtype=np.int64), np.ones(len(y), dtype=np.int64)]
     probe = LogisticRegression(C=1.0, max_iter=1000, tol=1e-3)
