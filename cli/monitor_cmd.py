@@ -63,6 +63,13 @@ def monitor(
             help="Only this model's runs (its registered name, or the folder name of a model folder)."
         ),
     ] = None,
+    profile: Annotated[
+        str,
+        typer.Option(
+            "--profile",
+            help="Nightly profile whose monitor: thresholds apply: default | smoke | path to YAML.",
+        ),
+    ] = "default",
     home: HomeOption = None,
     json_out: JsonOutOption = None,
     strict: StrictOption = False,
@@ -70,8 +77,8 @@ def monitor(
     """Drift of the latest scoring run against its model version's reference and the last nights."""
     from simpair.monitoring import store
     from simpair.monitoring.drift import REPORT_FILE, DriftReport, compare, write_report
-    from simpair.monitoring.policy import MonitorPolicy
     from simpair.monitoring.profile import Profile
+    from simpair.nightly.profile import load_profile
 
     out_console = report_console(json_out)
     try:
@@ -94,7 +101,10 @@ def monitor(
         reference = _registry_reference(
             home, latest.model, latest.version, latest.folder.parent / store.REFERENCE
         )
-    policy = MonitorPolicy()
+    try:  # the thresholds the night's own scoring runs use, so the table agrees with their alarms
+        policy = load_profile(profile).monitor
+    except (OSError, ValueError) as exc:
+        fail(f"--profile {profile}: {exc}", exc)
     nights = store.history(out, latest.model, latest.version, window)
     report = compare(traffic, reference, nights, policy)
     paths = write_report(report, traffic, reference, nights, latest.folder)

@@ -9,8 +9,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import yaml
 from typer.testing import CliRunner
 
+from simpair import settings
 from simpair.cli import app
 from simpair.monitoring import store
 from simpair.monitoring.drift import compare, write_report
@@ -145,6 +147,18 @@ def test_report_files_store_and_monitor_command(tmp_path: Path, reference: Profi
 
     strict = CliRunner().invoke(app, ["monitor", "--out", str(out), "--strict"])
     assert strict.exit_code == 3
+    # the thresholds come from the nightly profile's monitor: block, as the night's own runs use them
+    loose = tmp_path / "loose.yaml"
+    smoke = yaml.safe_load(settings.shipped_path(Path("configs/nightly-smoke.yaml")).read_text())
+    wide = {"tokens": 1e9, "rare": 1e9, "score": 1e9}
+    shares = {"positive_rate_shift": 1.0, "truncated_shift": 1.0, "vector_auc": 1.0}
+    health = {"truncated_rate": 1.0, "speed_drop": 1.0}
+    smoke["monitor"] = {"psi": wide, "ks": dict.fromkeys(wide, 1.0), **shares, "health": health}
+    loose.write_text(yaml.safe_dump(smoke))
+    quiet = CliRunner().invoke(app, ["monitor", "--out", str(out), "--strict", "--profile", str(loose)])
+    assert quiet.exit_code == 0, quiet.output
+    missing = CliRunner().invoke(app, ["monitor", "--out", str(out), "--profile", str(tmp_path / "no.yaml")])
+    assert missing.exit_code == 1 and "no.yaml" in missing.output
     bad = CliRunner().invoke(app, ["monitor", "--out", str(tmp_path), "--since", "soon"])
     assert bad.exit_code != 0
     empty = CliRunner().invoke(app, ["monitor", "--out", str(tmp_path)])
