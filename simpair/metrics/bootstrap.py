@@ -15,15 +15,22 @@ BOOTSTRAP_ROUNDS = 1000
 NOISE = 1e-6
 
 
+def rank_roc_auc(score: np.ndarray, gold: np.ndarray) -> float:
+    """ROC-AUC as Mann-Whitney U with average ranks (sklearn's, ties included) in plain numpy: the
+    bootstraps call it thousands of times, where sklearn's input checks would cost more than the figure.
+    NaN with one class only."""
+    positive = gold == 1
+    n_pos, n_neg = int(positive.sum()), int((~positive).sum())
+    if n_pos == 0 or n_neg == 0:
+        return float("nan")
+    ranks = rankdata(score)
+    return float((ranks[positive].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
+
+
 def _headline(label_kind: str, score: np.ndarray, gold: np.ndarray) -> float:
     """The verdict's metric alone (the bootstrap calls it thousands of times)."""
-    if label_kind == "binary":  # Mann-Whitney U with average ranks: sklearn's ROC-AUC, ties included
-        positive = gold == 1
-        n_pos, n_neg = int(positive.sum()), int((~positive).sum())
-        if n_pos == 0 or n_neg == 0:
-            return float("nan")
-        ranks = rankdata(score)
-        return float((ranks[positive].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
+    if label_kind == "binary":
+        return rank_roc_auc(score, gold)
     if np.ptp(score) == 0 or np.ptp(gold) == 0:
         return float("nan")
     return float(np.corrcoef(rankdata(score), rankdata(gold))[0, 1])  # Spearman, without scipy's overhead

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.stats import rankdata
 
+from simpair.metrics.bootstrap import rank_roc_auc
+
 ROUNDS = 1000
 THRESHOLD_METRICS = ("accuracy", "f1")
 BINARY_METRICS = (*THRESHOLD_METRICS, "roc_auc")
@@ -53,12 +55,7 @@ def figure(metric: str, score: np.ndarray, gold: np.ndarray, threshold: float | 
         wrong = float(np.sum(predicted != positive))
         return 2 * tp / (2 * tp + wrong) if 2 * tp + wrong else 0.0
     if metric == "roc_auc":
-        positive = gold == 1
-        n_pos, n_neg = int(positive.sum()), int((~positive).sum())
-        if n_pos == 0 or n_neg == 0:
-            return float("nan")
-        ranks = rankdata(score)
-        return float((ranks[positive].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
+        return rank_roc_auc(score, gold)
     if metric in GRADED_METRICS:
         if len(gold) < 2 or np.ptp(score) == 0 or np.ptp(gold) == 0:
             return float("nan")
