@@ -129,6 +129,19 @@ def _distribution_rows(
 ) -> list[DriftRow]:
     enough = min(traffic.n_pairs, base.n_pairs) >= policy.min_pairs
     note = "" if enough else f"under {policy.min_pairs} pairs: shown, never alarmed"
+
+    def over(statistic: str, test: str, value: float, limit: float, extra: str = "") -> DriftRow:
+        """A row that alarms when `value` passes `limit`, and only on enough pairs."""
+        return DriftRow(
+            statistic=statistic,
+            test=test,
+            value=value,
+            threshold=limit,
+            against=against,
+            alarm=enough and value > limit,
+            note="; ".join(part for part in (extra, note) if part),
+        )
+
     rows = []
     for statistic in STATISTICS:
         mine, theirs = traffic.histograms.get(statistic), base.histograms.get(statistic)
@@ -148,58 +161,16 @@ def _distribution_rows(
             )
             continue
         value = psi(theirs.counts, mine.counts)
-        limit = policy.psi.get(statistic, math.inf)
-        rows.append(
-            DriftRow(
-                statistic=statistic,
-                test="psi",
-                value=value,
-                threshold=limit,
-                against=against,
-                alarm=enough and value > limit,
-                note=note,
-            )
-        )
+        rows.append(over(statistic, "psi", value, policy.psi.get(statistic, math.inf)))
         d, p = ks_binned(theirs.counts, mine.counts)
-        limit = policy.ks.get(statistic, math.inf)
-        rows.append(
-            DriftRow(
-                statistic=statistic,
-                test="ks",
-                value=d,
-                threshold=limit,
-                against=against,
-                alarm=enough and d > limit,
-                note=f"p={p:.2g}" + (f"; {note}" if note else ""),
-            )
-        )
+        rows.append(over(statistic, "ks", d, policy.ks.get(statistic, math.inf), f"p={p:.2g}"))
     shift = abs(_share(traffic, "truncated") - _share(base, "truncated"))
     if not math.isnan(shift):
-        rows.append(
-            DriftRow(
-                statistic="truncated",
-                test="share_shift",
-                value=shift,
-                threshold=policy.truncated_shift,
-                against=against,
-                alarm=enough and shift > policy.truncated_shift,
-                note=note,
-            )
-        )
+        rows.append(over("truncated", "share_shift", shift, policy.truncated_shift))
     if traffic.threshold is not None and base.threshold is not None:
         shift = abs(traffic.positive_rate - base.positive_rate)
         if not math.isnan(shift):
-            rows.append(
-                DriftRow(
-                    statistic="positive_rate",
-                    test="shift",
-                    value=shift,
-                    threshold=policy.positive_rate_shift,
-                    against=against,
-                    alarm=enough and shift > policy.positive_rate_shift,
-                    note=note,
-                )
-            )
+            rows.append(over("positive_rate", "shift", shift, policy.positive_rate_shift))
     return rows
 
 
