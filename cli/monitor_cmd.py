@@ -105,9 +105,12 @@ def monitor(
         policy = load_profile(profile).monitor
     except (OSError, ValueError) as exc:
         fail(f"--profile {profile}: {exc}", exc)
-    nights = store.history(out, latest.model, latest.version, window)
-    report = compare(traffic, reference, nights, policy)
-    paths = write_report(report, traffic, reference, nights, latest.folder)
+    try:  # a read-only --out or a damaged past night: one line naming it
+        nights = store.history(out, latest.model, latest.version, window)
+        report = compare(traffic, reference, nights, policy)
+        paths = write_report(report, traffic, reference, nights, latest.folder)
+    except (OSError, ValueError) as exc:
+        fail(str(exc), exc)
     print_markdown(out_console, report.to_markdown())
     if reference is None:
         out_console.print(

@@ -60,13 +60,15 @@ def import_file(
     strict: StrictOption = False,
 ) -> None:
     """Import one file of reviews into the versioned reviews dataset; every record is kept or quarantined."""
+    import polars as pl
+
     from simpair.review.imports import ReviewImportError, import_reviews
 
     out = report_console(json_out)
     try:
         report = import_reviews(file, home, queue, task.value if task else None, contracts)  # type: ignore[arg-type]
-    except (ReviewImportError, RuntimeError, FileNotFoundError) as exc:
-        fail(str(exc), exc)
+    except (ReviewImportError, RuntimeError, OSError, ValueError, pl.exceptions.PolarsError) as exc:
+        fail(str(exc), exc)  # a damaged queue or export file: one line, the traceback with --debug
     out.print(escape(report.headline()), soft_wrap=True)
     if report.rejected_path:
         out.print(escape(f"rejected records with their reasons: {report.rejected_path}"), soft_wrap=True)

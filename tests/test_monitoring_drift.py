@@ -191,3 +191,42 @@ def test_binned_ks_is_exact_on_one_token_bins_and_psi_reads_zero_on_itself() -> 
     d, p = ks_binned(hx.counts, hy.counts)
     assert d == pytest.approx(exact) and p < 1e-6
     assert psi(hx.counts, hx.counts) == 0.0 and psi(hx.counts, hy.counts) > 0.05
+
+
+def test_a_small_batch_shows_meaning_drift_but_never_alarms_on_it(reference: Profile) -> None:
+    small = synthetic(5, n=40, shift=1.5)  # a moved domain, but 40 pairs: the probe's AUC is noise here
+    rows = [r for r in compare(small, reference, [], MonitorPolicy()).rows if r.statistic == "vectors"]
+    assert rows and not any(r.alarm for r in rows)
+    assert all("under 200 pairs" in r.note for r in rows if r.test == "classifier_auc")
+
+
+def test_undefined_figures_round_trip_through_monitor_json(tmp_path: Path, reference: Profile) -> None:
+    other = synthetic(6)
+    other.histograms["tokens"] = Histogram(edges=[0.0, 1.0, 2.0], counts=[1, 3])  # other bins: NaN
+    report = compare(other, reference, [], MonitorPolicy())
+    assert any(np.isnan(r.value) for r in report.rows)
+    again = type(report).model_validate_json(report.to_json())
+    assert [np.isnan(r.value) for r in again.rows] == [np.isnan(r.value) for r in report.rows]
+
+
+def test_a_damaged_vector_file_is_a_damaged_profile_that_history_skips(tmp_path: Path) -> None:
+    out = tmp_path / "scored"
+    for i in range(2):
+        store.save_traffic(synthetic(30 + i, run_id=f"run-{i}"), out)
+    vectors = next((out / "_monitor" / "m" / "1" / "run-0").glob("*.npy"))
+    vectors.write_bytes(b"\x93NUMPY broken")
+    with pytest.raises(ValueError, match="not a readable monitoring profile"):
+        Profile.load(vectors.parent)
+    assert [p.run_id for p in store.history(out, "m", "1")] == ["run-1"]
+
+
+def test_a_monitoring_fault_becomes_the_runs_note_never_its_failure(tmp_path: Path) -> None:
+    from simpair.monitoring.traffic import profile_traffic
+    from simpair.runtime.model_ref import ModelRef
+
+    part = tmp_path / "scored" / "chunk-0"
+    part.mkdir(parents=True)
+    (part / "profile.json").write_text("{damaged")  # a chunk's partial cut short on a full disk
+    model = ModelRef("m", "1", "", str(tmp_path / "model"), "paraphrase", "cross")
+    outcome = profile_traffic(tmp_path / "scored", "run-1", model, [str(part)], {}, MonitorPolicy())
+    assert outcome.alarms == 0 and outcome.note and outcome.note.startswith("drift not checked: ValueError")

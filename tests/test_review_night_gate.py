@@ -125,3 +125,26 @@ def test_reviews_join_training_and_protect_the_traffic_only_when_they_exist(tmp_
     assert traffic_split(tmp_path, "paraphrase", use) == ("reviews", "traffic")
     assert traffic_split(tmp_path, "paraphrase", ReviewUse(traffic_split=False)) is None
     assert with_reviews(config, tmp_path, ReviewUse(train=False)).train == config.train
+
+
+def test_traffic_figures_read_each_side_from_its_own_columns() -> None:
+    import polars as pl
+
+    from simpair.evaluation.common_set import Evaluation
+    from simpair.evaluation.traffic import traffic_figures
+    from simpair.metrics.paired_interval import figure
+
+    rng = np.random.default_rng(3)
+    gold = rng.integers(0, 2, 120)
+    mine = rng.random(120) * 0.5 + gold * 0.3  # the challenger: scores only, no calibration
+    theirs = rng.random(120)  # the champion: a calibrated probability beside an unrelated score
+    ids = [f"p{i}" for i in range(120)]
+    challenger = Evaluation(
+        {}, scored={"traffic": pl.DataFrame({"pair_id": ids, "score": mine, "gold_label": gold})}
+    )
+    champion = Evaluation(
+        {}, scored={"traffic": pl.DataFrame({"pair_id": ids, "score": 1 - theirs, "probability": theirs})}
+    )
+    f = traffic_figures("traffic", "roc_auc", challenger, champion)
+    assert f.model == pytest.approx(figure("roc_auc", mine, gold))
+    assert f.reference == pytest.approx(figure("roc_auc", theirs, gold))

@@ -39,10 +39,13 @@ def traffic_figures(label: str, metric: str, model: Evaluation, reference: Evalu
     if (metric in BINARY_METRICS) != binary:
         kind = "0/1 labels" if binary else "graded scores"
         raise ValueError(f"traffic split {label} has {kind}; {metric!r} does not apply to them")
-    columns = [c for c in ("pair_id", "raw", "score", "probability") if c in theirs.columns]
-    joined = mine.join(theirs.select(columns), on="pair_id", how="inner", suffix="_ref")
+    # the reference's value columns renamed before the join, so a column only one side has (a calibrated
+    # champion's probability) is never read as the other side's
+    columns = [c for c in ("raw", "score", "probability") if c in theirs.columns]
+    renamed = theirs.select("pair_id", *[pl.col(c).alias(f"{c}_ref") for c in columns])
+    joined = mine.join(renamed, on="pair_id", how="inner")
     gold = joined["gold_label" if binary else "gold_score"].to_numpy()
-    ref = joined.select([pl.col(f"{c}_ref").alias(c) for c in columns if c != "pair_id"])
+    ref = joined.select([pl.col(f"{c}_ref").alias(c) for c in columns])
     return paired_figures(
         metric,
         gold,

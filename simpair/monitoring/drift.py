@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Literal
 
 import numpy as np
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from simpair.atomic import commit, temp_path
 from simpair.metrics.drift import classifier_auc, ks_binned, mmd, psi
@@ -38,6 +38,9 @@ HISTORY_PNG = "monitor_history.png"
 
 class DriftRow(BaseModel):
     """One figure of tonight's traffic, the threshold it is held to, and whether it passed it."""
+
+    # an undefined figure (different bins, one class) stays NaN through monitor.json, not null
+    model_config = ConfigDict(ser_json_inf_nan="constants")
 
     statistic: str
     test: str
@@ -184,7 +187,9 @@ def _vector_rows(
         return []
     auc = _nan_safe(classifier_auc(x, y))
     mmd2, p = mmd(x, y, permutations=policy.permutations)
-    auc_alarm = auc > policy.vector_auc
+    # as with the histograms, a small batch is shown but never alarms: ten vectors make the probe's AUC noise
+    enough = min(traffic.n_pairs, base.n_pairs) >= policy.min_pairs
+    auc_alarm = enough and auc > policy.vector_auc
     return [
         DriftRow(
             statistic="vectors",
@@ -193,7 +198,7 @@ def _vector_rows(
             threshold=policy.vector_auc,
             against=against,
             alarm=auc_alarm,
-            note=f"{len(y)} vs {len(x)} vectors",
+            note=f"{len(y)} vs {len(x)} vectors" + ("" if enough else f"; under {policy.min_pairs} pairs"),
         ),
         # the kernel test is the confirmation, not a second alarm of its own: at 512 rows its p-value
         # finds shifts too small to matter, so it alarms only when the classifier does too

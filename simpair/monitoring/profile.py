@@ -314,16 +314,16 @@ class Profile(BaseModel):
         path = Path(directory)
         if path.is_dir():
             path = path / PROFILE_FILE
-        try:
-            profile = cls.model_validate_json(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise ValueError(f"{path}: not a readable monitoring profile ({exc})") from exc
         vectors = path.parent / VECTORS_FILE
-        if vectors.exists():
-            rows = np.load(vectors, allow_pickle=False)
-            profile.vectors = VectorSample.from_array(
-                rows, profile.vector_k, profile.vector_seed, profile.vector_seen
-            )
+        try:  # a damaged vector file is a damaged profile too: `history` skips it, naming it
+            profile = cls.model_validate_json(path.read_text(encoding="utf-8"))
+            if vectors.exists():
+                rows = np.load(vectors, allow_pickle=False)
+                profile.vectors = VectorSample.from_array(
+                    rows, profile.vector_k, profile.vector_seed, profile.vector_seen
+                )
+        except (OSError, ValueError, EOFError) as exc:
+            raise ValueError(f"{path}: not a readable monitoring profile ({exc})") from exc
         return profile
 
 

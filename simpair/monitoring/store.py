@@ -130,7 +130,13 @@ def history(
     headers.sort()
     if last is not None:
         headers = headers[-last:] if last > 0 else []
-    return [Profile.load(folder) for _, _, folder in headers]
+    profiles = []
+    for _, _, run in headers:
+        try:  # its header read, its vector file may still be damaged
+            profiles.append(Profile.load(run))
+        except ValueError as exc:
+            print(f"monitor: skipped {exc}", file=sys.stderr)
+    return profiles
 
 
 def parse_since(text: str) -> timedelta:

@@ -416,7 +416,7 @@ def import_reviews(
         _count_version(report, catalog, relative)
         _leakage(report, home_dir)
     if not report.balanced:  # the lossless promise, checked on every import
-        raise AssertionError(
+        raise ReviewImportError(
             f"{source}: {report.records} records != {report.reviews} reviews + {report.rejected} rejected "
             f"+ {report.quarantined} quarantined"
         )

@@ -109,12 +109,15 @@ def score_chunk(
     truncated = int(scores.column("truncated").to_numpy(zero_copy_only=False).sum())
     profile = None
     if monitor:
-        profile = chunk_profile(
-            predictor, model, run_id, chunk_dir(plan.out, model, run_id, plan.sha256, idx),
-            checked.text_a, checked.text_b, scores.column("score").to_numpy(zero_copy_only=False),
-            {"rows_in": table.num_rows, "rejected": len(checked.rejects), "truncated": truncated,
-             "duplicates": duplicates(checked.text_a, checked.text_b)},
-        )  # fmt: skip
+        try:  # the chunk's outputs are written: a profiling fault must not make the chunk fail and redo
+            profile = chunk_profile(
+                predictor, model, run_id, chunk_dir(plan.out, model, run_id, plan.sha256, idx),
+                checked.text_a, checked.text_b, scores.column("score").to_numpy(zero_copy_only=False),
+                {"rows_in": table.num_rows, "rejected": len(checked.rejects), "truncated": truncated,
+                 "duplicates": duplicates(checked.text_a, checked.text_b)},
+            )  # fmt: skip
+        except Exception as exc:
+            print(f"{plan.name} chunk {idx}: not profiled for monitoring ({type(exc).__name__}: {exc})")
     seconds = time.perf_counter() - began
     result = ChunkResult(
         plan.sha256,
