@@ -10,6 +10,8 @@ imports form no circle and that only this file touches `sys.path`.
 from __future__ import annotations
 
 import importlib.util
+import os
+import platform
 import sys
 from pathlib import Path
 
@@ -109,3 +111,17 @@ def build_models(work: Path) -> dict[str, Path]:
     out = {f"backbone-{kind}": save_backbone(kind, work) for kind in ("cross", "bi")}
     out["tiny-cross"] = save_tiny_model(work / "tiny-cross", task="paraphrase", kind="cross")
     return out
+
+
+def machine_facts() -> dict[str, str]:
+    """What a result file records of the machine it was measured on: architecture, CPUs, Python, CPU model."""
+    cpuinfo = Path("/proc/cpuinfo")
+    names = (
+        [line for line in cpuinfo.read_text().splitlines() if line.startswith("model name")]
+        if cpuinfo.exists()
+        else []
+    )
+    return {
+        "machine": f"{platform.machine()} {os.cpu_count()} CPUs, Python {platform.python_version()}",
+        "cpu": names[0].split(":", 1)[1].strip() if names else "unknown",
+    }

@@ -56,6 +56,7 @@ from simpair.catalog import Catalog
 from simpair.metrics.binary_classification import binary_metrics
 from simpair.metrics.paired_interval import paired_figures
 from simpair.review.queue import ReviewPolicy, review_keys, select_for_review
+from simpair.schema import QUARANTINE_SCHEMA
 
 app = typer.Typer(add_completion=False, help=__doc__)
 RESULTS = common.RESULTS_DIR / "review_loop.json"
@@ -134,18 +135,7 @@ def write_reviews(home: Path, dataset: str, reviewed: pl.DataFrame, night: int) 
         files[f"{split}.parquet"] = path
         splits.append({"split": split, "role": role, "report": {"clean": part.height}})
     empty = staging / "quarantine.parquet"
-    pl.DataFrame(
-        schema={
-            "source_file": pl.Utf8,
-            "source_line": pl.Int64,
-            "raw_line": pl.Utf8,
-            "reason": pl.Utf8,
-            "detail": pl.Utf8,
-            "split": pl.Utf8,
-            "dataset": pl.Utf8,
-            "dataset_version": pl.Utf8,
-        }  # fmt: skip
-    ).write_parquet(empty)
+    pq.write_table(QUARANTINE_SCHEMA.empty_table(), empty)
     files["quarantine.parquet"] = empty
     folder.mkdir(parents=True, exist_ok=True)
     write_version(folder, version, files, {"dataset": dataset, "version": version, "splits": splits})

@@ -41,7 +41,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import shutil
 import subprocess
 import sys
@@ -53,7 +52,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 import st_backends  # benchmarks/st_backends.py: the side environment and its workers
-from common import MAX_LENGTH, RESULTS_DIR, ROOT, SHARED, sentence_pool, write_pairs
+from common import MAX_LENGTH, RESULTS_DIR, ROOT, SHARED, machine_facts, sentence_pool, write_pairs
 
 RESULTS = RESULTS_DIR / "score_e2e.json"
 SIMPAIR = ROOT / ".venv" / "bin" / "simpair"
@@ -268,15 +267,7 @@ def main() -> None:
     pool = sentence_pool(SHARED)
     result: dict = {
         "when": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "machine": f"{platform.machine()} {os.cpu_count()} CPUs, Python {platform.python_version()}",
-        "cpu": next(
-            (
-                line.split(":", 1)[1].strip()
-                for line in Path("/proc/cpuinfo").read_text().splitlines()
-                if line.startswith("model name")
-            ),
-            "unknown",
-        ),  # fmt: skip
+        **machine_facts(),
         "command": "nice -n 10 .venv/bin/python benchmarks/score_e2e.py " + " ".join(sys.argv[1:]),
         "loadavg_start": os.getloadavg(),
         "rows": [],

@@ -20,14 +20,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import subprocess
 import time
 from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
 
-from common import RESULTS_DIR, ROOT
+from common import RESULTS_DIR, ROOT, machine_facts
 
 RESULTS = RESULTS_DIR / "verdict_stability.json"
 SIMPAIR = ROOT / ".venv" / "bin" / "simpair"
@@ -97,15 +96,7 @@ def save(args: argparse.Namespace, runs: list[dict]) -> None:
     counts = Counter(r["chosen"] for r in runs)
     result = {
         "when": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "machine": f"{platform.machine()} {os.cpu_count()} CPUs, Python {platform.python_version()}",
-        "cpu": next(
-            (
-                line.split(":", 1)[1].strip()
-                for line in Path("/proc/cpuinfo").read_text().splitlines()
-                if line.startswith("model name")
-            ),
-            "unknown",
-        ),  # fmt: skip
+        **machine_facts(),
         "command": f"nice -n 5 .venv/bin/python benchmarks/verdict_stability.py --model {args.model.name} "
         f"--times {args.times}",
         "model": str(args.model),

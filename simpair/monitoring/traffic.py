@@ -191,62 +191,48 @@ def profile_traffic(
     any fault here becomes the summary's one-line note instead.
     """
     try:
-        return _profile_traffic(out, run_id, model, parts, health, policy, home, runtime, precision)
+        from simpair.monitoring.reference import NO_REFERENCE, find_reference  # MLflow: only at the run's end
+
+        out = Path(out)
+        if not parts:
+            return MonitorOutcome(note="nothing scored in this run: no traffic profile")
+        reference = find_reference(model, home, version_dir(out, model.name, model.version) / REFERENCE)
+        # the few hundred sampled texts are encoded only when there is a reference vector sample to test
+        with_vectors = reference is not None and reference.vectors is not None
+        traffic = merge_parts(parts, model, with_vectors, runtime, precision)
+        if traffic is None:
+            return MonitorOutcome(note="nothing scored in this run: no traffic profile")
+        quarantined = float(health.get("quarantined", 0.0))
+        traffic.health["rows_in"] = traffic.health.get("rows_in", 0.0) + quarantined
+        traffic.health["quarantined"] = quarantined
+        traffic.health["pairs_per_s"] = float(health.get("pairs_per_s", 0.0))
+        traffic.run_id = run_id
+        folder = save_traffic(traffic, out)
+        shutil.rmtree(folder / CHUNKS_DIR, ignore_errors=True)
+        if reference is None:
+            past: list[Profile] = []  # health only: drift needs the version's own reference
+        elif policy.history_nights:
+            past = history(out, model.name, model.version, timedelta(days=policy.history_nights + 1))
+        else:
+            past = []
+        report = compare(traffic, reference, past, policy)
+        if reference is not None:
+            written = write_report(report, traffic, reference, past, folder)
+        else:  # health rows only: no distribution to plot, and no plotting library loaded for nothing
+            written = [_write_json(report, folder / REPORT_FILE)]
+        note = _verdict(report) if reference is not None else f"{NO_REFERENCE} ({_verdict(report)})"
+        if reference is None:
+            print(NO_REFERENCE)
+        lines = [f"monitor alarm: {row.describe()}; run {run_id} of {model.label}" for row in report.alarms]
+        mlflow_run = _log_to_mlflow(home, model, run_id, report, traffic, written)
+        return MonitorOutcome(
+            folder=str(folder), report=str(written[0]), alarms=len(report.alarms), note=note,
+            markdown=report.to_markdown(), alarm_lines=lines, mlflow_run_id=mlflow_run,
+        )  # fmt: skip
     except Exception as exc:  # a damaged past profile, a plotting or tracking fault: the scores stand
         note = f"drift not checked: {type(exc).__name__}: {exc}"
         print(note)
         return MonitorOutcome(note=note)
-
-
-def _profile_traffic(
-    out: Path,
-    run_id: str,
-    model: ModelRef,
-    parts: list[str],
-    health: dict[str, float],
-    policy: MonitorPolicy,
-    home: Path | None,
-    runtime: RuntimeOptions | None,
-    precision: str,
-) -> MonitorOutcome:
-    from simpair.monitoring.reference import NO_REFERENCE, find_reference  # MLflow: only at the run's end
-
-    out = Path(out)
-    if not parts:
-        return MonitorOutcome(note="nothing scored in this run: no traffic profile")
-    reference = find_reference(model, home, version_dir(out, model.name, model.version) / REFERENCE)
-    # the few hundred sampled texts are encoded only when there is a reference vector sample to test
-    with_vectors = reference is not None and reference.vectors is not None
-    traffic = merge_parts(parts, model, with_vectors, runtime, precision)
-    if traffic is None:
-        return MonitorOutcome(note="nothing scored in this run: no traffic profile")
-    quarantined = float(health.get("quarantined", 0.0))
-    traffic.health["rows_in"] = traffic.health.get("rows_in", 0.0) + quarantined
-    traffic.health["quarantined"] = quarantined
-    traffic.health["pairs_per_s"] = float(health.get("pairs_per_s", 0.0))
-    traffic.run_id = run_id
-    folder = save_traffic(traffic, out)
-    shutil.rmtree(folder / CHUNKS_DIR, ignore_errors=True)
-    if reference is None:
-        past: list[Profile] = []  # health only: drift needs the version's own reference
-    elif policy.history_nights:
-        past = history(out, model.name, model.version, timedelta(days=policy.history_nights + 1))
-    else:
-        past = []
-    report = compare(traffic, reference, past, policy)
-    if reference is not None:
-        written = write_report(report, traffic, reference, past, folder)
-    else:  # health rows only: no distribution to plot, and no plotting library loaded for nothing
-        written = [_write_json(report, folder / REPORT_FILE)]
-    note = _verdict(report) if reference is not None else f"{NO_REFERENCE} ({_verdict(report)})"
-    if reference is None:
-        print(NO_REFERENCE)
-    lines = [f"monitor alarm: {row.describe()}; run {run_id} of {model.label}" for row in report.alarms]
-    mlflow_run = _log_to_mlflow(home, model, run_id, report, traffic, written)
-    return MonitorOutcome(
-        folder=str(folder), report=str(written[0]), alarms=len(report.alarms), note=note,
-        markdown=report.to_markdown(), alarm_lines=lines, mlflow_run_id=mlflow_run,
-    )  # fmt: skip
 
 
 def _write_json(report: DriftReport, path: Path) -> Path:
