@@ -114,6 +114,9 @@ def autocast(device: torch.device, dtype: torch.dtype | None) -> Iterator[None]:
 # (AVX512-VNNI, AMX-INT8) instructions, and the AVX2 baseline every ONNX Runtime / OpenVINO kernel assumes
 VERDICT_CPU_FLAGS = ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_tile", "amx_bf16", "amx_int8")
 VERDICT_RUNTIMES = ("torch", "onnxruntime", "openvino")
+# how the int8 graph is built (`simpair.runtime.int8_backend.quantize_per_row`): its scores differ
+# by up to ~1e-3 from another recipe's, so a verdict judged on another recipe is measured again
+INT8_GRAPH = "per-row, MatMulIntegerToFloat"
 
 
 @functools.cache
@@ -124,7 +127,7 @@ def _cpu_flags() -> str:
 
 
 def host_facts(device: torch.device) -> dict[str, str]:
-    """The facts of this host a precision verdict holds for: CPU flags, runtime versions, the GPU.
+    """The facts a precision verdict holds for: CPU flags, runtime versions, the int8 recipe, the GPU.
 
     A verdict measured on another CPU or runtime version may not hold here (another bf16 kernel, an
     int8 path without VNNI, a different speedup), so it records these and scoring compares them
@@ -135,7 +138,8 @@ def host_facts(device: torch.device) -> dict[str, str]:
 
     # a hypervisor may hide a flag from /proc/cpuinfo that oneDNN still finds and uses (this 2-core
     # AMD EPYC shows no avx512_bf16 there, yet runs bf16 natively), so oneDNN's own answer is kept too
-    facts = {"cpu_flags": _cpu_flags(), "native_bf16": "yes" if native_bf16(device) else "no"}
+    facts = {"cpu_flags": _cpu_flags(), "native_bf16": "yes" if native_bf16(device) else "no",
+             "int8_graph": INT8_GRAPH}  # fmt: skip
     for name in VERDICT_RUNTIMES:
         try:
             facts[name] = metadata.version(name)
