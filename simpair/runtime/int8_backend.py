@@ -207,8 +207,12 @@ def quantize_per_row(fp32_graph: Path, out: Path) -> Path:
             make("QuantizeLinear", [p + "x", p + "scale", p + "zp"], [p + "xq"], axis=0),
             # the integer product, cast and times the column scales in one kernel (a_scale 1: the
             # row scales, which the kernel cannot take, come after)
-            make("MatMulIntegerToFloat", [p + "xq", p + "w", one, p + "w_scale", a_zero], [p + "y_cols"],
-                 domain="com.microsoft"),  # fmt: skip
+            make(
+                "MatMulIntegerToFloat",
+                [p + "xq", p + "w", one, p + "w_scale", a_zero],
+                [p + "y_cols"],
+                domain="com.microsoft",
+            ),  # fmt: skip
             make("Unsqueeze", [p + "scale", last], [p + "row_scale"]),
             make("Mul", [p + "y_cols", p + "row_scale"], [p + "y"]),
             make("Slice", [p + "shape", first, last], [p + "lead"]),
