@@ -212,7 +212,7 @@ def quantize_per_row(fp32_graph: Path, out: Path) -> Path:
                 [p + "xq", p + "w", one, p + "w_scale", a_zero],
                 [p + "y_cols"],
                 domain="com.microsoft",
-            ),  # fmt: skip
+            ),
             make("Unsqueeze", [p + "scale", last], [p + "row_scale"]),
             make("Mul", [p + "y_cols", p + "row_scale"], [p + "y"]),
             make("Slice", [p + "shape", first, last], [p + "lead"]),
