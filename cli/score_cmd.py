@@ -88,7 +88,7 @@ def print_summary(console: Console, summary: ScoreSummary) -> None:
 def print_alarms(summary: ScoreSummary) -> None:
     """One line per drift or health alarm of the run's monitor, on stderr (`simpair.nightly.report`):
     what a cron mail or a log shows; a deployed run also sends them (docs/nightly.md)."""
-    from simpair.nightly.report import ScoredRun
+    from simpair.nightly.scored_run import ScoredRun
 
     for line in ScoredRun.from_summary(summary.to_dict()).alarm_lines():
         typer.echo(line, err=True)

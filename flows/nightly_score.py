@@ -33,7 +33,7 @@ from __future__ import annotations
 from prefect import flow, runtime
 
 from simpair import settings
-from simpair.nightly.report import ScoredRun
+from simpair.nightly.scored_run import ScoredRun
 from simpair.ops.notifications import emit_alarm
 from simpair.scoring.options import ScoringOptions
 from simpair.scoring.run import run_scoring

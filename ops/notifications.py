@@ -54,7 +54,8 @@ from prefect.runtime import flow_run
 
 from simpair import settings
 from simpair.nightly.profile import NotifyPlan, load_profile
-from simpair.nightly.report import PAGE, ScoredRun, reports_root
+from simpair.nightly.report import PAGE, reports_root
+from simpair.nightly.scored_run import ScoredRun
 
 WEBHOOK_ENV = "SIMPAIR_NOTIFY_WEBHOOK"
 BLOCK_ENV = "SIMPAIR_NOTIFY_BLOCK"

@@ -113,3 +113,26 @@ result = {{'status': [d.status for d in report.datasets], 'fsspec': 'fsspec' in 
 """
     result = _loaded_after(code)
     assert result["status"] == ["ingested"] and result["fsspec"] is False, result
+
+
+@pytest.mark.parametrize(("kind", "precision"), [("cross", "int8"), ("bi", "fp32")])
+def test_a_cached_graph_scores_without_building_the_torch_model(tmp_path, kind: str, precision: str) -> None:  # type: ignore[no-untyped-def]
+    """The second process to score a model version reads its graph from the cache: it neither builds
+    the torch model nor imports the modeling code (about 2 s of a fresh `simpair score` on 2 cores)."""
+    from simpair.models import save_tiny_model
+
+    model = save_tiny_model(tmp_path / "model", task="paraphrase" if kind == "cross" else "sts", kind=kind)
+    code = f"""
+import os
+os.environ['SIMPAIR_GRAPH_CACHE'] = {str(tmp_path / "graphs")!r}
+from simpair.runtime.loader import load_predictor
+p = load_predictor({str(model)!r}, precision={precision!r}, backend='onnx')
+scores = p.predict(['a cat sat', 'stocks fell'], ['the cat sat down', 'it rained'])['score']
+result = {{'scores': [float(s) for s in scores],
+          'modeling': sorted(m for m in ('simpair.models.bi_encoder', 'simpair.models.cross_encoder')
+                             if m in sys.modules)}}
+"""
+    first, second = _loaded_after(code), _loaded_after(code)
+    assert first["modeling"], "the first process exports the graph: it must build the torch model"
+    assert second["modeling"] == [], second
+    assert second["scores"] == pytest.approx(first["scores"], abs=1e-6)

@@ -16,22 +16,22 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 from transformers import PreTrainedTokenizerBase
 
-from simpair.models.bi_encoder import BiEncoder
-from simpair.models.cross_encoder import CrossEncoder
 from simpair.models.device import autocast, autocast_dtype, pick_device
-from simpair.models.io import EncoderModel, load_model
 from simpair.models.metadata import ModelMetadata
 from simpair.models.predictor_base import BasePredictor, Call, ModelFacts, Texts
 from simpair.models.token_stream import EncodeRows, StreamStats, run_ahead
 from simpair.pair_tokens.encode import BatchEncoder, encoder_for
+
+if TYPE_CHECKING:
+    from simpair.models.io import EncoderModel
 
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:
@@ -48,7 +48,7 @@ class Predictor(BasePredictor):
 
     def __init__(
         self,
-        model: EncoderModel,
+        model: EncoderModel | torch.nn.Module | Callable[[], EncoderModel],
         tokenizer: PreTrainedTokenizerBase,
         metadata: ModelMetadata,
         model_dir: Path | None = None,
@@ -56,7 +56,13 @@ class Predictor(BasePredictor):
         precision: str = "fp32",
     ) -> None:
         self.device = pick_device(device)
-        self.model = model.to(self.device).eval()
+        self._model: torch.nn.Module | None = None
+        self._build: Callable[[], EncoderModel] | None = None
+        self._model_lock = threading.Lock()
+        if isinstance(model, torch.nn.Module):
+            self.model = model
+        else:
+            self._build = model
         self.tokenizer = tokenizer
         self.meta = metadata
         self.model_dir = model_dir
@@ -74,6 +80,24 @@ class Predictor(BasePredictor):
                 form = "cross" if self.kind == "cross" else "bi"
                 self._encoder = encoder_for(self.tokenizer, self.max_length, form)
             return self._encoder
+
+    @property
+    def model(self) -> Any:
+        """The torch model, built on first use when the predictor was given a builder (`load(lazy=True)`).
+
+        A scoring backend whose compiled graph is in the graph cache never asks for it, so a fresh
+        process scores without building the torch model or importing its modeling code.
+        """
+        if self._model is None:
+            with self._model_lock:
+                if self._model is None:
+                    assert self._build is not None
+                    self._model = self._build().to(self.device).eval()
+        return self._model
+
+    @model.setter
+    def model(self, value: torch.nn.Module) -> None:
+        self._model = value.to(self.device).eval()
 
     # ---------------------------------------------------------------- public API
     def from_raw(self, raw: np.ndarray) -> dict[str, np.ndarray]:
@@ -165,22 +189,45 @@ class Predictor(BasePredictor):
         with autocast(self.device, self._dtype):
             out = self.model(**batch)
         out = out.float()
+        from simpair.models.bi_encoder import BiEncoder  # loaded with the model already
+
         if isinstance(self.model, BiEncoder):
             out = torch.nn.functional.normalize(out, dim=-1)
         return out.cpu().numpy()
 
     @classmethod
-    def load(cls, model_dir: str | Path, device: str = "auto", precision: str = "fp32") -> Predictor:
+    def load(
+        cls, model_dir: str | Path, device: str = "auto", precision: str = "fp32", lazy: bool = False
+    ) -> Predictor:
         """Load a single-model directory (cross or bi) written by training, `save_tiny_model` or a soup.
 
-        `simpair.runtime.loader.load_predictor` is the door for every model kind, stacks included.
+        `lazy`: build the torch model only when `model` is first read (a scoring backend whose graph
+        is cached never reads it). `simpair.runtime.loader.load_predictor` is the door for every model
+        kind, stacks included.
         """
+        from simpair.models.tokenizer import load_tokenizer
+
         model_dir = Path(model_dir)
-        kind = ModelMetadata.read(model_dir).kind
-        if kind in ("stacked", "cascade"):
-            raise ValueError(f"{model_dir} is a {kind} model: use simpair.runtime.loader.load_predictor")
-        model, tokenizer, metadata = load_model(model_dir)
-        return cls(model, tokenizer, metadata, model_dir=model_dir, device=device, precision=precision)
+        metadata = ModelMetadata.read(model_dir)
+        if metadata.kind in ("stacked", "cascade"):
+            raise ValueError(
+                f"{model_dir} is a {metadata.kind} model: use simpair.runtime.loader.load_predictor"
+            )
+
+        def build() -> EncoderModel:
+            from simpair.models.io import build_model  # the modeling code: only when the model is built
+
+            return build_model(metadata.kind, model_dir, metadata.cross_head, metadata.pooling)
+
+        model = build if lazy else build()
+        return cls(
+            model,
+            load_tokenizer(model_dir),
+            metadata,
+            model_dir=model_dir,
+            device=device,
+            precision=precision,
+        )
 
 
-__all__ = ["BiEncoder", "CrossEncoder", "ModelFacts", "Predictor"]
+__all__ = ["ModelFacts", "Predictor"]

@@ -24,8 +24,6 @@ summary's fields or as its `monitor.json`, plain JSON.
 
 from __future__ import annotations
 
-import json
-import math
 import os
 import shutil
 import time
@@ -33,12 +31,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
 
 import filelock
 from pydantic import BaseModel, Field
 
 from simpair.atomic import atomic_write_text
+from simpair.nightly.scored_run import ScoredRun, num
 from simpair.nightly.summary import NightlySummary, TaskOutcome, TrafficAccuracy
 from simpair.stages import StageRunner, step
 
@@ -52,128 +50,6 @@ MONITOR_FILE = "monitor.json"
 JOIN_WINDOW = timedelta(hours=24)
 SCORED_ENV = "SIMPAIR_SCORED"  # the nightly-score deployment's output folder (flows/deployments.py)
 NO_SCORING = "no scoring in this night"
-SUMMARY_MONITOR_FIELD = "monitor"  # the scoring summary's field naming its run's monitor.json
-
-
-class DriftRow(BaseModel):
-    """One statistic of a scoring run's traffic against one reference, as read back from a
-    `monitor.json` row (`simpair.monitoring.drift.DriftRow`, with a missing figure kept as None)."""
-
-    statistic: str
-    test: str = ""
-    value: float | None = None
-    threshold: float | None = None
-    against: str = ""
-    alarm: bool = False
-    note: str = ""
-
-    def line(self) -> str:
-        """`score psi 0.41 > 0.25 against the reference` (the monitor's own wording: which side of
-        the threshold alarms depends on the test); plain `value, threshold` for a row it does not know."""
-        from simpair.monitoring.drift import DriftRow as MonitorRow  # scipy: only when an alarm is told
-
-        try:
-            row = MonitorRow.model_validate(
-                {**self.model_dump(), "value": _nan(self.value), "threshold": _nan(self.threshold)}
-            )
-        except ValueError:
-            return f"{self.statistic} {self.test} {_num(self.value)}, threshold {_num(self.threshold)}"
-        return row.describe()
-
-
-class ScoredRun(BaseModel):
-    """One scoring run as the report shows it: its counts and its drift table."""
-
-    run_id: str
-    model: str
-    version: str
-    finished_at: str | None = None
-    files_scored: int | None = None
-    files_quarantined: int | None = None
-    rows_scored: int | None = None
-    rows_rejected: int | None = None
-    rows_truncated: int | None = None
-    pairs_per_s: float | None = None
-    precision: str | None = None
-    drift: list[DriftRow] = Field(default_factory=list)
-    alarms: int = 0
-    monitor: str | None = None  # the run's monitor.json
-    plots: list[str] = Field(default_factory=list)  # its PNGs, where the monitor wrote them
-
-    @classmethod
-    def from_monitor(cls, path: str | Path) -> ScoredRun:
-        """A run read back from its `monitor.json` (the night's view of runs it did not start)."""
-        path = Path(path)
-        data = json.loads(path.read_text(encoding="utf-8"))
-        run = cls(
-            run_id=str(data.get("run_id") or path.parent.name),
-            model=str(data.get("model") or path.parent.parent.parent.name),
-            version=str(data.get("version") or path.parent.parent.name),
-            finished_at=data.get("created")
-            or datetime.fromtimestamp(path.stat().st_mtime, UTC).isoformat(timespec="seconds"),
-            rows_scored=data.get("n_pairs"),
-        )
-        return run.with_monitor(path, data)
-
-    @classmethod
-    def from_summary(cls, summary: dict[str, Any], monitor: str | Path | None = None) -> ScoredRun:
-        """A run from its scoring summary's fields (`ScoreSummary.to_dict()`) and, when the run was
-        monitored, its `monitor.json` (`monitor`, else the path the summary names)."""
-        monitor = monitor or summary.get(SUMMARY_MONITOR_FIELD)
-        run = cls(
-            run_id=str(summary["run_id"]),
-            model=str(summary["model_name"]),
-            version=str(summary["model_version"]),
-            finished_at=datetime.now(UTC).isoformat(timespec="seconds"),
-            **{k: summary.get(k) for k in _COUNTS},
-            precision=summary.get("precision"),
-        )
-        if monitor is not None and Path(monitor).is_file():
-            run = run.with_monitor(Path(monitor))
-        return run
-
-    def with_monitor(self, path: Path, data: dict[str, Any] | None = None) -> ScoredRun:
-        """This run with the drift table, alarm count and plots of its monitor folder."""
-        data = json.loads(path.read_text(encoding="utf-8")) if data is None else data
-        rows = [DriftRow.model_validate(_row(r)) for r in data.get("rows") or []]
-        alarms = data.get("alarms")
-        alarms = len(alarms) if isinstance(alarms, list) else int(alarms or sum(r.alarm for r in rows))
-        plots = sorted(str(p) for p in path.parent.glob("*.png"))
-        return self.model_copy(update={"drift": rows, "alarms": alarms, "monitor": str(path), "plots": plots})
-
-    def alarm_lines(self, report: str | Path | None = None) -> list[str]:
-        """One line per alarmed statistic, naming the statistic, its value, the threshold, the run and
-        (when written) the night's report: what stderr and the notification say."""
-        where = f"; report {report}" if report else ""
-        return [
-            f"drift alarm: {row.line()}; scoring run {self.run_id} of {self.model} v{self.version}{where}"
-            for row in self.drift
-            if row.alarm
-        ]
-
-
-_COUNTS = (
-    "files_scored",
-    "files_quarantined",
-    "rows_scored",
-    "rows_rejected",
-    "rows_truncated",
-    "pairs_per_s",
-)
-
-
-def _row(row: dict[str, Any]) -> dict[str, Any]:
-    """A monitor row with numbers as floats (NaN and missing become None) and `against` as text."""
-    out = dict(row)
-    for key in ("value", "threshold"):
-        value = out.get(key)
-        out[key] = None if value is None or (isinstance(value, float) and math.isnan(value)) else float(value)
-    out["against"] = str(out.get("against") or "")
-    out["statistic"] = str(out.get("statistic") or "?")
-    out["test"] = str(out.get("test") or "")
-    out["alarm"] = bool(out.get("alarm"))
-    out["note"] = str(out.get("note") or "")
-    return out
 
 
 class NightReport(BaseModel):
@@ -212,18 +88,6 @@ class NightReport(BaseModel):
         lines += _drift_section(self, plots)
         lines += _traffic_section(night)
         return "\n".join(lines).rstrip() + "\n"
-
-
-def _nan(value: float | None) -> float:
-    return math.nan if value is None else value
-
-
-def _num(value: float | int | None) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, int) or float(value).is_integer() and abs(value) >= 1:
-        return str(int(value))
-    return f"{value:.4g}"
 
 
 def _cell(value: object) -> str:
@@ -301,9 +165,9 @@ def _scoring_section(report: NightReport) -> list[str]:
     ]
     for r in report.scoring:
         lines.append(
-            f"| `{r.run_id}` | {r.model} | {r.version} | {_num(r.files_scored)} | "
-            f"{_num(r.files_quarantined)} | {_num(r.rows_scored)} | {_num(r.rows_rejected)} | "
-            f"{_num(r.rows_truncated)} | {_num(r.pairs_per_s)} | {r.alarms} |"
+            f"| `{r.run_id}` | {r.model} | {r.version} | {num(r.files_scored)} | "
+            f"{num(r.files_quarantined)} | {num(r.rows_scored)} | {num(r.rows_rejected)} | "
+            f"{num(r.rows_truncated)} | {num(r.pairs_per_s)} | {r.alarms} |"
         )
     return [*lines, ""]
 
@@ -321,8 +185,8 @@ def _drift_section(report: NightReport, plots: dict[str, str]) -> list[str]:
         for row in sorted(r.drift, key=lambda row: not row.alarm):  # alarms first
             against = f"{row.against} ({row.note})" if row.note else row.against
             lines.append(
-                f"| {_cell(row.statistic)} | {_cell(row.test)} | {_num(row.value)} | "
-                f"{_num(row.threshold)} | {_cell(against)} | {'**ALARM**' if row.alarm else 'ok'} |"
+                f"| {_cell(row.statistic)} | {_cell(row.test)} | {num(row.value)} | "
+                f"{num(row.threshold)} | {_cell(against)} | {'**ALARM**' if row.alarm else 'ok'} |"
             )
         lines.append("")
         for plot in r.plots:
@@ -350,10 +214,10 @@ def _traffic_section(night: NightlySummary | None) -> list[str]:
         "|---|---|---|---|---:|---|---:|",
     ]
     for t, a in rows:
-        interval = f"[{_num(a.low)}, {_num(a.high)}]" if a.low is not None and a.high is not None else "-"
+        interval = f"[{num(a.low)}, {num(a.high)}]" if a.low is not None and a.high is not None else "-"
         model = a.model or f"{t.model} v{t.version or '-'}"
         lines.append(
-            f"| {t.task} | {model} | {a.split} | {a.metric} | {_num(a.value)} | {interval} | {a.n_reviewed} |"
+            f"| {t.task} | {model} | {a.split} | {a.metric} | {num(a.value)} | {interval} | {a.n_reviewed} |"
         )
     return [*lines, ""]
 

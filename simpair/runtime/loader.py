@@ -112,14 +112,15 @@ def load_for_run(local_dir: str, runtime: RuntimeOptions, precision: str = "fp32
     return load_predictor(local_dir, precision=precision, backend=runtime.backend, threads=runtime.threads)
 
 
-def _open(model_dir: Path, device: str, precision: str) -> Any:
+def _open(model_dir: Path, device: str, precision: str, lazy: bool = False) -> Any:
     """The model's own torch forward pass: `Predictor.load` for a single model, else its members
-    (each through this function) under the composite's predictor."""
+    (each through this function) under the composite's predictor. `lazy`: each torch model is built
+    when first used (a scoring backend whose graph is cached never uses it)."""
     meta = ModelMetadata.read(model_dir)
     if meta.kind not in COMPOSITE_KINDS:
         from simpair.models.predictor import Predictor  # torch and transformers: only when a model loads
 
-        return Predictor.load(model_dir, device=device, precision=precision)
+        return Predictor.load(model_dir, device=device, precision=precision, lazy=lazy)
     # imported here: loading a plain model (scoring, the MLflow pyfunc) never pulls in the ensemble code
     from simpair.models.composite import CASCADE_FILE, STACK_FILE, CascadeSpec, StackSpec
     from simpair.runtime.cascade import CascadePredictor
@@ -135,7 +136,7 @@ def _open(model_dir: Path, device: str, precision: str) -> Any:
         path = model_dir / rel
         if not (path / METADATA_FILE).is_file():
             raise FileNotFoundError(f"{model_dir / spec_file}: member {rel!r} is missing ({path})")
-        members.append(_open(path, device, precision))
+        members.append(_open(path, device, precision, lazy))
     return kind(meta, spec, members, model_dir=model_dir)
 
 
@@ -159,9 +160,9 @@ def _load(
     if precision == "int8":  # fp32 weights on CPU, quantized for ONNX Runtime's CPU provider
         from simpair.runtime.int8_backend import use_int8
 
-        predictor = use_int8(_open(model_dir, "cpu", "fp32"), threads)
+        predictor = use_int8(_open(model_dir, "cpu", "fp32", lazy=True), threads)
     else:  # always explicit: the predictor's own "auto" would pick bf16 on CUDA
-        predictor = _open(model_dir, device, precision)
+        predictor = _open(model_dir, device, precision, lazy=True)
         if precision != requested:
             warn_fallback(predictor.device)
         predictor = _forward_pass(predictor, model_dir, threads, backend, precision, bf16_via)

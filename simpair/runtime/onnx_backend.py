@@ -37,7 +37,6 @@ from torch import Tensor, nn
 from simpair.atomic import commit, temp_path
 from simpair.models import Predictor
 from simpair.models.batching import pad_batch
-from simpair.models.cross_encoder import one_logit
 from simpair.runtime import graph_cache
 from simpair.runtime.budget import MAX_BATCH_TOKENS
 
@@ -126,6 +125,8 @@ class ClsLastLayerBert(nn.Module):
         for i, layer in enumerate(layers):
             hidden = self._layer(layer, hidden, bias, cls_only=i == len(layers) - 1)
         logits = self.hf.classifier(self.hf.dropout(bert.pooler(hidden)))
+        from simpair.models.cross_encoder import one_logit  # the modeling code: only when exporting
+
         return one_logit(logits).float()  # a two-label head as the CrossEncoder reads it
 
 
