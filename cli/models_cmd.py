@@ -288,13 +288,15 @@ def verdict(
     `--precision auto` reads it when scoring; a model without one scores at fp32. A stored verdict is
     shown as it is unless `--force`. Exits 1 when the model records no dev split to measure on.
     """
+    from simpair.runtime.graph_cache import follow_home
     from simpair.runtime.model_ref import resolve_model_ref
     from simpair.selection.precision_ladder import NoDevSplit, verdict_for
 
     home_dir = settings.home_dir(home)
     ref = resolve_model_ref(model, home_dir)
     try:
-        stored = verdict_for(ref, home_dir, force=force)
+        with follow_home(home):  # the graphs it builds are the ones `simpair score --home` then reads
+            stored = verdict_for(ref, home_dir, force=force)
     except NoDevSplit as exc:
         fail(f"no precision verdict for {ref.label}: {exc}", exc)
     console().print(

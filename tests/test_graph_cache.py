@@ -25,6 +25,7 @@ from simpair.runtime import graph_cache, openvino_backend, recheck
 from simpair.runtime.int8_backend import build_int8_encoder
 from simpair.runtime.loader import load_predictor
 from simpair.runtime.onnx_backend import OrtPredictor, build_encoder
+from simpair.runtime.weights_digest import MEMO_FOLDER, weights_digest
 
 # scores a model in a fresh process and says how often the exporter ran (the real one, counted)
 _SCRIPT = """
@@ -156,6 +157,51 @@ def test_the_cache_folder_follows_the_home_or_sits_beside_the_model(
     assert graph_cache.cache_root(downloaded) is None
 
 
+def test_a_members_graphs_sit_beside_the_whole_model_never_inside_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(graph_cache.ENV, raising=False)
+    monkeypatch.delenv("SIMPAIR_HOME", raising=False)
+    monkeypatch.delenv(graph_cache.HOME_ENV, raising=False)
+    stack = tmp_path / "models" / "stack"
+    member = save_tiny_model(stack / "members" / "0-cross", kind="cross")
+    (stack / "simpair.json").write_text("{}")  # a composite's folder: its own metadata beside members/
+    assert graph_cache.cache_root(member) == tmp_path / "models" / ".graph-cache"
+    before = weights_digest(stack)
+    # graphs an older release left inside the stack are not the model: its digest does not move
+    (stack / "members" / ".graph-cache" / "x").mkdir(parents=True)
+    (stack / "members" / ".graph-cache" / "x" / "fp32.onnx").write_bytes(b"graph")
+    assert weights_digest(stack) == before
+
+
+def test_a_files_digest_is_kept_across_processes_while_its_size_and_time_hold(
+    tmp_path: Path, cache: Path
+) -> None:
+    model = save_tiny_model(tmp_path / "m", kind="cross")
+    code = "import sys; from simpair.runtime.weights_digest import weights_digest as d; print(d(sys.argv[1]))"
+
+    def fresh() -> str:
+        done = subprocess.run(
+            [sys.executable, "-c", code, str(model)], capture_output=True, text=True, check=True
+        )
+        return done.stdout.strip()
+
+    first = fresh()
+    memos = sorted((cache / "file-digests").glob("*.json"))
+    assert memos and first == weights_digest(model)
+    # a memo is trusted while the file's size and time hold: a forged one shows it was read, not hashed
+    weights = str((model / "model.safetensors").resolve())
+    [memo] = [m for m in memos if json.loads(m.read_text())["path"] == weights]
+    record = json.loads(memo.read_text())
+    memo.write_text(json.dumps({**record, "digest": "0" * 32}))
+    forged = fresh()
+    assert forged != first
+    # new bytes (a new time) are hashed again, whatever the memo says
+    (model / "model.safetensors").write_bytes((model / "model.safetensors").read_bytes())
+    os.utime(model / "model.safetensors", ns=(1, record["mtime_ns"] + 10**9))
+    assert fresh() == first
+
+
 def test_score_with_home_keeps_a_local_models_graphs_under_that_home(
     model: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -171,8 +217,8 @@ def test_score_with_home_keeps_a_local_models_graphs_under_that_home(
             "--precision", "fp32"]  # fmt: skip
     done = CliRunner().invoke(app, argv)
     assert done.exit_code == 0, done.output
-    [folder] = (home / "graph-cache").iterdir()
-    assert (folder / "fp32.onnx").is_file()
+    [folder] = [f for f in (home / "graph-cache").iterdir() if f.name != MEMO_FOLDER]
+    assert (folder / "fp32.onnx").is_file() and any((home / "graph-cache" / MEMO_FOLDER).iterdir())
     assert not (local.parent / ".graph-cache").exists()
     assert graph_cache.HOME_ENV not in os.environ  # the next command's cache is where it was
     assert graph_cache.cache_root(local) == local.parent / ".graph-cache"

@@ -5,8 +5,9 @@ word pieces on the dev pairs it was tuned and gated on (`simpair.monitoring.prof
 plus a fixed sample of dev sentence vectors for bi-encoders. It is built once, when the version
 exists, and travels with it as artifacts of the version's MLflow run (`monitor/reference/`) with
 `simpair.reference_profile` tags on run and version (`simpair.registry.monitoring`), so a scoring run
-anywhere finds it from the pinned model alone (`find_reference`). A copy also stays in the model
-folder (`monitor/reference/`), which is where a model scored as a plain folder keeps it.
+anywhere finds it from the pinned model alone (`simpair.monitoring.lookup.find_reference`). A copy
+also stays in the model folder (`monitor/reference/`), which is where a model scored as a plain
+folder keeps it.
 
 Where it runs:
 - the night: the `build-reference-profile` step, after `register-model` and before `mark-challengers`,
@@ -24,18 +25,15 @@ from pathlib import Path
 from typing import Any
 
 from simpair.models.metadata import ModelMetadata
-from simpair.monitoring.profile import PROFILE_FILE, Profile, reference_profile
-from simpair.registry.monitoring import attach_reference, download_reference
+from simpair.monitoring.lookup import NO_REFERENCE, REFERENCE_DIR, find_reference
+from simpair.monitoring.profile import reference_profile
+from simpair.registry.monitoring import attach_reference
 from simpair.registry.record import RegisteredVersion
 from simpair.registry.tracking import MLFLOW_STEP
-from simpair.runtime.model_ref import ModelRef
 from simpair.selection.precision_ladder import NoDevSplit, dev_pairs
 from simpair.stages import step
 
 log = logging.getLogger(__name__)
-
-REFERENCE_DIR = Path("monitor") / "reference"  # inside a model folder: the version's reference, local copy
-NO_REFERENCE = "no reference profile: drift is not checked"
 
 
 def _threshold(model_dir: Path) -> float | None:
@@ -80,26 +78,4 @@ def build_reference_profile(home: Path, model_dir: Path, registered: RegisteredV
     return line
 
 
-def find_reference(model: ModelRef, home: Path | None, cache: Path) -> Profile | None:
-    """The pinned model's reference profile, or None when it has none.
-
-    Looked for in `cache` (the scoring output's copy, so later runs and `simpair monitor` read it
-    without MLflow), then in the model folder (`monitor/reference/`), then among the artifacts of the
-    version's MLflow run; what is found is copied into `cache`.
-    """
-    if (cache / PROFILE_FILE).is_file():
-        return Profile.load(cache)
-    local = Path(model.local_dir) / REFERENCE_DIR
-    if (local / PROFILE_FILE).is_file():
-        profile = Profile.load(local)
-    elif home is not None and model.run_id and not model.version.startswith("local-"):
-        try:
-            folder = download_reference(Path(home), model.run_id, cache)
-        except Exception as exc:  # the store is down or the artifacts are gone: score on, say so
-            log.warning("reference profile of %s not downloaded: %s", model.label, exc)
-            return None
-        return Profile.load(folder) if folder is not None else None
-    else:
-        return None
-    profile.save(cache)
-    return profile
+__all__ = ["NO_REFERENCE", "REFERENCE_DIR", "build_reference", "build_reference_profile", "find_reference"]

@@ -16,7 +16,7 @@ hundred once, with the model the run loaded, when the reference has vectors to c
 `profile_traffic` (the `profile-traffic` step, after the files are finalized) merges the partials of
 the files this run scored (a quarantined file's chunks are left out), adds the run's quarantined rows
 and pairs/s, stores the traffic profile (`simpair.monitoring.store`), finds the version's reference
-(`simpair.monitoring.reference.find_reference`) and the last nights of the same version, compares
+(`simpair.monitoring.lookup.find_reference`) and the last nights of the same version, compares
 them (`simpair.monitoring.drift.compare`), writes `monitor.json` and the PNGs beside the profile, and
 logs the figures on an MLflow monitoring run tied to the version when the model is a registry
 version. A model with no reference gets the run's health rows only (`monitor.json`, no plots) and
@@ -191,7 +191,7 @@ def profile_traffic(
     any fault here becomes the summary's one-line note instead.
     """
     try:
-        from simpair.monitoring.reference import NO_REFERENCE, find_reference  # MLflow: only at the run's end
+        from simpair.monitoring.lookup import NO_REFERENCE, find_reference
 
         out = Path(out)
         if not parts:

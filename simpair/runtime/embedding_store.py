@@ -31,7 +31,6 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import closing, contextmanager
 from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
 from typing import Protocol
 
@@ -39,8 +38,8 @@ import numpy as np
 
 from simpair.defaults import DEFAULT_EMBEDDING_MEMORY_MB as DEFAULT_MEMORY_MB
 from simpair.runtime.model_ref import ModelRef
+from simpair.runtime.weights_digest import weights_digest
 
-_WEIGHT_SUFFIXES = {".safetensors", ".bin", ".pt", ".pth", ".onnx", ".json"}
 _SQL_VARS = 500  # keys per `IN (...)` query (SQLite's host-parameter limit is 999 on old builds)
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -65,32 +64,6 @@ class StoreCounts:
 def text_key(text: str) -> bytes:
     """16-byte blake2b of the text: fixed-size keys whatever the sentence length."""
     return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
-
-
-@lru_cache(maxsize=16)
-def _weights_digest(model_dir: str, stamp: tuple) -> str:
-    digest = hashlib.blake2b(digest_size=16)
-    for name, _, _ in stamp:
-        digest.update(name.encode())
-        with open(Path(model_dir) / name, "rb") as handle:
-            for block in iter(lambda: handle.read(1 << 22), b""):
-                digest.update(block)
-    return digest.hexdigest()
-
-
-def weights_digest(model_dir: str | Path) -> str:
-    """Hash of the bytes of the model's weight and config files (read once per process per model).
-
-    A registry version names a model, but a folder's version is only a hash of file sizes: the
-    bytes make sure two models that happen to share name and version never share vectors.
-    """
-    root = Path(model_dir)
-    stamp = tuple(
-        (p.relative_to(root).as_posix(), p.stat().st_size, p.stat().st_mtime_ns)
-        for p in sorted(root.rglob("*"))
-        if p.is_file() and p.suffix in _WEIGHT_SUFFIXES
-    )
-    return _weights_digest(str(root), stamp)
 
 
 def model_identity(model: ModelRef, precision: str, forward: str) -> str:

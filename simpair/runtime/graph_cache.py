@@ -21,10 +21,11 @@ left behind (delete the folder to reclaim the space).
 Where: `$SIMPAIR_GRAPH_CACHE` when set (`off` turns the cache off); else `<home>/graph-cache` for a
 model downloaded into a pipeline home's registry cache, or under the home a command was given with
 `--home` (`follow_home`), or under `$SIMPAIR_HOME` when that is set; else `.graph-cache/` beside the
-model's folder (never inside it: files there would change its
-weights digest). Every file is written under a temporary name and renamed in (`simpair.atomic`), with
-a manifest (sizes and SHA-256) written last, so two processes never read half a file; an entry whose
-files are missing, cut short or altered is rebuilt, and a cache that cannot be written is skipped.
+model's folder (for a stack's or cascade's member, beside the whole model: never inside it, where
+files would change its weights digest). Every file is written under a temporary name and renamed
+in (`simpair.atomic`), with a manifest (sizes and SHA-256) written last, so two processes never
+read half a file; an entry whose files are missing, cut short or altered is rebuilt, and a cache
+that cannot be written is skipped.
 """
 
 from __future__ import annotations
@@ -68,7 +69,16 @@ def cache_root(model_dir: str | Path) -> Path | None:
     home = os.environ.get(HOME_ENV) or os.environ.get("SIMPAIR_HOME")
     if home:
         return Path(home).expanduser() / FOLDER
-    return model_dir.parent / ".graph-cache"
+    return outermost_model(model_dir).parent / ".graph-cache"
+
+
+def outermost_model(model_dir: Path) -> Path:
+    """The folder of the model `model_dir` belongs to: itself, or for a member of a stack or cascade
+    (`<composite>/members/<member>`) the composite's, so a member's graphs are kept beside the whole
+    model and never inside it."""
+    while model_dir.parent.name == "members" and (model_dir.parent.parent / "simpair.json").is_file():
+        model_dir = model_dir.parent.parent
+    return model_dir
 
 
 @contextmanager
@@ -154,7 +164,7 @@ def _live_code() -> str:
 def entry(model_dir: str | Path, kind: str) -> Path | None:
     """The cache folder for one model (a single model: a composite's members have their own), or None
     when the cache is off. Nothing is created here."""
-    from simpair.runtime.embedding_store import weights_digest
+    from simpair.runtime.weights_digest import weights_digest
 
     root = cache_root(model_dir)
     if root is None:
