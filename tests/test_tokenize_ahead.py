@@ -162,3 +162,38 @@ def test_an_error_in_the_model_stops_the_producer(tmp_path: Path) -> None:
         handle.remove()
     assert _no_producer_left()
     assert predictor.embed(["still works"]).shape[0] == 1
+
+
+@pytest.mark.parametrize("kind", ["cross", "bi"])
+def test_onnx_lanes_run_batches_at_once_and_score_the_same(tmp_path: Path, kind: str, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """An ONNX Runtime predictor runs one single-threaded batch per thread on its one session: the
+    scores are those of one lane, and two batches really were in the session together."""
+    from simpair.runtime.onnx_backend import OrtEncoder, build_encoder
+    from simpair.runtime.onnx_backend import OrtPredictor as Ort
+
+    monkeypatch.setenv("SIMPAIR_GRAPH_CACHE", str(tmp_path / "graphs"))
+    base = _predictor(tmp_path / "m", kind)
+    one, two = Ort(base, build_encoder(base, threads=1)), Ort(base, build_encoder(base, threads=2))
+    assert (one.lanes, two.lanes) == (1, 2)
+    a, b = _texts(120, 8), _texts(120, 9)
+    inside, most = [0], [0]
+    lock = threading.Lock()
+    infer = OrtEncoder.infer
+
+    def counted(self: OrtEncoder, feed: dict) -> object:
+        with lock:
+            inside[0] += 1
+            most[0] = max(most[0], inside[0])
+        try:
+            time.sleep(0.005)  # long enough for the other lane to arrive
+            return infer(self, feed)
+        finally:
+            with lock:
+                inside[0] -= 1
+
+    monkeypatch.setattr(OrtEncoder, "infer", counted)
+    want = one.predict_raw(a, b, batch_size=4)
+    assert most[0] == 1
+    got = two.predict_raw(a, b, batch_size=4)
+    assert most[0] == 2
+    np.testing.assert_array_equal(got, want)

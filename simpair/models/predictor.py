@@ -45,6 +45,9 @@ class Predictor(BasePredictor):
     max_batch_tokens: int | None = None
     # rows tokenized together ahead of the model (`token_stream.run_ahead`); None: its default
     block_rows: int | None = None
+    # batches run at once (`token_stream.run_ahead`): a backend whose forward pass is thread-safe and
+    # single-threaded per call (ONNX Runtime) runs one per thread; torch uses its own threads instead
+    lanes: int = 1
 
     def __init__(
         self,
@@ -174,6 +177,7 @@ class Predictor(BasePredictor):
                 max_tokens=self.max_batch_tokens,
                 block_rows=self.block_rows,
                 stats=self.token_stats,
+                lanes=self.lanes,
                 pin=self.device.type == "cuda",
                 progress=progress,
                 desc=desc,

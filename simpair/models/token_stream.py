@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -128,6 +129,7 @@ def run_ahead(
     max_tokens: int | None = None,
     block_rows: int | None = None,
     stats: StreamStats | None = None,
+    lanes: int = 1,
     pin: bool = False,
     progress: bool = False,
     desc: str = "predict",
@@ -135,8 +137,11 @@ def run_ahead(
 ) -> np.ndarray:
     """`forward` on every batch of every model input, tokenized ahead in a producer thread.
 
-    Returns float32 outputs shaped (inputs, n, ...) in input order. An error while tokenizing is
-    raised here; an error in `forward` stops the producer before it is raised.
+    `lanes` batches of a block run at once, each in its own thread (`forward` must then be safe to
+    call concurrently, as an ONNX Runtime session is); every batch is the same whichever lane runs
+    it, so outputs do not depend on `lanes`. Returns float32 outputs shaped (inputs, n, ...) in input
+    order. An error while tokenizing is raised here; an error in `forward` stops the producer before
+    it is raised.
     """
     stats = stats if stats is not None else StreamStats()
     block_rows = block_rows or max(BLOCK_ROWS, 8 * batch_size)
@@ -144,13 +149,18 @@ def run_ahead(
     bar = progress_bar(total=n, desc=desc, unit="pair", disable=not progress)
     blocks = tokenized_blocks(encode, n, block_rows, batch_size, max_tokens, pad_id, stats, pin, first_rows)
     ahead = Ahead(blocks, depth=DEPTH, name="simpair-tokenize-ahead")
+    pool = ThreadPoolExecutor(lanes, thread_name_prefix="simpair-lane") if lanes > 1 else None
+
+    def run(batch: Batch) -> list[np.ndarray]:
+        return [np.asarray(forward(one), dtype=np.float32) for one in batch.inputs]
+
     try:
         with ahead:
             for block in ahead:
-                for batch in block:
+                began = time.perf_counter()
+                for batch, outs in zip(block, pool.map(run, block) if pool else map(run, block), strict=True):
+                    stats.model_s += time.perf_counter() - began  # the model's wall time, lanes at once
                     began = time.perf_counter()
-                    outs = [np.asarray(forward(one), dtype=np.float32) for one in batch.inputs]
-                    stats.model_s += time.perf_counter() - began
                     stats.batches += 1
                     mask = batch.inputs[0]["attention_mask"]
                     stats.padded_tokens += int(mask.numel())
@@ -161,6 +171,8 @@ def run_ahead(
                         results[k, batch.rows] = out
                     bar.update(len(batch.rows))
     finally:
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
         stats.wait_s += ahead.wait_s
         bar.close()
     if results is None:

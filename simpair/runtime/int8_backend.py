@@ -244,13 +244,13 @@ def build_int8_encoder(
     """
     cache = cache_entry(predictor) if mode != "static" else None
     name = f"int8-{mode}"
-    session = cached_session(cache, name, threads)
+    session = cached_session(cache, name)
     if session is not None:
-        return OrtEncoder(session[0], predictor.kind, session[1])
+        return OrtEncoder(session[0], predictor.kind, session[1], threads)
     hit = graph_cache.read(cache, f"{name}.onnx")
     if hit is not None and hit[1].get("variant"):
         variant = str(hit[1]["variant"])
-        return OrtEncoder(open_session(hit[0], threads, cache, name, variant), predictor.kind, variant)
+        return OrtEncoder(open_session(hit[0], cache, name, variant), predictor.kind, variant, threads)
     with tempfile.TemporaryDirectory(prefix="simpair-int8-") as tmp:
         if mode == "static":
             fp32_path, fp32 = export_verified(predictor, threads, Path(tmp))
@@ -265,7 +265,7 @@ def build_int8_encoder(
         variant = f"{fp32_variant}+int8-{mode}"
         cached = graph_cache.write(cache, f"{name}.onnx", graph, {"variant": variant})
         return OrtEncoder(
-            open_session(cached or graph, threads, cache, name, variant), predictor.kind, variant
+            open_session(cached or graph, cache, name, variant), predictor.kind, variant, threads
         )
 
 

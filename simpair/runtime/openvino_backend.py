@@ -51,6 +51,7 @@ class OvEncoder(OrtEncoder):
         self.kind = kind
         self.inputs = {port.get_any_name() for port in compiled.inputs}
         self.variant = variant
+        self.lanes = 1  # one compiled model, its own threads: batches one at a time
 
     def infer(self, feed: dict[str, np.ndarray]) -> Any:
         return self.session(feed)[0]
