@@ -108,8 +108,9 @@ def score(
     ] = (DEFAULT_CHUNK_ROWS),
     batch_size: Annotated[int, typer.Option(min=1, help="Pairs per forward pass.")] = DEFAULT_BATCH_SIZE,
     threads: Annotated[
-        int | None, typer.Option(min=1, help="Torch threads per worker. Default: CPUs/workers.")
-    ] = (None),
+        int | None,
+        typer.Option(min=1, help="Threads per worker (ONNX Runtime: batches at once). Default: CPUs/workers"),
+    ] = None,
     forward: ForwardPass = FORWARD_PASS,
     rescore: Annotated[
         bool,
