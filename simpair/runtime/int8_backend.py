@@ -16,8 +16,9 @@ Three ways of quantizing the activations, measured on the bundled MiniLM-L6 (doc
   time from that row alone (symmetric, so one zero point of 128 serves every row and ONNX Runtime's
   fast uint8 x int8 kernel applies). A pair's score then depends on nothing but the pair: the same
   600 pairs scored at batch sizes 1, 8 and 64, shuffled or not, give bit-identical scores, where
-  `dynamic` moved them by up to 0.0026 (the backbone as a cross-encoder, 2026-12; the STS champion
-  moved by 0.030). It costs ~5% of `dynamic`'s speed and is closer to fp32.
+  `dynamic` moved them by up to 0.0026 (the backbone as a cross-encoder; the STS champion moved by
+  0.030). With the fused kernel (`quantize_per_row`) it runs about as fast as `dynamic` and is
+  closer to fp32.
 - **dynamic**: ONNX Runtime's `quantize_dynamic`, one activation scale per batch tensor, so a pair's
   score depends on its batch-mates. Kept for the benchmark; the precision ladder refuses it.
 - **static**: activation ranges fixed from calibration pairs (QDQ format). Kept for the benchmark:
