@@ -107,6 +107,28 @@ def test_a_verdict_from_another_host_scores_fp32_and_says_so(tmp_path: Path, one
     assert tags["simpair.precision.host.onnxruntime"] == "1.31.0"
 
 
+def test_an_int8_rung_judged_on_another_int8_graph_is_not_used_but_the_others_hold(
+    tmp_path: Path, one_thread: None
+) -> None:
+    from simpair.models import save_tiny_model
+
+    model_dir = save_tiny_model(tmp_path / "m", task="paraphrase", kind="cross", seed=0)
+    model = local_model_ref(model_dir)
+    here = host_facts(CPU)
+    older = {k: v for k, v in here.items() if k != "int8_graph"}  # measured on the MatMulInteger graph
+    _verdict(older).write(model_dir)
+    precision, why = resolve("auto", "auto", CPU, model)
+    assert precision == "bf16" or (precision == "fp32" and "bf16" in why)  # the next rung, not fp32 by host
+    assert "int8 judged on another int8 graph (per-row, MatMulInteger" in why
+    assert "measured on another host" not in why
+    with pytest.raises(Int8Refused, match="int8 judged on another int8 graph"):
+        resolve("int8", "auto", CPU, model)
+    assert ladder.measured_here(PrecisionVerdict.read(model_dir)) is None  # `models verdict` measures again
+    _verdict(here).write(model_dir)
+    assert resolve("auto", "auto", CPU, model)[0] == "int8"
+    assert resolve("int8", "auto", CPU, model)[0] == "int8"
+
+
 def test_a_lossy_rung_must_surely_pay_and_close_rungs_keep_the_more_exact_one() -> None:
     v = _verdict({})
     noisy = dataclasses.replace(  # a median over 1.1x whose lower quartile is not: fp32

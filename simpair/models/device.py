@@ -114,9 +114,6 @@ def autocast(device: torch.device, dtype: torch.dtype | None) -> Iterator[None]:
 # (AVX512-VNNI, AMX-INT8) instructions, and the AVX2 baseline every ONNX Runtime / OpenVINO kernel assumes
 VERDICT_CPU_FLAGS = ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_tile", "amx_bf16", "amx_int8")
 VERDICT_RUNTIMES = ("torch", "onnxruntime", "openvino")
-# how the int8 graph is built (`simpair.runtime.int8_backend.quantize_per_row`): its scores differ
-# by up to ~1e-3 from another recipe's, so a verdict judged on another recipe is measured again
-INT8_GRAPH = "per-row, MatMulIntegerToFloat"
 
 
 @functools.cache
@@ -136,10 +133,13 @@ def host_facts(device: torch.device) -> dict[str, str]:
     """
     from importlib import metadata
 
+    from simpair.models.int8_check import INT8_GRAPH
+    from simpair.models.precision_verdict import INT8_GRAPH_FACT
+
     # a hypervisor may hide a flag from /proc/cpuinfo that oneDNN still finds and uses (this 2-core
     # AMD EPYC shows no avx512_bf16 there, yet runs bf16 natively), so oneDNN's own answer is kept too
     facts = {"cpu_flags": _cpu_flags(), "native_bf16": "yes" if native_bf16(device) else "no",
-             "int8_graph": INT8_GRAPH}  # fmt: skip
+             INT8_GRAPH_FACT: INT8_GRAPH}  # fmt: skip
     for name in VERDICT_RUNTIMES:
         try:
             facts[name] = metadata.version(name)

@@ -12,6 +12,10 @@ from typing import Any, ClassVar
 
 from simpair.models.parity_limits import ParityLimits
 
+# how the int8 graph is built (`simpair.runtime.int8_backend.quantize_per_row`). Another recipe's scores
+# differ by up to ~1e-3, so a check (`Int8Check.mode`) or a verdict's int8 rung judged on another
+# recipe is not trusted: int8 is measured again (`PrecisionVerdict.int8_graph_note`).
+INT8_GRAPH = "per-row, MatMulIntegerToFloat"
 TAG_PREFIX = "simpair.int8."
 DEFAULT_MAX_DELTA = 0.005
 DEFAULT_MAX_FLIP_SHARE = 0.01

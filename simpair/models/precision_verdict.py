@@ -18,8 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from simpair.atomic import atomic_write_text
+from simpair.models.int8_check import INT8_GRAPH
 
 VERDICT_FILE = "precision_verdict.json"
+INT8_GRAPH_FACT = "int8_graph"  # the host fact naming the int8 recipe the int8 rung was judged on
 TAG_PREFIX = "simpair.precision."
 RUNGS = ("fp32", "bf16", "int8")
 # which forward passes can run which precision: ONNX Runtime has no fast bf16, int8 is an ORT graph
@@ -96,15 +98,29 @@ def worth_it(rung: RungCheck) -> bool:
     return sure_speedup(rung) >= MIN_SPEEDUP
 
 
+def int8_graph_note(recorded: Mapping[str, str]) -> str | None:
+    """'int8 judged on another int8 graph (MatMulInteger, before 2026-11-29; here ...)' when a verdict's
+    int8 rung was measured on another recipe than this release builds; None when it was not, or when
+    the verdict records no host at all (written before 2026-11-29: it holds everywhere, as before)."""
+    if not recorded:
+        return None
+    before = recorded.get(INT8_GRAPH_FACT) or "per-row, MatMulInteger (before 2026-11-29)"
+    if before == INT8_GRAPH:
+        return None
+    return f"int8 judged on another int8 graph ({before}; here {INT8_GRAPH})"
+
+
 def host_differences(recorded: Mapping[str, str], here: Mapping[str, str]) -> list[str]:
     """'onnxruntime 1.31.0 here 1.32.0' for each host fact a verdict recorded that differs here.
 
     A verdict with no recorded facts (written before 2026-11-29) matches every host: homes that
-    already hold verdicts keep scoring as they did.
+    already hold verdicts keep scoring as they did. The int8 recipe is not a host fact: it judges the
+    int8 rung alone (`int8_graph_note`).
     """
     if not recorded:
         return []
     keys = [k for k in recorded if k in here] + [k for k in here if k not in recorded]
+    keys = [k for k in keys if k != INT8_GRAPH_FACT]
     return [
         f"{key.replace('_', ' ')} {recorded.get(key) or 'none'} here {here.get(key) or 'none'}"
         for key in keys
@@ -141,9 +157,12 @@ class PrecisionVerdict:
         swap on every measurement; the walk keeps the more exact one unless the other clearly pays.
         """
         chosen = self.rung("fp32") or RungCheck("fp32", "accepted", speedup=1.0)
+        stale_int8 = int8_graph_note(self.host) is not None
         for precision in RUNGS[1:]:
             r = self.rung(precision)
             if r is None or not r.accepted or precision not in allowed:
+                continue
+            if precision == "int8" and stale_int8:
                 continue
             if sure_speedup(r) >= MIN_SPEEDUP * (chosen.speedup or 1.0):
                 chosen = r
@@ -159,6 +178,8 @@ class PrecisionVerdict:
                 continue
             if r.precision not in allowed:
                 others.append(f"{r.precision} not run by this backend or device")
+            elif r.precision == "int8" and r.accepted and int8_graph_note(self.host):
+                others.append(f"{int8_graph_note(self.host)}: measure again with `simpair models verdict`")
             elif r.accepted:
                 low = "" if r.speedup_low is None else f" (lower quartile {r.speedup_low:.2f}x)"
                 others.append(

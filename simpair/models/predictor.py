@@ -95,7 +95,9 @@ class Predictor(BasePredictor):
             with self._model_lock:
                 if self._model is None:
                     assert self._build is not None
-                    self._model = self._build().to(self.device).eval()
+                    # first read may come inside a scoring call's inference mode: build a normal model
+                    with torch.inference_mode(False):
+                        self._model = self._build().to(self.device).eval()
         return self._model
 
     @model.setter

@@ -6,7 +6,8 @@ since the model waits for it). A producer thread
 (`simpair.pair_tokens.encode`: the Rust backend straight into flat numpy arrays), sorts it longest
 first, cuts it into batches of at most `batch_size` rows (and, with a token budget, at most that many
 tokens counting padding) and pads each batch; the calling thread runs the model on the batches
-already made. At most `DEPTH` blocks wait, so memory stays flat, and the model waits only when the
+already made (or, with `lanes`, that many lane threads run them at once and the calling thread puts
+their outputs in place). At most `DEPTH` blocks wait, so memory stays flat, and the model waits only when the
 tokenizer is slower than it. Outputs come back in input order.
 
 Rows are sorted within their block, not across the whole call, so batches pad a little more than a
@@ -45,7 +46,7 @@ class StreamStats:
     batches: int = 0  # batches the model has run
     tokenize_s: float = 0.0  # producer seconds: tokenizing, sorting and padding
     wait_s: float = 0.0  # seconds the model waited for a block
-    model_s: float = 0.0  # seconds in the forward pass
+    model_s: float = 0.0  # the calling thread's seconds from a block's first batch to its last output
     padded_tokens: int = 0  # tokens fed to the model, padding included
     tokens: int = 0  # tokens fed to the model, padding excluded
 

@@ -27,10 +27,11 @@ def run_budget_batches(
     max_batch_tokens: int,
     pad_id: int,
     forward: Callable[[dict[str, torch.Tensor]], np.ndarray],
+    lanes: int = 1,
 ) -> np.ndarray:
     """`forward` over token-budget batches of an already tokenized call (`input_ids` and, where the
     model reads them, `token_type_ids` as lists), outputs back in input order (fp32): the scoring loop
-    on rows tokenized beforehand, as one block."""
+    on rows tokenized beforehand, as one block, `lanes` batches at once (`run_ahead`)."""
     ids: list[list[int]] = enc["input_ids"]
     types: list[list[int]] | None = enc.get("token_type_ids")
     lengths = np.fromiter(map(len, ids), np.int64, count=len(ids))
@@ -48,6 +49,7 @@ def run_budget_batches(
         max_tokens=max_batch_tokens,
         block_rows=max(len(ids), 1),
         first_rows=max(len(ids), 1),  # one block: one sort of the whole call
+        lanes=lanes,
     )[0]
 
 

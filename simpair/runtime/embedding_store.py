@@ -68,7 +68,10 @@ def text_key(text: str) -> bytes:
 
 def model_identity(model: ModelRef, precision: str, forward: str) -> str:
     """Everything a vector depends on: the model, its weights, the precision and the forward pass."""
-    return "|".join((model.name, model.version, weights_digest(model.local_dir), precision, forward))
+    from simpair.runtime.graph_cache import cache_root  # its digest memo: the weights are hashed once a host
+
+    digest = weights_digest(model.local_dir, cache_root(model.local_dir))
+    return "|".join((model.name, model.version, digest, precision, forward))
 
 
 class EmbeddingStore:

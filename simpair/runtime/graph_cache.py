@@ -169,7 +169,7 @@ def entry(model_dir: str | Path, kind: str) -> Path | None:
     root = cache_root(model_dir)
     if root is None:
         return None
-    key = "|".join((weights_digest(model_dir), kind, _environment(), _live_code()))
+    key = "|".join((weights_digest(model_dir, root), kind, _environment(), _live_code()))
     slug = re.sub(r"[^A-Za-z0-9._-]+", "-", Path(model_dir).name)[:40]
     return root / f"{slug}-{hashlib.sha256(key.encode()).hexdigest()[:20]}"
 

@@ -23,7 +23,8 @@ class RuntimeOptions(BaseModel):
     """How the pinned model runs (frozen: it travels whole to every stage, thread and Dask worker).
 
     - `batch_size`: pairs (or sentences) per forward pass (with the ONNX backend an upper bound).
-    - `threads`: torch threads, or ONNX Runtime batches at once, per worker; None = CPUs / workers.
+    - `threads`: torch or OpenVINO threads, or ONNX Runtime batches at once, per worker (None: CPUs /
+      workers).
     - `backend`: `auto` (ONNX Runtime on CPU when installed, else torch), `torch` or `onnx`.
     - `precision`: `auto` (the fastest rung of the model's cached precision verdict that keeps its dev
       decisions, `simpair.selection.precision_ladder`), `fp32`, `bf16` (not with backend `onnx`) or

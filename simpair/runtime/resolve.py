@@ -21,8 +21,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from simpair.models.int8_check import Int8Check, Int8Refused
-from simpair.models.precision_verdict import PrecisionVerdict, host_differences
+from simpair.models.int8_check import INT8_GRAPH, Int8Check, Int8Refused
+from simpair.models.precision_verdict import PrecisionVerdict, host_differences, int8_graph_note
 from simpair.runtime.model_ref import ModelRef
 from simpair.runtime.precision import allowed_rungs, check_precision, runnable_precision, warn_fallback
 
@@ -100,12 +100,15 @@ def int8_refusal(model: ModelRef, home: Path | None) -> str | None:
 
         c = registry.client(Path(home))
         recorded = Int8Check.from_tags(dict(c.get_model_version(model.name, model.version).tags or {}))
-        if recorded is not None:
+        if recorded is not None and recorded.mode == INT8_GRAPH:  # one judged on another graph: not used
             return None if recorded.accepted else recorded.reason
     verdict = stored
     rung = verdict.rung("int8") if verdict is not None else None
     if verdict is None or rung is None:
         return f"no stored int8 check (measure one with `{_measure_hint(model)}`)"
+    stale = int8_graph_note(verdict.host)
+    if rung.accepted and stale is not None:
+        return f"{stale}; measure again with `{_measure_hint(model)}`"
     if rung.accepted:
         return None
     return f"{rung.reason} (measured {verdict.measured_at} on {verdict.pairs} pairs of {verdict.dev_split})"

@@ -10,35 +10,43 @@ stack's two 90 MB weight files took 0.4 s, and each member's again for its graph
   modification time, and used again only while both are unchanged (the rule `make` relies on). A
   cache that is off or cannot be written only costs the hashing.
 
-The folder's digest is then the digest of its files' names and digests, in name order. Files under
-hidden folders (a `.graph-cache` an older release left inside a stack) are not the model's and are
-skipped.
+The folder's digest is then the digest of its files' names and digests, in name order. What is
+written into a model folder after training is not the model and is skipped: the precision verdict
+(re-measured on a new host or runtime: its graphs must stay the ones just built), the reference
+profile under `monitor/`, and anything under a hidden folder (a `.graph-cache` an older release left
+inside a stack). A memo is not written for a file modified in the last `RACY_NS` (Git's "racy" rule:
+a same-size rewrite within the clock's tick would keep its time).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import time
 from functools import lru_cache
 from pathlib import Path
 
 from simpair.atomic import atomic_write_text
+from simpair.models.precision_verdict import VERDICT_FILE
 
 WEIGHT_SUFFIXES = {".safetensors", ".bin", ".pt", ".pth", ".onnx", ".json"}
+NOT_THE_MODEL = {VERDICT_FILE}  # file names written into a model folder after training
+NOT_THE_MODEL_DIRS = {"monitor"}  # the reference profile (`simpair.monitoring.lookup.REFERENCE_DIR`)
 MEMO_FOLDER = "file-digests"
+RACY_NS = 2 * 10**9
 
 
-def weights_digest(model_dir: str | Path) -> str:
-    """Digest of the model's weight and config files (names and bytes), every member's included."""
-    from simpair.runtime.graph_cache import cache_root
+def weights_digest(model_dir: str | Path, cache: Path | None = None) -> str:
+    """Digest of the model's weight and config files (names and bytes), every member's included.
 
+    `cache`: the graph cache folder whose `file-digests/` keeps each file's digest (None: none kept).
+    """
     root = Path(model_dir)
-    cache = cache_root(root)
     memo = str(cache / MEMO_FOLDER) if cache is not None else None
     digest = hashlib.blake2b(digest_size=16)
     for path in sorted(root.rglob("*")):
         relative = path.relative_to(root)
-        if path.suffix not in WEIGHT_SUFFIXES or _hidden(relative) or not path.is_file():
+        if path.suffix not in WEIGHT_SUFFIXES or not _the_models(relative) or not path.is_file():
             continue
         stat = path.stat()
         digest.update(relative.as_posix().encode())
@@ -64,7 +72,7 @@ def file_digest(path: str, size: int, mtime_ns: int, memo_folder: str | None = N
         for block in iter(lambda: handle.read(1 << 22), b""):
             digest.update(block)
     value = digest.hexdigest()
-    if memo is not None:
+    if memo is not None and time.time_ns() - mtime_ns >= RACY_NS:
         record = {"path": path, "size": size, "mtime_ns": mtime_ns, "digest": value}
         try:
             memo.parent.mkdir(parents=True, exist_ok=True)
@@ -74,5 +82,9 @@ def file_digest(path: str, size: int, mtime_ns: int, memo_folder: str | None = N
     return value
 
 
-def _hidden(relative: Path) -> bool:
-    return any(part.startswith(".") for part in relative.parts[:-1])
+def _the_models(relative: Path) -> bool:
+    """Whether a file (relative to the model folder, members included) is part of the trained model."""
+    folders = relative.parts[:-1]
+    if any(part.startswith(".") or part in NOT_THE_MODEL_DIRS for part in folders):
+        return False
+    return relative.name not in NOT_THE_MODEL

@@ -26,7 +26,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from simpair.models.int8_check import Int8Check, Int8Limits, Int8Refused
+from simpair.models.int8_check import INT8_GRAPH, Int8Check, Int8Limits, Int8Refused
 
 
 def dev_pairs(model_dir: Path, home: Path) -> tuple[str, Any]:
@@ -45,7 +45,7 @@ def measure(model_dir: Path, home: Path, limits: Int8Limits, threads: int = 1) -
 
     The int8 rung of the precision ladder (`precision_ladder.compare`), with this guard's own limits.
     """
-    from simpair.runtime.int8_backend import DEFAULT_MODE, use_int8
+    from simpair.runtime.int8_backend import use_int8
     from simpair.runtime.loader import load_predictor
     from simpair.selection.precision_ladder import compare
 
@@ -57,7 +57,7 @@ def measure(model_dir: Path, home: Path, limits: Int8Limits, threads: int = 1) -
     c = compare(fp32, fp32.predict(text_a, text_b), int8.predict(text_a, text_b), frame)
     return Int8Check(
         metric=c.metric, metric_fp32=c.metric_fp32, metric_int8=c.metric_rung,
-        label_flip_share=c.label_flip_share, pairs=len(text_a), dev_split=split, mode=DEFAULT_MODE,
+        label_flip_share=c.label_flip_share, pairs=len(text_a), dev_split=split, mode=INT8_GRAPH,
         measured_at=datetime.now(UTC).isoformat(timespec="seconds"),
         max_delta=limits.max_delta, max_flip_share=limits.max_flip_share,
     ).judged(limits)  # fmt: skip
@@ -77,11 +77,10 @@ def check_version(
     without, a recorded verdict is returned as it stands. `force` measures again.
     """
     from simpair.registry import registry
-    from simpair.runtime.int8_backend import DEFAULT_MODE
 
     c = registry.client(home)
     recorded = Int8Check.from_tags(dict(c.get_model_version(name, version).tags or {}))
-    if recorded is not None and recorded.mode == DEFAULT_MODE and not force:
+    if recorded is not None and recorded.mode == INT8_GRAPH and not force:  # another recipe: measure
         if limits is None or (limits.max_delta, limits.max_flip_share) == (
             recorded.max_delta,
             recorded.max_flip_share,

@@ -46,6 +46,7 @@ from simpair.models.precision_verdict import (
     PrecisionVerdict,
     RungCheck,
     host_differences,
+    int8_graph_note,
     sure_speedup,
 )
 from simpair.runtime import recheck
@@ -440,6 +441,8 @@ def measured_here(verdict: PrecisionVerdict | None) -> PrecisionVerdict | None:
     from simpair.models.device import host_facts, pick_device
 
     if verdict is None or host_differences(verdict.host, host_facts(pick_device("auto"))):
+        return None
+    if int8_graph_note(verdict.host) is not None:  # its int8 rung was judged on another int8 graph
         return None
     return verdict
 
