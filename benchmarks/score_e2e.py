@@ -27,6 +27,11 @@ reported. One cold round first (graph cache and page cache empty for ours, first
 recorded apart and not used for the ratios unless `--no-cold` (then every round counts: meant for a
 size run after the smaller ones have warmed the cache).
 
+Texts: `--texts msrp` (default) draws random pairs of MSRP sentences, which repeat once a file
+outgrows the ~11k sentences (5.5% distinct at 100,000 pairs), where our bi-encoders encode each
+distinct sentence once; `--texts unique` makes every text distinct (`pretokenize.write_pairs`: STS-B
+words, 5-24 a sentence), as in logs that never repeat a sentence.
+
 Groups: `cross` times the paraphrase cross-encoder and the paraphrase champion (the stack) against
 their cross-encoder scripts on the stack's own cross member; `bi` the STS bi-encoder against their
 bi-encoder scripts. `--parts invariance` adds the batch-invariance figure: per precision the loader
@@ -53,6 +58,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import st_backends  # benchmarks/st_backends.py: the side environment and its workers
 from common import MAX_LENGTH, RESULTS_DIR, ROOT, SHARED, machine_facts, sentence_pool, write_pairs
+from pretokenize import write_pairs as write_unique_pairs
 
 RESULTS = RESULTS_DIR / "score_e2e.json"
 SIMPAIR = ROOT / ".venv" / "bin" / "simpair"
@@ -242,7 +248,9 @@ def markdown(result: dict) -> str:
                 cells.append(f"{min(got):.2f}-{max(got):.2f}x" if got and len(got) > 1
                              else f"{got[0]:.2f}x" if got else "")  # fmt: skip
             label = row["labels"].get(name, name)
-            head = f"| {row['group']} | {row['pairs']:,} | {label} | {len(runs)} | {secs:.1f} | {rate:.0f} "
+            texts = "" if row.get("texts", "msrp") == "msrp" else f" {row['texts']} texts"
+            head = f"| {row['group']}{texts} | {row['pairs']:,} | {label} | {len(runs)} | {secs:.1f} "
+            head += f"| {rate:.0f} "
             lines.append(f"{head}| {rss:.0f} | {cells[0]} | {cells[1]} |")
     return "\n".join(lines)
 
@@ -261,6 +269,9 @@ def main() -> None:
     parser.add_argument("--no-cold", action="store_true", help="no cold round first (every round counts)")
     parser.add_argument("--groups", nargs="+", choices=("cross", "bi"), default=["cross", "bi"])
     parser.add_argument("--parts", nargs="+", choices=("e2e", "invariance"), default=["e2e"])
+    parser.add_argument("--texts", choices=("msrp", "unique"), default="msrp",
+                        help="msrp: random pairs of MSRP sentences (repeating past ~11k sentences); "
+                        "unique: every text distinct (STS-B words, 5-24 each)")  # fmt: skip
     parser.add_argument("--theirs", nargs="+", choices=THEIRS, default=list(THEIRS),
                         help="which of their scripts run (default both)")  # fmt: skip
     parser.add_argument("--invariance-pairs", type=int, default=600)
@@ -297,11 +308,18 @@ def main() -> None:
             for group, kind, models, theirs_model in plan:
                 copy = prepare_theirs(kind, theirs_model, work)
                 for n in args.sizes:
-                    pairs = work / f"pairs-{n}.parquet"
-                    distinct = write_pairs(pool, n, pairs) if not pairs.exists() else None
+                    pairs = work / f"pairs-{args.texts}-{n}.parquet"
+                    distinct = None
+                    if pairs.exists():
+                        pass
+                    elif args.texts == "unique":  # every text distinct, as in logs that never repeat
+                        write_unique_pairs(pairs, n)
+                        distinct = 1.0
+                    else:
+                        distinct = write_pairs(pool, n, pairs)
                     row = run_group(group, models, copy, kind, pairs, args.home, args.rounds,
                                     not args.no_cold, work, tuple(args.theirs))  # fmt: skip
-                    row.update(group=group, pairs=n, distinct_share=distinct,
+                    row.update(group=group, pairs=n, texts=args.texts, distinct_share=distinct,
                                models={k: str(v) for k, v in models.items()}, theirs_model=str(theirs_model),
                                labels={"ours_cross": "simpair score, cross-encoder",
                                        "ours_stack": "simpair score, champion stack",
@@ -323,8 +341,12 @@ def save(result: dict, args: argparse.Namespace) -> None:
 
     Called after every row too, so a run stopped part way keeps what it measured."""
     saved = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
-    mine = {(r["group"], r["pairs"]) for r in result["rows"]}
-    kept = [r for r in saved.get("rows", []) if (r["group"], r["pairs"]) not in mine]
+
+    def key(row: dict) -> tuple:
+        return row["group"], row["pairs"], row.get("texts", "msrp")
+
+    mine = {key(r) for r in result["rows"]}
+    kept = [r for r in saved.get("rows", []) if key(r) not in mine]
     runs = [r for r in saved.get("runs", []) if r.get("when") != result["when"]]
     runs.append(
         {k: v for k, v in result.items() if k != "rows"} | {"sizes": args.sizes, "groups": args.groups}
