@@ -130,6 +130,14 @@ def theirs(kind: str, copy: Path, pairs: Path, name: str, work: Path, tag: str) 
 
 
 # ------------------------------------------------------------------------------------------ setup
+def write_texts(texts: str, pool: list[str], n: int, path: Path) -> float:
+    """The pair file for `--texts`; returns its distinct-sentence share."""
+    if texts == "unique":  # every text distinct, as in logs that never repeat a sentence
+        write_unique_pairs(path, n)
+        return 1.0
+    return write_pairs(pool, n, path)
+
+
 def prepare_theirs(kind: str, model: Path, work: Path) -> Path:
     """A scratch copy of the model with both of their exports in it (not timed)."""
     st_backends.ensure_venv()
@@ -309,14 +317,7 @@ def main() -> None:
                 copy = prepare_theirs(kind, theirs_model, work)
                 for n in args.sizes:
                     pairs = work / f"pairs-{args.texts}-{n}.parquet"
-                    distinct = None
-                    if pairs.exists():
-                        pass
-                    elif args.texts == "unique":  # every text distinct, as in logs that never repeat
-                        write_unique_pairs(pairs, n)
-                        distinct = 1.0
-                    else:
-                        distinct = write_pairs(pool, n, pairs)
+                    distinct = None if pairs.exists() else write_texts(args.texts, pool, n, pairs)
                     row = run_group(group, models, copy, kind, pairs, args.home, args.rounds,
                                     not args.no_cold, work, tuple(args.theirs))  # fmt: skip
                     row.update(group=group, pairs=n, texts=args.texts, distinct_share=distinct,
