@@ -82,8 +82,10 @@ def test_a_verdict_from_another_host_scores_fp32_and_says_so(tmp_path: Path, one
     _verdict(here).write(model_dir)  # measured here: auto takes its rung
     assert resolve("auto", "auto", CPU, model)[0] == "int8"
     assert ladder.measured_here(PrecisionVerdict.read(model_dir)) is not None
-    _verdict({}).write(model_dir)  # written before host facts were recorded: holds as before
-    assert resolve("auto", "auto", CPU, model)[0] == "int8"
+    _verdict({}).write(model_dir)  # written before host facts: fp32 and bf16 hold, int8 (older graph) not
+    precision, why = resolve("auto", "auto", CPU, model)
+    assert precision != "int8" and "int8 judged on another int8 graph" in why
+    assert "measured on another host" not in why
 
     elsewhere = {**here, "onnxruntime": "1.31.0"}
     _verdict(elsewhere).write(model_dir)
@@ -130,7 +132,7 @@ def test_an_int8_rung_judged_on_another_int8_graph_is_not_used_but_the_others_ho
 
 
 def test_a_lossy_rung_must_surely_pay_and_close_rungs_keep_the_more_exact_one() -> None:
-    v = _verdict({})
+    v = _verdict(host_facts(CPU))
     noisy = dataclasses.replace(  # a median over 1.1x whose lower quartile is not: fp32
         v, rungs=(v.rungs[0], RungCheck("bf16", "accepted", speedup=1.15, speedup_low=1.05))
     )

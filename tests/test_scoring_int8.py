@@ -188,6 +188,10 @@ def test_guard_accepts_records_and_caches_then_refuses_a_version_whose_labels_fl
     check_argv = ["models", "int8-check", NAME, v2, "--home", str(home)]
     strict = runner.invoke(app, [*check_argv, "--max-delta", "0.005", "--max-flip-share", "0.01"])
     assert strict.exit_code == 1 and "int8 refused" in strict.output
+    # a refusal recorded on an older int8 graph (perhaps under stricter limits) still refuses
+    registry.client(home).set_model_version_tag(NAME, v2, "simpair.int8.mode", "per-row")
+    stale = runner.invoke(app, [*argv, "--out", str(tmp_path / "out3"), "--model", f"{NAME}/{v2}"])
+    assert stale.exit_code == 1 and "on another int8 graph" in stale.output, stale.output
 
 
 def test_plain_folder_scores_int8_only_with_a_stored_verdict_that_accepts_it(

@@ -100,10 +100,11 @@ def worth_it(rung: RungCheck) -> bool:
 
 def int8_graph_note(recorded: Mapping[str, str]) -> str | None:
     """'int8 judged on another int8 graph (MatMulInteger, before 2026-11-29; here ...)' when a verdict's
-    int8 rung was measured on another recipe than this release builds; None when it was not, or when
-    the verdict records no host at all (written before 2026-11-29: it holds everywhere, as before)."""
-    if not recorded:
-        return None
+    int8 rung was measured on another recipe than this release builds; None when it was not.
+
+    A verdict that records no host at all was written before 2026-11-29, so its int8 rung was measured
+    on an older graph too: its fp32 and bf16 rungs hold everywhere, as before, its int8 rung does not.
+    """
     before = recorded.get(INT8_GRAPH_FACT) or "per-row, MatMulInteger (before 2026-11-29)"
     if before == INT8_GRAPH:
         return None

@@ -209,8 +209,9 @@ def _forward_pass(
         try:
             return _with_onnx(predictor, threads)
         except Exception as exc:  # an architecture the exporter cannot handle: torch scores it the same
+            torch_model = _open(model_dir, str(predictor.device), "fp32")  # unloadable weights raise here
             log.warning("ONNX Runtime unavailable for %s (%s); scoring with torch", model_dir, exc)
-            return _open(model_dir, str(predictor.device), "fp32")
+            return torch_model
     if backend == "onnx":
         return _with_onnx(predictor, threads)
     return predictor

@@ -100,8 +100,11 @@ def int8_refusal(model: ModelRef, home: Path | None) -> str | None:
 
         c = registry.client(Path(home))
         recorded = Int8Check.from_tags(dict(c.get_model_version(model.name, model.version).tags or {}))
-        if recorded is not None and recorded.mode == INT8_GRAPH:  # one judged on another graph: not used
+        if recorded is not None and recorded.mode == INT8_GRAPH:
             return None if recorded.accepted else recorded.reason
+        if recorded is not None and not recorded.accepted:  # on another graph, perhaps stricter limits
+            again = "measure again with `simpair models int8-check`"
+            return f"{recorded.reason} (on another int8 graph; {again})"
     verdict = stored
     rung = verdict.rung("int8") if verdict is not None else None
     if verdict is None or rung is None:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import time
 from functools import lru_cache
 from pathlib import Path
@@ -72,7 +73,9 @@ def file_digest(path: str, size: int, mtime_ns: int, memo_folder: str | None = N
         for block in iter(lambda: handle.read(1 << 22), b""):
             digest.update(block)
     value = digest.hexdigest()
-    if memo is not None and time.time_ns() - mtime_ns >= RACY_NS:
+    after = os.stat(path)  # rewritten while it was read (a coarse mtime may not show it): not kept
+    unchanged = (after.st_size, after.st_mtime_ns) == (size, mtime_ns)
+    if memo is not None and unchanged and time.time_ns() - mtime_ns >= RACY_NS:
         record = {"path": path, "size": size, "mtime_ns": mtime_ns, "digest": value}
         try:
             memo.parent.mkdir(parents=True, exist_ok=True)

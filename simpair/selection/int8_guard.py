@@ -57,7 +57,7 @@ def measure(model_dir: Path, home: Path, limits: Int8Limits, threads: int = 1) -
     c = compare(fp32, fp32.predict(text_a, text_b), int8.predict(text_a, text_b), frame)
     return Int8Check(
         metric=c.metric, metric_fp32=c.metric_fp32, metric_int8=c.metric_rung,
-        label_flip_share=c.label_flip_share, pairs=len(text_a), dev_split=split, mode=INT8_GRAPH,
+        label_flip_share=c.label_flip_share, pairs=len(text_a), dev_split=split, mode=_recipe(),
         measured_at=datetime.now(UTC).isoformat(timespec="seconds"),
         max_delta=limits.max_delta, max_flip_share=limits.max_flip_share,
     ).judged(limits)  # fmt: skip
@@ -95,3 +95,11 @@ def check_version(
             raise Int8Refused(f"int8 refused for {name}/{version}: {exc}") from None
     registry.tag_version(c, name, version, check.to_tags())
     return check
+
+
+def _recipe() -> str:
+    """The int8 graph `use_int8` builds now: `INT8_GRAPH` for the default per-row mode, else the mode's
+    name (a check measured on ONNX Runtime's dynamic graph must not pass for the per-row one)."""
+    from simpair.runtime import int8_backend
+
+    return INT8_GRAPH if int8_backend.DEFAULT_MODE == "per-row" else int8_backend.DEFAULT_MODE
