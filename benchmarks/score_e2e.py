@@ -34,7 +34,10 @@ words, 5-24 a sentence), as in logs that never repeat a sentence.
 
 Groups: `cross` times the paraphrase cross-encoder and the paraphrase champion (the stack) against
 their cross-encoder scripts on the stack's own cross member; `bi` the STS bi-encoder against their
-bi-encoder scripts. `--parts invariance` adds the batch-invariance figure: per precision the loader
+bi-encoder scripts. `--theirs ... st_onnx_int8_stack` adds the work-matched script for the stack: their
+int8 ONNX cross-encoder and int8 ONNX bi-encoder (the stack's zero-shot member) in one process, the
+logit and cosine combined with the stack's own coefficients, so both sides run the same two models
+over every pair. `--parts invariance` adds the batch-invariance figure: per precision the loader
 can run here (fp32; int8; bf16 only where it is native, since `auto` never picks it otherwise), the
 largest change of a pair's score between batch sizes 64, 8, 1 and a shuffled order.
 
@@ -63,6 +66,8 @@ from pretokenize import write_pairs as write_unique_pairs
 RESULTS = RESULTS_DIR / "score_e2e.json"
 SIMPAIR = ROOT / ".venv" / "bin" / "simpair"
 THEIRS = ("st_openvino", "st_onnx_int8")
+# work-matched: their int8 scripts for both of the stack's members in one process, combined by hand
+STACKED = "st_onnx_int8_stack"
 THEIR_BATCH = 32  # CrossEncoder.predict's and SentenceTransformer.encode's default
 
 
@@ -114,7 +119,10 @@ def ours(model: Path, pairs: Path, home: Path, work: Path, tag: str) -> dict:
 
 
 def theirs(kind: str, copy: Path, pairs: Path, name: str, work: Path, tag: str) -> dict:
-    """A user's script with one sentence-transformers backend, one fresh process in the side venv."""
+    """A user's script with one sentence-transformers backend, one fresh process in the side venv
+    (`STACKED`: both of the stack's members, in the folder `prepare_stack` made)."""
+    if name == STACKED:
+        kind, copy, name = "stack", work / "st-stack", "st_onnx_int8"
     out = work / f"theirs-{tag}.parquet"
     env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
     env.pop("PYTHONPATH", None)
@@ -147,6 +155,17 @@ def prepare_theirs(kind: str, model: Path, work: Path) -> Path:
     return copy
 
 
+def prepare_stack(stack: Path, cross_copy: Path, work: Path) -> None:
+    """`work/st-stack`: their exported copies of both members and the stack's combiner (not timed)."""
+    bi = prepare_theirs("bi", member_of(stack, "bi"), work)
+    folder = work / "st-stack"
+    folder.mkdir(exist_ok=True)
+    for name, target in (("cross", cross_copy), ("bi", bi)):
+        if not (folder / name).exists():
+            (folder / name).symlink_to(target)
+    shutil.copyfile(stack / "stack.json", folder / "stack.json")
+
+
 def ensure_verdict(model: Path, home: Path) -> str:
     """The model's stored precision verdict, measured once if it has none (as a registration does)."""
     env = dict(os.environ, HF_HUB_OFFLINE="1")
@@ -157,6 +176,14 @@ def ensure_verdict(model: Path, home: Path) -> str:
     return ("" if done.returncode == 0 else f"no verdict (exit {done.returncode}): ") + (
         said[-1] if said else ""
     )
+
+
+def member_of(stack: Path, kind: str) -> Path:
+    """The stack's member of this kind, trained or not (the zero-shot backbone is a bi member)."""
+    for meta in sorted((stack / "members").glob("*/simpair.json")):
+        if json.loads(meta.read_text()).get("kind") == kind:
+            return meta.parent
+    raise FileNotFoundError(f"{stack}: no {kind} member")
 
 
 def first_member(stack: Path, kind: str) -> Path:
@@ -189,17 +216,20 @@ def run_group(group: str, models: dict[str, Path], copy: Path, kind: str, pairs:
                               "seconds": round(result["seconds"], 2),
                               "rss": round(result["peak_tree_rss_mb"])}), flush=True)  # fmt: skip
             (cold_runs.__setitem__(name, result) if round_ < 0 else runs[name].append(result))
+    # their single-model scripts against each of ours; the work-matched one against the stack alone
+    matched = [
+        (mine, other) for mine in models for other in theirs_run if other != STACKED or mine == "ours_stack"
+    ]
     ratios = {
         f"{mine}_vs_{other}": [a["pairs_per_s"] / b["pairs_per_s"] for a, b in zip(runs[mine], runs[other],
                                                                                    strict=True)]
-        for mine in models for other in theirs_run
+        for mine, other in matched
     }  # fmt: skip
     agreement = {}
-    for mine in models:
-        for other in theirs_run:
-            a = np.load(work / f"scores-{group}-{mine}-{pairs.stem}.npy")
-            b = np.load(work / f"scores-{group}-{other}-{pairs.stem}.npy")
-            agreement[f"{mine}_vs_{other}"] = float(np.abs(a - b).max())
+    for mine, other in matched:
+        a = np.load(work / f"scores-{group}-{mine}-{pairs.stem}.npy")
+        b = np.load(work / f"scores-{group}-{other}-{pairs.stem}.npy")
+        agreement[f"{mine}_vs_{other}"] = float(np.abs(a - b).max())
     return {"runs": runs, "cold": cold_runs, "ratios": ratios, "max_abs_score_diff": agreement}
 
 
@@ -241,8 +271,8 @@ def invariance(model: Path, n: int, seed: int = 1) -> dict:
 def markdown(result: dict) -> str:
     """The end-to-end table: one row per group, size and contender, ratios as the range over rounds."""
     lines = ["| model | pairs | contender | rounds | wall s (median) | pairs/s (median) | peak RSS MB (tree) "
-             "| ours / their OpenVINO | ours / their int8 ONNX |",
-             "|---|---:|---|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
+             "| ours / their OpenVINO | ours / their int8 ONNX | ours / their int8 ONNX, both members |",
+             "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
     for row in result["rows"]:
         for name, runs in row["runs"].items():
             if not runs:
@@ -251,7 +281,7 @@ def markdown(result: dict) -> str:
             rate = float(np.median([r["pairs_per_s"] for r in runs]))
             rss = max(r["peak_tree_rss_mb"] for r in runs)
             cells = []
-            for other in THEIRS:
+            for other in (*THEIRS, STACKED):
                 got = row["ratios"].get(f"{name}_vs_{other}")
                 cells.append(f"{min(got):.2f}-{max(got):.2f}x" if got and len(got) > 1
                              else f"{got[0]:.2f}x" if got else "")  # fmt: skip
@@ -259,7 +289,7 @@ def markdown(result: dict) -> str:
             texts = "" if row.get("texts", "msrp") == "msrp" else f" {row['texts']} texts"
             head = f"| {row['group']}{texts} | {row['pairs']:,} | {label} | {len(runs)} | {secs:.1f} "
             head += f"| {rate:.0f} "
-            lines.append(f"{head}| {rss:.0f} | {cells[0]} | {cells[1]} |")
+            lines.append(f"{head}| {rss:.0f} | {' | '.join(cells)} |")
     return "\n".join(lines)
 
 
@@ -280,8 +310,10 @@ def main() -> None:
     parser.add_argument("--texts", choices=("msrp", "unique"), default="msrp",
                         help="msrp: random pairs of MSRP sentences (repeating past ~11k sentences); "
                         "unique: every text distinct (STS-B words, 5-24 each)")  # fmt: skip
-    parser.add_argument("--theirs", nargs="+", choices=THEIRS, default=list(THEIRS),
-                        help="which of their scripts run (default both)")  # fmt: skip
+    parser.add_argument("--theirs", nargs="+", choices=(*THEIRS, STACKED), default=list(THEIRS),
+                        help=f"which of their scripts run (default both single-model ones; {STACKED}: "
+                        "their int8 scripts of both stack members in one process, work-matched to the "
+                        "stack, with --stack)")  # fmt: skip
     parser.add_argument("--invariance-pairs", type=int, default=600)
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -315,18 +347,21 @@ def main() -> None:
             result["verdicts"] = verdicts
             for group, kind, models, theirs_model in plan:
                 copy = prepare_theirs(kind, theirs_model, work)
+                if group == "cross" and args.stack and STACKED in args.theirs:
+                    prepare_stack(args.stack, copy, work)
                 for n in args.sizes:
                     pairs = work / f"pairs-{args.texts}-{n}.parquet"
                     distinct = None if pairs.exists() else write_texts(args.texts, pool, n, pairs)
                     row = run_group(group, models, copy, kind, pairs, args.home, args.rounds,
-                                    not args.no_cold, work, tuple(args.theirs))  # fmt: skip
+                                    not args.no_cold, work, theirs_for(group, args))  # fmt: skip
                     row.update(group=group, pairs=n, texts=args.texts, distinct_share=distinct,
                                models={k: str(v) for k, v in models.items()}, theirs_model=str(theirs_model),
                                labels={"ours_cross": "simpair score, cross-encoder",
                                        "ours_stack": "simpair score, champion stack",
                                        "ours_bi": "simpair score, bi-encoder",
                                        "st_openvino": "their script, OpenVINO",
-                                       "st_onnx_int8": "their script, ONNX dynamic int8"})  # fmt: skip
+                                       "st_onnx_int8": "their script, ONNX dynamic int8",
+                                       STACKED: "their script, int8 ONNX, both stack members"})  # fmt: skip
                     result["rows"].append(row)
                     print(markdown({"rows": [row]}), flush=True)
                     save(result, args)
@@ -335,6 +370,11 @@ def main() -> None:
     result["loadavg_end"] = os.getloadavg()
     print(markdown(result))
     save(result, args)
+
+
+def theirs_for(group: str, args: argparse.Namespace) -> tuple[str, ...]:
+    """Their scripts for a group: the work-matched stack script only where a stack is scored."""
+    return tuple(n for n in args.theirs if n != STACKED or (group == "cross" and args.stack))
 
 
 def save(result: dict, args: argparse.Namespace) -> None:

@@ -210,6 +210,28 @@ def scorer(kind: str, st: object, model: Path, batch: int) -> Method:
     return bi
 
 
+def stack_scorer(cross_st: object, bi_st: object, spec: dict, batch: int) -> Method:
+    """The champion stack's score by hand, as a user with both models and the stack's `stack.json`
+    would write it: the cross-encoder's logit and the bi-encoder's cosine, standardised, through the
+    logistic combiner. The same two forward passes over every pair as `simpair score` on the stack."""
+    import torch
+
+    if spec.get("combiner") != "logistic" or spec.get("features") != ["member:0", "member:1"]:
+        raise ValueError("the work-matched script covers a logistic stack of [cross, bi] members only")
+    mean, scale, coef = (np.asarray(spec[k], dtype=np.float64) for k in ("mean", "scale", "coef"))
+
+    def stack(a: list[str], b: list[str]) -> np.ndarray:
+        logit = cross_st.predict(list(zip(a, b, strict=True)), batch_size=batch,  # type: ignore[attr-defined]
+                                 activation_fn=torch.nn.Identity(), show_progress_bar=False)  # fmt: skip
+        enc = bi_st.encode  # type: ignore[attr-defined]
+        ea = enc(a, batch_size=batch, convert_to_numpy=True, normalize_embeddings=True)
+        eb = enc(b, batch_size=batch, convert_to_numpy=True, normalize_embeddings=True)
+        x = np.column_stack([np.asarray(logit, np.float64), np.einsum("ij,ij->i", ea, eb)])
+        return 1.0 / (1.0 + np.exp(-(((x - mean) / scale) @ coef + float(spec["intercept"]))))
+
+    return stack
+
+
 def _pairs(path: Path) -> tuple[list[str], list[str]]:
     table = pq.read_table(path, columns=["text_a", "text_b"])
     return table.column("text_a").to_pylist(), table.column("text_b").to_pylist()
@@ -249,7 +271,12 @@ def worker_script(
     table = pq.read_table(pairs, columns=["pair_id", "text_a", "text_b"])
     text_a, text_b = table.column("text_a").to_pylist(), table.column("text_b").to_pylist()
     read = time.perf_counter()
-    method = scorer(kind, load(kind, model, name, max_length), model, batch)
+    if kind == "stack":  # `model` is the stack's folder of side copies: cross/, bi/, stack.json
+        spec = json.loads((model / "stack.json").read_text())
+        members = [load(k, model / k, name, max_length) for k in ("cross", "bi")]
+        method = stack_scorer(*members, spec, batch)
+    else:
+        method = scorer(kind, load(kind, model, name, max_length), model, batch)
     loaded = time.perf_counter()
     scores = np.asarray(method(text_a, text_b), dtype=np.float64)
     scored = time.perf_counter()
@@ -337,7 +364,7 @@ def main() -> None:
     parser.add_argument("--setup", action="store_true", help="only create / check the side environment")
     parser.add_argument("--worker", choices=("export", "export-openvino", "interleaved", "alone", "script"))
     parser.add_argument("--out", type=Path, help="script: where the scores go (Parquet)")
-    parser.add_argument("--kind", choices=("cross", "bi"))
+    parser.add_argument("--kind", choices=("cross", "bi", "stack"))
     parser.add_argument("--model", type=Path)
     parser.add_argument("--pairs", type=Path)
     parser.add_argument("--threads", type=int, default=2)
