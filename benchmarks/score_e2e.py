@@ -33,13 +33,15 @@ distinct sentence once; `--texts unique` makes every text distinct (`pretokenize
 words, 5-24 a sentence), as in logs that never repeat a sentence.
 
 Groups: `cross` times the paraphrase cross-encoder and the paraphrase champion (the stack) against
-their cross-encoder scripts on the stack's own cross member; `bi` the STS bi-encoder against their
-bi-encoder scripts. `--theirs ... st_onnx_int8_stack` adds the work-matched script for the stack: their
-int8 ONNX cross-encoder and int8 ONNX bi-encoder (the stack's zero-shot member) in one process, the
-logit and cosine combined with the stack's own coefficients, so both sides run the same two models
-over every pair. `--parts invariance` adds the batch-invariance figure: per precision the loader
-can run here (fp32; int8; bf16 only where it is native, since `auto` never picks it otherwise), the
-largest change of a pair's score between batch sizes 64, 8, 1 and a shuffled order.
+their cross-encoder scripts on `--cross` (by default the stack's own cross member); `bi` the STS
+bi-encoder against their bi-encoder scripts. `--theirs ... st_onnx_int8_stack` adds the work-matched
+script for the stack: their int8 ONNX cross-encoder and int8 ONNX bi-encoder (the stack's zero-shot
+member) in one process, the logit and cosine combined with the stack's own coefficients, so both
+sides run the same two models over every pair.
+
+`--parts invariance` adds the batch-invariance figure: per precision the loader can run here (fp32;
+int8; bf16 only where it is native, since `auto` never picks it otherwise), the largest change of a
+pair's score between batch sizes 64, 8, 1 and a shuffled order.
 
 Writes benchmarks/results/score_e2e.json (a run's sizes merged into what is there).
 """
@@ -155,9 +157,23 @@ def prepare_theirs(kind: str, model: Path, work: Path) -> Path:
     return copy
 
 
-def prepare_stack(stack: Path, cross_copy: Path, work: Path) -> None:
-    """`work/st-stack`: their exported copies of both members and the stack's combiner (not timed)."""
-    bi = prepare_theirs("bi", member_of(stack, "bi"), work)
+def prepare_stack(stack: Path, cross: Path, cross_copy: Path, work: Path) -> None:
+    """`work/st-stack`: their exported copies of both members and the stack's combiner (not timed).
+
+    Only a logistic stack of [its cross-encoder, a bi-encoder], the cross-encoder scored one way round,
+    has a by-hand script here; `cross_copy` is reused when `cross` is the stack's own member."""
+    spec = json.loads((stack / "stack.json").read_text())
+    kinds = [json.loads((stack / m / "simpair.json").read_text()) for m in spec["members"]]
+    shape = [(k["kind"], k.get("symmetric", False)) for k in kinds]
+    if (
+        spec["combiner"] != "logistic"
+        or spec["features"] != ["member:0", "member:1"]
+        or shape != [("cross", False), ("bi", False)]
+    ):
+        raise ValueError(f"{stack}: the work-matched script covers a logistic [cross, bi] stack only")
+    own = (stack / spec["members"][0]).resolve()
+    cross_copy = cross_copy if cross.resolve() == own else prepare_theirs("cross", own, work)
+    bi = prepare_theirs("bi", stack / spec["members"][1], work)
     folder = work / "st-stack"
     folder.mkdir(exist_ok=True)
     for name, target in (("cross", cross_copy), ("bi", bi)):
@@ -176,14 +192,6 @@ def ensure_verdict(model: Path, home: Path) -> str:
     return ("" if done.returncode == 0 else f"no verdict (exit {done.returncode}): ") + (
         said[-1] if said else ""
     )
-
-
-def member_of(stack: Path, kind: str) -> Path:
-    """The stack's member of this kind, trained or not (the zero-shot backbone is a bi member)."""
-    for meta in sorted((stack / "members").glob("*/simpair.json")):
-        if json.loads(meta.read_text()).get("kind") == kind:
-            return meta.parent
-    raise FileNotFoundError(f"{stack}: no {kind} member")
 
 
 def first_member(stack: Path, kind: str) -> Path:
@@ -220,13 +228,15 @@ def run_group(group: str, models: dict[str, Path], copy: Path, kind: str, pairs:
     matched = [
         (mine, other) for mine in models for other in theirs_run if other != STACKED or mine == "ours_stack"
     ]
+    # scores compared where both sides compute the same thing (not the stack against one model's script)
+    same = [(m, o) for m, o in matched if (m == "ours_stack") == (o == STACKED)]
     ratios = {
         f"{mine}_vs_{other}": [a["pairs_per_s"] / b["pairs_per_s"] for a, b in zip(runs[mine], runs[other],
                                                                                    strict=True)]
         for mine, other in matched
     }  # fmt: skip
     agreement = {}
-    for mine, other in matched:
+    for mine, other in same:
         a = np.load(work / f"scores-{group}-{mine}-{pairs.stem}.npy")
         b = np.load(work / f"scores-{group}-{other}-{pairs.stem}.npy")
         agreement[f"{mine}_vs_{other}"] = float(np.abs(a - b).max())
@@ -348,7 +358,7 @@ def main() -> None:
             for group, kind, models, theirs_model in plan:
                 copy = prepare_theirs(kind, theirs_model, work)
                 if group == "cross" and args.stack and STACKED in args.theirs:
-                    prepare_stack(args.stack, copy, work)
+                    prepare_stack(args.stack, cross, copy, work)
                 for n in args.sizes:
                     pairs = work / f"pairs-{args.texts}-{n}.parquet"
                     distinct = None if pairs.exists() else write_texts(args.texts, pool, n, pairs)

@@ -218,6 +218,7 @@ def stack_scorer(cross_st: object, bi_st: object, spec: dict, batch: int) -> Met
 
     if spec.get("combiner") != "logistic" or spec.get("features") != ["member:0", "member:1"]:
         raise ValueError("the work-matched script covers a logistic stack of [cross, bi] members only")
+    # (the caller, `score_e2e.prepare_stack`, checked the members' kinds, order and one-way scoring)
     mean, scale, coef = (np.asarray(spec[k], dtype=np.float64) for k in ("mean", "scale", "coef"))
 
     def stack(a: list[str], b: list[str]) -> np.ndarray:

@@ -97,6 +97,10 @@ def test_a_verdict_from_another_host_scores_fp32_and_says_so(tmp_path: Path, one
     )
     with pytest.raises(Int8Refused, match="verdict measured on another host: onnxruntime 1.31.0"):
         resolve("int8", "auto", CPU, model)
+    # measured with a GPU, read on this CPU alone: its timings and flips were the GPU's
+    _verdict({**here, "gpu": "NVIDIA H200"}).write(model_dir)
+    precision, why = resolve("auto", "auto", CPU, model)
+    assert precision == "fp32" and "gpu NVIDIA H200 here none" in why
     # the loader's own `auto` holds to the same rule
     from simpair.runtime.loader import load_predictor
 

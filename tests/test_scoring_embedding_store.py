@@ -171,7 +171,7 @@ def test_sigkilled_run_resumes_with_stored_vectors_and_same_scores(
 
 
 def test_cache_across_nights_is_reused_by_the_same_model_only(
-    tmp_path: Path, tiny_bi: Path, batches: dict[str, pa.Table]
+    tmp_path: Path, tiny_bi: Path, batches: dict[str, pa.Table], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from simpair.models import save_tiny_model
 
@@ -203,6 +203,16 @@ def test_cache_across_nights_is_reused_by_the_same_model_only(
     )
     got = pa.concat_tables(outputs_by_name(tmp_path / "o3").values()).column("score").to_numpy()
     np.testing.assert_allclose(got, want["score"], atol=1e-6)
+
+    # the same weights after a runtime upgrade (another onnxruntime, int8 recipe or CPU): encoded afresh
+    from simpair.runtime import graph_cache
+
+    monkeypatch.setattr(graph_cache, "_environment", lambda: "onnxruntime=9.9.9|upgraded")
+    four = score_inbox(
+        str(_inbox(tmp_path / "4", dict([second]))), tmp_path / "o4", str(tiny_bi), tmp_path, **night
+    )
+    assert four.sentences_encoded == len(sentences[1]) and four.embedding_disk_hits == 0
+    assert len(list(cache.glob("*.sqlite"))) == 3
 
 
 def test_store_reads_back_only_whole_vectors_and_keeps_its_memory_bound(tmp_path: Path) -> None:

@@ -116,11 +116,12 @@ def host_differences(recorded: Mapping[str, str], here: Mapping[str, str]) -> li
 
     A verdict with no recorded facts (written before 2026-11-29) matches every host: homes that
     already hold verdicts keep scoring as they did. The int8 recipe is not a host fact: it judges the
-    int8 rung alone (`int8_graph_note`).
+    int8 rung alone (`int8_graph_note`). A fact recorded on one side only differs too: a verdict
+    measured on a GPU (`gpu`) does not hold for the same machine's CPU, nor the other way round.
     """
     if not recorded:
         return []
-    keys = [k for k in recorded if k in here] + [k for k in here if k not in recorded]
+    keys = [*recorded, *(k for k in here if k not in recorded)]
     keys = [k for k in keys if k != INT8_GRAPH_FACT]
     return [
         f"{key.replace('_', ' ')} {recorded.get(key) or 'none'} here {here.get(key) or 'none'}"

@@ -7,9 +7,10 @@ the others; the encoder is ~all of the cost, the cosine is free. So vectors are 
 
 Why it is built this way:
 
-- **Keyed by the model's identity**: name, version, a hash of the weight files' bytes, precision and
-  forward pass (torch, ONNX Runtime, bf16). Each identity gets its own SQLite file, so another model
-  (or the same one in bf16) never reads these vectors, even in a folder kept across nights.
+- **Keyed by the model's identity**: name, version, a hash of the weight files' bytes, precision,
+  forward pass (torch, ONNX Runtime, bf16) and the runtime's versions and graph-building code. Each
+  identity gets its own SQLite file, so another model (or the same one in bf16, or after a runtime
+  upgrade) never reads these vectors, even in a folder kept across nights.
 - **SQLite, float32 blobs, write-through**: every encoded vector is committed in one transaction per
   lookup before its scores are written. A killed process leaves committed rows intact and an
   uncommitted transaction invisible (WAL), so a half-written batch is never read back; blobs of the
@@ -67,11 +68,12 @@ def text_key(text: str) -> bytes:
 
 
 def model_identity(model: ModelRef, precision: str, forward: str) -> str:
-    """Everything a vector depends on: the model, its weights, the precision and the forward pass."""
-    from simpair.runtime.graph_cache import cache_root  # its digest memo: the weights are hashed once a host
+    """Everything a vector depends on: the model, its weights, the precision, the forward pass and the
+    runtime under it (`graph_cache.runtime_digest`: another int8 recipe or runtime version moves vectors)."""
+    from simpair.runtime.graph_cache import cache_root, runtime_digest
 
-    digest = weights_digest(model.local_dir, cache_root(model.local_dir))
-    return "|".join((model.name, model.version, digest, precision, forward))
+    digest = weights_digest(model.local_dir, cache_root(model.local_dir))  # memoised: hashed once a host
+    return "|".join((model.name, model.version, digest, precision, forward, runtime_digest()))
 
 
 class EmbeddingStore:

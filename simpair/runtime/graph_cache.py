@@ -104,6 +104,13 @@ def follow_home(home: str | Path | None) -> Iterator[None]:
             os.environ[HOME_ENV] = before
 
 
+def runtime_digest() -> str:
+    """16 hex digits of everything besides the weights that a compiled graph's outputs depend on (the
+    runtimes' versions, the export and quantization code, the CPU's flags): the embedding store keys
+    its vectors by it too, so a store kept across nights is not read through an upgraded runtime."""
+    return hashlib.sha256(f"{_environment()}|{_live_code()}".encode()).hexdigest()[:16]
+
+
 @lru_cache(maxsize=1)
 def _environment() -> str:
     """Runtime versions, the export code's source digest and the CPU's flags, as one string."""
