@@ -7,6 +7,7 @@ threshold is its median fp32 dev probability, so int8 flips many of its labels b
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
@@ -90,6 +91,16 @@ def test_the_ladder_rechecks_a_refused_rung_and_every_run_loads_it_so(
     assert not isinstance(
         load_predictor(str(edge), precision="fp32", backend="auto", threads=1), recheck.ThresholdRecheck
     )
+
+    # measured again while this process lives: its next load takes the new band, not the cached one
+    verdict = PrecisionVerdict.read(edge)
+    wider = dataclasses.replace(int8, recheck_band=int8.recheck_band * 2)
+    dataclasses.replace(
+        verdict, rungs=tuple(wider if r.precision == "int8" else r for r in verdict.rungs)
+    ).write(edge)
+    reloaded = load_predictor(str(edge), precision="int8", backend="auto", threads=1)
+    assert isinstance(reloaded, recheck.ThresholdRecheck) and reloaded.band == wider.recheck_band
+    verdict.write(edge)  # as measured, for the rest of this test
 
     # an explicit int8 still passes its own guard on plain int8 first (loose limits here), then loads
     # with the verdict's band

@@ -19,10 +19,11 @@ A model runs one of two ways, chosen by `backend`:
   bf16 where it is not native falls back to fp32 with a warning, and a rung the verdict accepted with
   an fp32 recheck near the threshold (`simpair.runtime.recheck`) loads with it unless `recheck` is
   False (the ladder measures each runtime plain first; the fp32 side is built when a pair first
-  falls in the band, not at load). Loaded once per process: each Dask worker process keeps its own
-  copy, and a lock stops a process's chunk threads loading one model together. Exported, quantized
-  and compiled graphs are kept across processes in the graph cache (`graph_cache`), so only the first
-  process to load a model version on a host pays for them.
+  falls in the band, not at load). Loaded once per process and verdict: each Dask worker process
+  keeps its own copy, a process that outlives a re-measured verdict loads again, and a lock stops a
+  process's chunk threads loading one model together. Exported, quantized and compiled graphs are
+  kept across processes in the graph cache (`graph_cache`), so only the first process to load a
+  model version on a host pays for them.
 
 `load_for_run` is the same door for a run's stages (scoring chunks, mining, encoding): the precision
 is the run's, already resolved (`resolve.resolve`), and a process that cannot run it natively refuses
@@ -31,6 +32,7 @@ rather than fall back.
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import logging
 import os
@@ -95,7 +97,29 @@ def load_predictor(
     threads = threads or default_threads()
     with _LOAD_LOCK:
         # keyed by the precision run *and* the one asked for: a fallback warns once per process
-        return _load(local_dir, device, threads, backend, effective, precision, bf16_via, recheck)
+        return _load(
+            local_dir,
+            device,
+            threads,
+            backend,
+            effective,
+            precision,
+            bf16_via,
+            recheck,
+            _verdict_stamp(local_dir),
+        )
+
+
+def _verdict_stamp(local_dir: str) -> str | None:
+    """A digest of the verdict file (a few hundred bytes): part of `_load`'s cache key, because the
+    recheck band and the bf16 runtime come from the verdict, so a process that outlives a re-measure
+    loads the model again (its content, not its mtime: two writes may share a timestamp tick)."""
+    from simpair.models.precision_verdict import VERDICT_FILE
+
+    try:
+        return hashlib.sha256((Path(local_dir) / VERDICT_FILE).read_bytes()).hexdigest()
+    except OSError:
+        return None
 
 
 def load_for_run(local_dir: str, runtime: RuntimeOptions, precision: str = "fp32") -> Any:
@@ -150,9 +174,11 @@ def _load(
     requested: str,
     bf16_via: str | None = None,
     recheck: bool = True,
+    verdict_stamp: str | None = None,
 ) -> Any:
     """The scoring forward pass for `precision` (runnable here; `requested`: what was asked), with the
-    fp32 recheck where the verdict accepted the rung that way and `recheck` allows it."""
+    fp32 recheck where the verdict accepted the rung that way and `recheck` allows it. `verdict_stamp`
+    only keys the cache (`_verdict_stamp`)."""
     import torch
 
     torch.set_num_threads(threads)
@@ -186,7 +212,9 @@ def _with_recheck(
 
     def exact() -> Any:  # built when a pair first falls in the band, not at load (`_load` is cached)
         with _LOAD_LOCK:
-            return _load(local_dir, device, threads, backend, "fp32", "fp32", None, True)
+            return _load(
+                local_dir, device, threads, backend, "fp32", "fp32", None, True, _verdict_stamp(local_dir)
+            )
 
     return recheck.ThresholdRecheck(predictor, exact, rung.recheck_band)
 
