@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import test_scoring_support as support
+import torch
 from test_scoring_support import make_pairs, read_outputs, write_batch
 from typer.testing import CliRunner
 
@@ -24,6 +25,7 @@ from simpair.cli import app
 from simpair.contracts import load_contract
 from simpair.ingest.dataset import ingest_dataset
 from simpair.models import save_tiny_model
+from simpair.models.device import host_facts
 from simpair.models.metadata import ModelMetadata
 from simpair.registry import registry
 from simpair.registry.record import register_trained_model
@@ -167,6 +169,7 @@ def test_guard_accepts_records_and_caches_then_refuses_a_version_whose_labels_fl
     assert recorded is not None and recorded.verdict == "refused" and recorded.label_flip_share > 0.01
     assert "flips" in recorded.reason
 
+    measure_for_real = guard.measure
     monkeypatch.setattr(guard, "measure", no_second_measurement)
     again = runner.invoke(app, [*argv, "--out", str(tmp_path / "out2"), "--model", f"{NAME}/{v2}"])
     assert again.exit_code == 1 and f"{recorded.label_flip_share:.2%}" in again.output
@@ -185,6 +188,25 @@ def test_guard_accepts_records_and_caches_then_refuses_a_version_whose_labels_fl
                                 "--home", str(home)])  # fmt: skip
     assert loose.exit_code == 0 and "int8 accepted" in loose.output, loose.output
     assert registry.client(home).get_model_version(NAME, v2).tags["simpair.int8.verdict"] == "accepted"
+    # an accepted check holds on the host it was measured on only (VNNI or not, the onnxruntime version)
+    here = host_facts(torch.device("cpu"))
+    assert (
+        registry.client(home).get_model_version(NAME, v2).tags["simpair.int8.host.onnxruntime"]
+        == (here["onnxruntime"])
+    )
+    registry.client(home).set_model_version_tag(NAME, v2, "simpair.int8.host.onnxruntime", "1.31.0")
+    elsewhere = runner.invoke(app, [*argv, "--out", str(tmp_path / "out4"), "--model", f"{NAME}/{v2}"])
+    assert elsewhere.exit_code == 1, elsewhere.output
+    assert f"int8 check measured on another host: onnxruntime 1.31.0 here {here['onnxruntime']}" in (
+        elsewhere.output
+    )
+    with monkeypatch.context() as m:  # `models int8-check` measures again here rather than reuse it
+        m.setattr(guard, "measure", measure_for_real)
+        remeasured = runner.invoke(app, ["models", "int8-check", NAME, v2, "--max-flip-share", "1",
+                                         "--max-delta", "1", "--home", str(home)])  # fmt: skip
+    assert remeasured.exit_code == 0 and "int8 accepted" in remeasured.output, remeasured.output
+    tags = registry.client(home).get_model_version(NAME, v2).tags
+    assert tags["simpair.int8.host.onnxruntime"] == here["onnxruntime"]
     check_argv = ["models", "int8-check", NAME, v2, "--home", str(home)]
     strict = runner.invoke(app, [*check_argv, "--max-delta", "0.005", "--max-flip-share", "0.01"])
     assert strict.exit_code == 1 and "int8 refused" in strict.output

@@ -7,7 +7,7 @@ and a verdict under stated limits, so it can be re-judged under other limits wit
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any, ClassVar
 
 from simpair.models.parity_limits import ParityLimits
@@ -52,6 +52,9 @@ class Int8Check:
     max_flip_share: float
     verdict: str = ""
     reason: str = ""
+    # the host it was measured on (`device.host_facts`); empty for a check recorded before 2026-11-30,
+    # which holds everywhere as before. int8 kernels differ with the CPU (VNNI or not) and onnxruntime.
+    host: dict[str, str] = field(default_factory=dict)
 
     @property
     def delta(self) -> float:
@@ -88,12 +91,16 @@ class Int8Check:
     def to_tags(self) -> dict[str, str]:
         """The `simpair.int8.*` version tags (MLflow tag values are strings)."""
         values: dict[str, Any] = asdict(self) | {"delta": f"{self.delta:.6g}"}
+        host = values.pop("host")
         values["label_flip_share"] = (
             "n/a" if self.label_flip_share is None else f"{self.label_flip_share:.6g}"
         )
         for key in ("metric_fp32", "metric_int8", "max_delta", "max_flip_share"):
             values[key] = f"{values[key]:.6g}"
-        return {TAG_PREFIX + key: str(value) for key, value in values.items()}
+        return {TAG_PREFIX + key: str(value) for key, value in values.items()} | {
+            f"{TAG_PREFIX}host.{key}": value[:5000]
+            for key, value in host.items()  # MLflow's tag limit
+        }
 
     @classmethod
     def from_tags(cls, tags: dict[str, str]) -> Int8Check | None:
@@ -108,6 +115,7 @@ class Int8Check:
                 dev_split=values["dev_split"], mode=values["mode"], measured_at=values["measured_at"],
                 max_delta=float(values["max_delta"]), max_flip_share=float(values["max_flip_share"]),
                 verdict=values["verdict"], reason=values["reason"],
+                host={k.removeprefix("host."): v for k, v in values.items() if k.startswith("host.")},
             )  # fmt: skip
         except (KeyError, ValueError):
             return None

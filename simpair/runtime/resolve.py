@@ -9,7 +9,8 @@ check that accepted it (the version's `simpair.int8.*` tags, or the verdict's in
 A verdict holds for the host it was measured on: it records that host's CPU flags and runtime versions
 (`simpair.models.device.host_facts`), and where this host's differ, `auto` scores at fp32 and an
 explicit int8 is refused, each with one line naming the difference and the command that measures
-here. A verdict that records no host (written before 2026-11-29) is taken to hold everywhere.
+here. A verdict that records no host (written before 2026-11-29) is taken to hold everywhere. A
+version's int8 check records its host the same way, and is held to it the same way.
 
 Nothing is measured here: a scoring run never loads the dev split, exports a graph to time it, or
 writes a registry tag before its first batch. Measuring is `simpair.selection`'s job. The result goes
@@ -67,6 +68,20 @@ def _other_host(verdict: PrecisionVerdict, model: ModelRef, device: Any) -> str 
     )
 
 
+def _check_elsewhere(check: Int8Check, model: ModelRef) -> str | None:
+    """'int8 check measured on another host: ...' for an accepted check whose host facts differ here
+    (None where it holds; a check without facts, recorded before they were, holds everywhere)."""
+    from simpair.models.device import host_facts, pick_device
+
+    differences = host_differences(check.host, host_facts(pick_device("auto")))
+    if not differences:
+        return None
+    return (
+        f"int8 check measured on another host: {', '.join(differences)}; "
+        f"measure here with `simpair models int8-check {model.name} {model.version}`"
+    )
+
+
 def auto_precision(model: ModelRef | None, backend: str, device: Any) -> tuple[str, str]:
     """The rung `--precision auto` takes for `model` from its stored verdict, and the line saying why."""
     if model is None:
@@ -101,7 +116,9 @@ def int8_refusal(model: ModelRef, home: Path | None) -> str | None:
         c = registry.client(Path(home))
         recorded = Int8Check.from_tags(dict(c.get_model_version(model.name, model.version).tags or {}))
         if recorded is not None and recorded.mode == INT8_GRAPH:
-            return None if recorded.accepted else recorded.reason
+            if not recorded.accepted:
+                return recorded.reason
+            return _check_elsewhere(recorded, model)
         if recorded is not None and not recorded.accepted:  # on another graph, perhaps stricter limits
             again = "measure again with `simpair models int8-check`"
             return f"{recorded.reason} (on another int8 graph; {again})"
