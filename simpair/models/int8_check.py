@@ -52,8 +52,9 @@ class Int8Check:
     max_flip_share: float
     verdict: str = ""
     reason: str = ""
-    # the host it was measured on (`device.host_facts`); empty for a check recorded before 2026-11-30,
-    # which holds everywhere as before. int8 kernels differ with the CPU (VNNI or not) and onnxruntime.
+    # the CPU host it was measured on (`device.host_facts`); empty for a check recorded before checks
+    # recorded their host, which holds everywhere as before. int8 kernels differ with the CPU (VNNI or
+    # not) and the onnxruntime version.
     host: dict[str, str] = field(default_factory=dict)
 
     @property

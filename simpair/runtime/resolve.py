@@ -73,7 +73,8 @@ def _check_elsewhere(check: Int8Check, model: ModelRef) -> str | None:
     (None where it holds; a check without facts, recorded before they were, holds everywhere)."""
     from simpair.models.device import host_facts, pick_device
 
-    differences = host_differences(check.host, host_facts(pick_device("auto")))
+    # int8 runs on the CPU (ONNX Runtime's CPU provider), so a GPU beside it changes nothing
+    differences = host_differences(check.host, host_facts(pick_device("cpu")))
     if not differences:
         return None
     return (

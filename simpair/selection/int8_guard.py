@@ -45,7 +45,7 @@ def measure(model_dir: Path, home: Path, limits: Int8Limits, threads: int = 1) -
 
     The int8 rung of the precision ladder (`precision_ladder.compare`), with this guard's own limits.
     """
-    from simpair.models.device import host_facts
+    from simpair.models.device import host_facts, pick_device
     from simpair.runtime.int8_backend import use_int8
     from simpair.runtime.loader import load_predictor
     from simpair.selection.precision_ladder import compare
@@ -61,7 +61,7 @@ def measure(model_dir: Path, home: Path, limits: Int8Limits, threads: int = 1) -
         label_flip_share=c.label_flip_share, pairs=len(text_a), dev_split=split, mode=_recipe(),
         measured_at=datetime.now(UTC).isoformat(timespec="seconds"),
         max_delta=limits.max_delta, max_flip_share=limits.max_flip_share,
-        host=host_facts(_cpu()),
+        host=host_facts(pick_device("cpu")),  # int8 runs on the CPU whatever else the host has
     ).judged(limits)  # fmt: skip
 
 
@@ -78,14 +78,14 @@ def check_version(
     With `limits`, a recorded measurement is re-judged under them (and the new verdict recorded);
     without, a recorded verdict is returned as it stands. `force` measures again.
     """
-    from simpair.models.device import host_facts
+    from simpair.models.device import host_facts, pick_device
     from simpair.models.precision_verdict import host_differences
     from simpair.registry import registry
 
     c = registry.client(home)
     recorded = Int8Check.from_tags(dict(c.get_model_version(name, version).tags or {}))
     # another recipe or another host: measure (here)
-    here = recorded is not None and not host_differences(recorded.host, host_facts(_cpu()))
+    here = recorded is not None and not host_differences(recorded.host, host_facts(pick_device("cpu")))
     if recorded is not None and recorded.mode == INT8_GRAPH and here and not force:
         if limits is None or (limits.max_delta, limits.max_flip_share) == (
             recorded.max_delta,
@@ -101,12 +101,6 @@ def check_version(
             raise Int8Refused(f"int8 refused for {name}/{version}: {exc}") from None
     registry.tag_version(c, name, version, check.to_tags())
     return check
-
-
-def _cpu() -> Any:
-    import torch
-
-    return torch.device("cpu")
 
 
 def _recipe() -> str:
