@@ -57,30 +57,25 @@ def _no_verdict(model: ModelRef) -> str:
 def _other_host(verdict: PrecisionVerdict, model: ModelRef, device: Any) -> str | None:
     """'verdict measured on another host: onnxruntime 1.31.0 here 1.32.0; measure here with `...`',
     or None where the verdict holds on this host."""
-    from simpair.models.device import host_facts
-
-    differences = host_differences(verdict.host, host_facts(device))
-    if not differences:
-        return None
-    return (
-        f"verdict measured on another host: {', '.join(differences)}; "
-        f"measure here with `{_measure_hint(model)}`"
-    )
+    return _elsewhere("verdict", verdict.host, device, _measure_hint(model))
 
 
 def _check_elsewhere(check: Int8Check, model: ModelRef) -> str | None:
-    """'int8 check measured on another host: ...' for an accepted check whose host facts differ here
-    (None where it holds; a check without facts, recorded before they were, holds everywhere)."""
-    from simpair.models.device import host_facts, pick_device
+    """The same for a version's int8 check, on the CPU's facts: int8 runs on ONNX Runtime's CPU
+    provider, so a GPU beside it changes nothing (a check recorded without facts holds everywhere)."""
+    from simpair.models.device import pick_device
 
-    # int8 runs on the CPU (ONNX Runtime's CPU provider), so a GPU beside it changes nothing
-    differences = host_differences(check.host, host_facts(pick_device("cpu")))
+    hint = f"simpair models int8-check {model.name} {model.version}"
+    return _elsewhere("int8 check", check.host, pick_device("cpu"), hint)
+
+
+def _elsewhere(what: str, recorded: dict[str, str], device: Any, hint: str) -> str | None:
+    from simpair.models.device import host_facts
+
+    differences = host_differences(recorded, host_facts(device))
     if not differences:
         return None
-    return (
-        f"int8 check measured on another host: {', '.join(differences)}; "
-        f"measure here with `simpair models int8-check {model.name} {model.version}`"
-    )
+    return f"{what} measured on another host: {', '.join(differences)}; measure here with `{hint}`"
 
 
 def auto_precision(model: ModelRef | None, backend: str, device: Any) -> tuple[str, str]:
