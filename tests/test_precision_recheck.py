@@ -20,7 +20,9 @@ from simpair.models import device as devices
 from simpair.models.precision_verdict import PrecisionVerdict, RungCheck
 from simpair.runtime import recheck
 from simpair.runtime.loader import load_for_run, load_predictor
+from simpair.runtime.model_ref import resolve_model_ref
 from simpair.runtime.options import RuntimeOptions
+from simpair.runtime.resolve import pin_forward
 from simpair.scoring import score_inbox
 from simpair.selection import precision_ladder as ladder
 
@@ -92,7 +94,16 @@ def test_the_ladder_rechecks_a_refused_rung_and_every_run_loads_it_so(
         load_predictor(str(edge), precision="fp32", backend="auto", threads=1), recheck.ThresholdRecheck
     )
 
-    # measured again while this process lives: its next load takes the new band, not the cached one
+    # a run reads what int8 loads with once (`pin_forward`); its stages share the copy loaded above
+    ref = resolve_model_ref(str(edge), home)
+    run = RuntimeOptions(threads=1, backend="auto", pin=pin_forward(ref, "int8", "auto"))
+    assert run.pin.recheck_band == int8.recheck_band and run.pin.bf16_via is None
+    assert load_for_run(str(edge), run, "int8") is loaded
+    with pytest.raises(ValueError, match="pinned to int8"):
+        load_for_run(str(edge), run, "fp32")
+
+    # measured again while this process lives: its next load takes the new band, not the cached one,
+    # while the stages of the run that started before keep the band it began with
     verdict = PrecisionVerdict.read(edge)
     wider = dataclasses.replace(int8, recheck_band=int8.recheck_band * 2)
     dataclasses.replace(
@@ -100,6 +111,9 @@ def test_the_ladder_rechecks_a_refused_rung_and_every_run_loads_it_so(
     ).write(edge)
     reloaded = load_predictor(str(edge), precision="int8", backend="auto", threads=1)
     assert isinstance(reloaded, recheck.ThresholdRecheck) and reloaded.band == wider.recheck_band
+    assert load_for_run(str(edge), run, "int8") is loaded and loaded.band == int8.recheck_band
+    later = RuntimeOptions(threads=1, backend="auto", pin=pin_forward(ref, "int8", "auto"))
+    assert load_for_run(str(edge), later, "int8") is reloaded
     verdict.write(edge)  # as measured, for the rest of this test
 
     # an explicit int8 still passes its own guard on plain int8 first (loose limits here), then loads

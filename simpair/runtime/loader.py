@@ -19,20 +19,21 @@ A model runs one of two ways, chosen by `backend`:
   bf16 where it is not native falls back to fp32 with a warning, and a rung the verdict accepted with
   an fp32 recheck near the threshold (`simpair.runtime.recheck`) loads with it unless `recheck` is
   False (the ladder measures each runtime plain first; the fp32 side is built when a pair first
-  falls in the band, not at load). Loaded once per process and verdict: each Dask worker process
-  keeps its own copy, a process that outlives a re-measured verdict loads again, and a lock stops a
+  falls in the band, not at load). Loaded once per process, precision, band and bf16 runtime
+  (`verdict_pin`): each Dask worker process keeps its own copy, a process that outlives a re-measured
+  verdict loads again unless a run pinned what it loads with (`load_for_run`), and a lock stops a
   process's chunk threads loading one model together. Exported, quantized and compiled graphs are
   kept across processes in the graph cache (`graph_cache`), so only the first process to load a
   model version on a host pays for them.
 
 `load_for_run` is the same door for a run's stages (scoring chunks, mining, encoding): the precision
-is the run's, already resolved (`resolve.resolve`), and a process that cannot run it natively refuses
-rather than fall back.
+is the run's, already resolved (`resolve.resolve`), and so are the recheck band and bf16 runtime it
+loads with (`resolve.pin_forward`), so a verdict re-measured while the run goes on changes nothing
+before the next run; a process that cannot run the precision natively refuses rather than fall back.
 """
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import logging
 import os
@@ -44,7 +45,7 @@ from typing import Any
 from simpair.models.metadata import COMPOSITE_KINDS, METADATA_FILE, ModelMetadata
 from simpair.models.predictor_base import BasePredictor
 from simpair.runtime.model_ref import ModelRef
-from simpair.runtime.options import RuntimeOptions
+from simpair.runtime.options import ForwardPin, RuntimeOptions
 from simpair.runtime.precision import check_precision, require_native, runnable_precision, warn_fallback
 
 log = logging.getLogger(__name__)
@@ -70,12 +71,14 @@ def load_predictor(
     threads: int | None = None,
     bf16_via: str | None = None,
     recheck: bool = True,
+    pin: ForwardPin | None = None,
 ) -> Any:
     """A model folder (any kind: plain, soup, stacked, cascade) or a pinned `ModelRef`, loaded.
 
     `backend=None` gives the model's own torch forward pass, a new copy each call; a backend gives
     the scoring forward pass, once per process (see the module's docstring). `bf16_via` forces the
-    bf16 runtime ("openvino" or "torch"), as the precision ladder does to measure both.
+    bf16 runtime ("openvino" or "torch"), as the precision ladder does to measure both. `pin` (a run's,
+    for its explicit `precision`) gives the recheck band and bf16 runtime instead of the verdict file.
     """
     local_dir = model.local_dir if isinstance(model, ModelRef) else str(model)
     if backend is None:
@@ -95,31 +98,26 @@ def load_predictor(
         precision = verdict.choose(allowed).precision if verdict else "fp32"
     effective = runnable_precision(precision, pick_device(device))
     threads = threads or default_threads()
+    if pin is None:  # what the verdict says now: a process that outlives a re-measure loads again
+        pin = verdict_pin(local_dir, effective, backend, pick_device(device))
+    elif pin.precision != effective:
+        raise ValueError(f"the run is pinned to {pin.precision}, asked to load {effective}")
     with _LOAD_LOCK:
         # keyed by the precision run *and* the one asked for: a fallback warns once per process
-        return _load(
-            local_dir,
-            device,
-            threads,
-            backend,
-            effective,
-            precision,
-            bf16_via,
-            recheck,
-            _verdict_stamp(local_dir),
-        )
+        return _load(local_dir, device, threads, backend, effective, precision, bf16_via, recheck, pin)
 
 
-def _verdict_stamp(local_dir: str) -> str | None:
-    """A digest of the verdict file (a few hundred bytes): part of `_load`'s cache key, because the
-    recheck band and the bf16 runtime come from the verdict, so a process that outlives a re-measure
-    loads the model again (its content, not its mtime: two writes may share a timestamp tick)."""
-    from simpair.models.precision_verdict import VERDICT_FILE
+def verdict_pin(local_dir: str, precision: str, backend: str, device: Any) -> ForwardPin:
+    """What `precision` loads with, as the model's stored verdict says now: the fp32 recheck band of
+    its rung (when accepted that way) and, for bf16, the runtime that measured it (`bf16_runtime`).
+    Part of `_load`'s cache key, so equal pins share one copy whether a run or the verdict gave them."""
+    from simpair.models.precision_verdict import PrecisionVerdict
 
-    try:
-        return hashlib.sha256((Path(local_dir) / VERDICT_FILE).read_bytes()).hexdigest()
-    except OSError:
-        return None
+    verdict = PrecisionVerdict.read(local_dir) if precision != "fp32" else None
+    rung = verdict.rung(precision) if verdict is not None else None
+    band = rung.recheck_band if rung is not None and rung.accepted else None
+    via = bf16_runtime(local_dir, backend, device) if precision == "bf16" else None
+    return ForwardPin(precision=precision, recheck_band=band, bf16_via=via)
 
 
 def load_for_run(local_dir: str, runtime: RuntimeOptions, precision: str = "fp32") -> Any:
@@ -133,7 +131,9 @@ def load_for_run(local_dir: str, runtime: RuntimeOptions, precision: str = "fp32
     if precision == "auto":  # resolved once per run (`resolve.resolve`), never per process
         raise ValueError("load_for_run needs the run's resolved precision, not auto")
     require_native(precision, pick_device("auto"))
-    return load_predictor(local_dir, precision=precision, backend=runtime.backend, threads=runtime.threads)
+    return load_predictor(
+        local_dir, precision=precision, backend=runtime.backend, threads=runtime.threads, pin=runtime.pin
+    )
 
 
 def _open(model_dir: Path, device: str, precision: str, lazy: bool = False) -> Any:
@@ -174,11 +174,10 @@ def _load(
     requested: str,
     bf16_via: str | None = None,
     recheck: bool = True,
-    verdict_stamp: str | None = None,
+    pin: ForwardPin | None = None,
 ) -> Any:
     """The scoring forward pass for `precision` (runnable here; `requested`: what was asked), with the
-    fp32 recheck where the verdict accepted the rung that way and `recheck` allows it. `verdict_stamp`
-    only keys the cache (`_verdict_stamp`)."""
+    fp32 recheck where `pin` (`verdict_pin`, or the run's) holds a band and `recheck` allows it."""
     import torch
 
     torch.set_num_threads(threads)
@@ -191,32 +190,28 @@ def _load(
         predictor = _open(model_dir, device, precision, lazy=True)
         if precision != requested:
             warn_fallback(predictor.device)
-        predictor = _forward_pass(predictor, model_dir, threads, backend, precision, bf16_via)
-    if not recheck or precision == "fp32":
+        via = bf16_via or (pin.bf16_via if pin is not None else None)
+        predictor = _forward_pass(predictor, model_dir, threads, backend, precision, via)
+    if not recheck or precision == "fp32" or pin is None or pin.recheck_band is None:
         return predictor
-    return _with_recheck(predictor, local_dir, device, threads, backend, precision)
+    return _with_recheck(predictor, local_dir, device, threads, backend, pin.recheck_band)
 
 
 def _with_recheck(
-    predictor: Any, local_dir: str, device: str, threads: int, backend: str, precision: str
+    predictor: Any, local_dir: str, device: str, threads: int, backend: str, band: float
 ) -> Any:
-    """The predictor with fp32 scoring the pairs near its threshold, when its precision's rung was
-    accepted that way (`simpair.runtime.recheck`); else the predictor as it is."""
-    from simpair.models.precision_verdict import PrecisionVerdict
+    """The predictor with fp32 scoring the pairs within `band` of its threshold
+    (`simpair.runtime.recheck`), where the predictor's kind allows it; else the predictor as it is."""
     from simpair.runtime import recheck
 
-    verdict = PrecisionVerdict.read(local_dir)
-    rung = verdict.rung(precision) if verdict is not None else None
-    if rung is None or not rung.accepted or rung.recheck_band is None or not recheck.supports(predictor):
+    if not recheck.supports(predictor):
         return predictor
 
     def exact() -> Any:  # built when a pair first falls in the band, not at load (`_load` is cached)
         with _LOAD_LOCK:
-            return _load(
-                local_dir, device, threads, backend, "fp32", "fp32", None, True, _verdict_stamp(local_dir)
-            )
+            return _load(local_dir, device, threads, backend, "fp32", "fp32", None, True, None)
 
-    return recheck.ThresholdRecheck(predictor, exact, rung.recheck_band)
+    return recheck.ThresholdRecheck(predictor, exact, band)
 
 
 def _forward_pass(

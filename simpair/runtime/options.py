@@ -5,18 +5,40 @@ threads, the forward pass (`backend`), the precision asked for (`auto` by defaul
 and model by `resolve.resolve`) and the embedding store (on or off, a folder kept across runs, its
 memory bound). `ScoringOptions` and `MineOptions` extend this object with their job's own
 settings, and `encode_file` takes it as it is, so the three commands share one definition, one set
-of checks and one rule for where the store lives.
+of checks and one rule for where the store lives. An eighth, `pin`, is the run's own: what the
+precision was resolved with (`ForwardPin`), handed to every stage with the rest.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, PositiveFloat, PositiveInt, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    NonNegativeFloat,
+    PositiveFloat,
+    PositiveInt,
+    field_validator,
+    model_validator,
+)
 
 from simpair.defaults import DEFAULT_BATCH_SIZE
 from simpair.runtime.embedding_store import DEFAULT_MEMORY_MB
 from simpair.runtime.precision import DEFAULT_BACKEND, DEFAULT_PRECISION, check_backend, check_precision
+
+
+class ForwardPin(BaseModel):
+    """What a run reads from the pinned model's precision verdict once, beside the precision: the fp32
+    recheck band and the bf16 runtime (`resolve.pin_forward`). Every stage, thread and worker loads
+    with these, so a verdict re-measured while a run goes on changes nothing before the next run: one
+    run never scores some pairs with one band or runtime and the rest with another."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    precision: str
+    recheck_band: NonNegativeFloat | None = None  # None: no fp32 recheck
+    bf16_via: str | None = None  # "openvino" or "torch" when the precision is bf16
 
 
 class RuntimeOptions(BaseModel):
@@ -35,6 +57,8 @@ class RuntimeOptions(BaseModel):
     - `embedding_cache`: a folder keeping that store across runs, per model identity; None = the
       job's own folder, removed when a run finishes (`store_folder`).
     - `embedding_memory_mb`: the store's in-memory bound per worker process (more goes to disk).
+    - `pin`: set by the process that starts a run, never by a user (`resolve.pin_forward`): the recheck
+      band and bf16 runtime the run's precision was resolved with; None reads them at load.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -46,6 +70,7 @@ class RuntimeOptions(BaseModel):
     embedding_store: bool = True
     embedding_cache: Path | None = None
     embedding_memory_mb: PositiveFloat = DEFAULT_MEMORY_MB
+    pin: ForwardPin | None = None
 
     @field_validator("backend")
     @classmethod
@@ -61,7 +86,7 @@ class RuntimeOptions(BaseModel):
 
     @property
     def runtime(self) -> RuntimeOptions:
-        """These seven settings alone (what a stage that runs the model needs of a job's options)."""
+        """These settings alone (what a stage that runs the model needs of a job's options)."""
         return RuntimeOptions(**{name: getattr(self, name) for name in RuntimeOptions.model_fields})
 
     @property

@@ -25,6 +25,7 @@ from typing import Any
 from simpair.models.int8_check import INT8_GRAPH, Int8Check, Int8Refused
 from simpair.models.precision_verdict import PrecisionVerdict, host_differences, int8_graph_note
 from simpair.runtime.model_ref import ModelRef
+from simpair.runtime.options import ForwardPin
 from simpair.runtime.precision import allowed_rungs, check_precision, runnable_precision, warn_fallback
 
 
@@ -155,3 +156,13 @@ def resolve(
         if refusal is not None:
             raise Int8Refused(f"int8 refused for {model.label}: {refusal}; score with --precision fp32")
     return effective, None
+
+
+def pin_forward(model: ModelRef, precision: str, backend: str, device: Any | None = None) -> ForwardPin:
+    """What the run's resolved `precision` loads with, read from the stored verdict once, here
+    (`loader.verdict_pin`): the fp32 recheck band of its rung and, for bf16, the runtime that measured
+    it. Stages load with this pin (`loader.load_for_run`), not with the verdict as they find it."""
+    from simpair.models.device import pick_device
+    from simpair.runtime.loader import verdict_pin
+
+    return verdict_pin(model.local_dir, precision, backend, pick_device("auto") if device is None else device)

@@ -47,7 +47,7 @@ from simpair.monitoring.traffic import MonitorOutcome, profile_traffic
 from simpair.review.write import write_review_queue
 from simpair.runtime.embedding_store import release_store
 from simpair.runtime.model_ref import ModelRef, resolve_model_ref
-from simpair.runtime.resolve import resolve
+from simpair.runtime.resolve import pin_forward, resolve
 from simpair.scoring.chunk import ChunkResult, run_store, score_chunk
 from simpair.scoring.commit import FileResult, finalize_file
 from simpair.scoring.contract import load_contract
@@ -110,7 +110,9 @@ def run_scoring(
         )  # fmt: skip
         began = time.perf_counter()
         to_score = [p for p in plans if p.action == "score"]
-        runtime = options.runtime  # all a chunk needs of the options, beside the resolved precision
+        # all a chunk needs of the options, beside the resolved precision, with what that precision
+        # loads with read once here (recheck band, bf16 runtime): every worker scores the same way
+        runtime = options.runtime.model_copy(update={"pin": pin_forward(model, precision, options.backend)})
         chunks = {
             p.sha256: runner.map(
                 score_chunk, {"idx": p.pending}, plan=p, model=model, run_id=run_id, contract=contract,
