@@ -21,8 +21,8 @@ from simpair.models.precision_verdict import PrecisionVerdict, RungCheck
 from simpair.runtime import recheck
 from simpair.runtime.loader import load_for_run, load_predictor
 from simpair.runtime.model_ref import resolve_model_ref
-from simpair.runtime.options import RuntimeOptions
-from simpair.runtime.resolve import pin_forward
+from simpair.runtime.options import ForwardPin, RuntimeOptions
+from simpair.runtime.resolve import resolve_run
 from simpair.scoring import score_inbox
 from simpair.selection import precision_ladder as ladder
 
@@ -94,10 +94,14 @@ def test_the_ladder_rechecks_a_refused_rung_and_every_run_loads_it_so(
         load_predictor(str(edge), precision="fp32", backend="auto", threads=1), recheck.ThresholdRecheck
     )
 
-    # a run reads what int8 loads with once (`pin_forward`); its stages share the copy loaded above
+    # the fp32 side, built on demand, is the very fp32 copy a plain fp32 load gets
+    assert loaded.exact is load_predictor(str(edge), precision="fp32", backend="auto", threads=1)
+
+    # a run reads its precision and what that loads with from one verdict; its stages share the copy
     ref = resolve_model_ref(str(edge), home)
-    run = RuntimeOptions(threads=1, backend="auto", pin=pin_forward(ref, "int8", "auto"))
-    assert run.pin.recheck_band == int8.recheck_band and run.pin.bf16_via is None
+    chosen, _, pin = resolve_run("int8", "auto", ref, home)
+    assert chosen == "int8" and pin.recheck_band == int8.recheck_band and pin.bf16_via is None
+    run = RuntimeOptions(threads=1, backend="auto", pin=pin)
     assert load_for_run(str(edge), run, "int8") is loaded
     with pytest.raises(ValueError, match="pinned to int8"):
         load_for_run(str(edge), run, "fp32")
@@ -112,7 +116,7 @@ def test_the_ladder_rechecks_a_refused_rung_and_every_run_loads_it_so(
     reloaded = load_predictor(str(edge), precision="int8", backend="auto", threads=1)
     assert isinstance(reloaded, recheck.ThresholdRecheck) and reloaded.band == wider.recheck_band
     assert load_for_run(str(edge), run, "int8") is loaded and loaded.band == int8.recheck_band
-    later = RuntimeOptions(threads=1, backend="auto", pin=pin_forward(ref, "int8", "auto"))
+    later = RuntimeOptions(threads=1, backend="auto", pin=resolve_run("int8", "auto", ref, home)[2])
     assert load_for_run(str(edge), later, "int8") is reloaded
     verdict.write(edge)  # as measured, for the rest of this test
 
@@ -127,6 +131,17 @@ def test_the_ladder_rechecks_a_refused_rung_and_every_run_loads_it_so(
     output = read_outputs(tmp_path / "out")
     texts = output.column("text_a").to_pylist(), output.column("text_b").to_pylist()
     np.testing.assert_allclose(output.column("score").to_numpy(), loaded.predict(*texts)["score"], atol=1e-6)
+
+
+def test_a_worker_that_cannot_run_the_pinned_bf16_runtime_refuses(
+    edge: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run pinned to bf16 on OpenVINO by its driver: a worker on `--backend torch` (or without the
+    package) has only torch autocast, whose scores differ, so it refuses rather than mix runtimes."""
+    monkeypatch.setattr(devices, "native_bf16", lambda device: True)  # bf16 itself is runnable here
+    run = RuntimeOptions(threads=1, backend="torch", pin=ForwardPin(precision="bf16", bf16_via="openvino"))
+    with pytest.raises(RuntimeError, match="pinned to bf16 on openvino, which this worker"):
+        load_for_run(str(edge), run, "bf16")
 
 
 @pytest.mark.parametrize("band", [0.0, 100.0])

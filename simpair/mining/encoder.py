@@ -82,11 +82,11 @@ def resolve_precision(
     stored int8 check that accepted it (`simpair.models.int8_check.Int8Refused` otherwise). With the
     default `auto`, encoded and mined vectors equal scored ones and share their stored vectors.
     """
-    from simpair.runtime.resolve import pin_forward, resolve
+    from simpair.runtime.resolve import resolve_run
 
-    precision, why = resolve(runtime.precision, runtime.backend, model=model, home=home)
+    # with the recheck band and bf16 runtime the precision loads with, read from the same verdict
+    precision, why, pin = resolve_run(runtime.precision, runtime.backend, model=model, home=home)
     log.info("%s: precision %s%s", model.label, precision, f" ({why})" if why else "")
-    pin = pin_forward(model, precision, runtime.backend)  # the job's band and bf16 runtime, read once
     return runtime.model_copy(update={"precision": precision, "pin": pin}), why
 
 

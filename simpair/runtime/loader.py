@@ -28,7 +28,7 @@ A model runs one of two ways, chosen by `backend`:
 
 `load_for_run` is the same door for a run's stages (scoring chunks, mining, encoding): the precision
 is the run's, already resolved (`resolve.resolve`), and so are the recheck band and bf16 runtime it
-loads with (`resolve.pin_forward`), so a verdict re-measured while the run goes on changes nothing
+loads with (`resolve.resolve_run`), so a verdict re-measured while the run goes on changes nothing
 before the next run; a process that cannot run the precision natively refuses rather than fall back.
 """
 
@@ -99,7 +99,7 @@ def load_predictor(
     effective = runnable_precision(precision, pick_device(device))
     threads = threads or default_threads()
     if pin is None:  # what the verdict says now: a process that outlives a re-measure loads again
-        pin = verdict_pin(local_dir, effective, backend, pick_device(device))
+        pin = verdict_pin(local_dir, effective, backend, pick_device(device), bf16_via)
     elif pin.precision != effective:
         raise ValueError(f"the run is pinned to {pin.precision}, asked to load {effective}")
     with _LOAD_LOCK:
@@ -107,30 +107,41 @@ def load_predictor(
         return _load(local_dir, device, threads, backend, effective, precision, bf16_via, recheck, pin)
 
 
-def verdict_pin(local_dir: str, precision: str, backend: str, device: Any) -> ForwardPin:
+def verdict_pin(
+    local_dir: str, precision: str, backend: str, device: Any, bf16_via: str | None = None
+) -> ForwardPin:
     """What `precision` loads with, as the model's stored verdict says now: the fp32 recheck band of
-    its rung (when accepted that way) and, for bf16, the runtime that measured it (`bf16_runtime`).
-    Part of `_load`'s cache key, so equal pins share one copy whether a run or the verdict gave them."""
+    its rung (when accepted that way) and, for bf16, the runtime that measured it (`bf16_runtime`),
+    unless `bf16_via` forces one. Part of `_load`'s cache key, so equal pins share one copy whether a
+    run or the verdict gave them."""
     from simpair.models.precision_verdict import PrecisionVerdict
 
     verdict = PrecisionVerdict.read(local_dir) if precision != "fp32" else None
     rung = verdict.rung(precision) if verdict is not None else None
     band = rung.recheck_band if rung is not None and rung.accepted else None
-    via = bf16_runtime(local_dir, backend, device) if precision == "bf16" else None
+    via = (bf16_via or bf16_runtime(local_dir, backend, device)) if precision == "bf16" else None
     return ForwardPin(precision=precision, recheck_band=band, bf16_via=via)
 
 
 def load_for_run(local_dir: str, runtime: RuntimeOptions, precision: str = "fp32") -> Any:
     """The pinned model for a run's stage, in the run's resolved `precision` (never another one).
 
-    `runtime` gives the threads and the backend; the copy is the one `load_predictor` keeps for the
-    same arguments, so a process loads it once.
+    `runtime` gives the threads, the backend and the run's pin (recheck band, bf16 runtime); the copy
+    is the one `load_predictor` keeps for the same arguments, so a process loads it once. A worker
+    that cannot run the pinned bf16 runtime refuses, as one without native bf16 does.
     """
     from simpair.models.device import pick_device
 
     if precision == "auto":  # resolved once per run (`resolve.resolve`), never per process
         raise ValueError("load_for_run needs the run's resolved precision, not auto")
-    require_native(precision, pick_device("auto"))
+    device = pick_device("auto")
+    require_native(precision, device)
+    via = runtime.pin.bf16_via if runtime.pin is not None else None
+    if via is not None and via not in bf16_runtimes(runtime.backend, device):
+        raise RuntimeError(
+            f"this run is pinned to bf16 on {via}, which this worker ({device}) cannot run; "
+            "install it where the workers run, or score with --precision fp32"
+        )
     return load_predictor(
         local_dir, precision=precision, backend=runtime.backend, threads=runtime.threads, pin=runtime.pin
     )
@@ -209,7 +220,8 @@ def _with_recheck(
 
     def exact() -> Any:  # built when a pair first falls in the band, not at load (`_load` is cached)
         with _LOAD_LOCK:
-            return _load(local_dir, device, threads, backend, "fp32", "fp32", None, True, None)
+            fp32 = ForwardPin(precision="fp32")  # the key a plain fp32 load has: one shared copy
+            return _load(local_dir, device, threads, backend, "fp32", "fp32", None, True, fp32)
 
     return recheck.ThresholdRecheck(predictor, exact, band)
 

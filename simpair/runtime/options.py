@@ -30,7 +30,7 @@ from simpair.runtime.precision import DEFAULT_BACKEND, DEFAULT_PRECISION, check_
 
 class ForwardPin(BaseModel):
     """What a run reads from the pinned model's precision verdict once, beside the precision: the fp32
-    recheck band and the bf16 runtime (`resolve.pin_forward`). Every stage, thread and worker loads
+    recheck band and the bf16 runtime (`resolve.resolve_run`). Every stage, thread and worker loads
     with these, so a verdict re-measured while a run goes on changes nothing before the next run: one
     run never scores some pairs with one band or runtime and the rest with another."""
 
@@ -57,7 +57,7 @@ class RuntimeOptions(BaseModel):
     - `embedding_cache`: a folder keeping that store across runs, per model identity; None = the
       job's own folder, removed when a run finishes (`store_folder`).
     - `embedding_memory_mb`: the store's in-memory bound per worker process (more goes to disk).
-    - `pin`: set by the process that starts a run, never by a user (`resolve.pin_forward`): the recheck
+    - `pin`: set by the process that starts a run, never by a user (`resolve.resolve_run`): the recheck
       band and bf16 runtime the run's precision was resolved with; None reads them at load.
     """
 

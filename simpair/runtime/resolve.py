@@ -159,10 +159,46 @@ def resolve(
 
 
 def pin_forward(model: ModelRef, precision: str, backend: str, device: Any | None = None) -> ForwardPin:
-    """What the run's resolved `precision` loads with, read from the stored verdict once, here
-    (`loader.verdict_pin`): the fp32 recheck band of its rung and, for bf16, the runtime that measured
-    it. Stages load with this pin (`loader.load_for_run`), not with the verdict as they find it."""
+    """What a resolved `precision` loads with, as the stored verdict says now (`loader.verdict_pin`):
+    the fp32 recheck band of its rung and, for bf16, the runtime that measured it."""
     from simpair.models.device import pick_device
     from simpair.runtime.loader import verdict_pin
 
     return verdict_pin(model.local_dir, precision, backend, pick_device("auto") if device is None else device)
+
+
+def resolve_run(
+    precision: str, backend: str, model: ModelRef, home: Any = None, device: Any | None = None
+) -> tuple[str, str | None, ForwardPin]:
+    """`resolve`, and the pin its precision loads with (`pin_forward`), read from one and the same
+    verdict: a run's stages load with the pin (`loader.load_for_run`), not with the verdict as they
+    find it, so a verdict measured again while the run goes on changes nothing before the next run.
+
+    Should the verdict file be replaced between the two reads, both are read again, so a run never
+    takes its precision from one measurement and its recheck band or bf16 runtime from another.
+    """
+    for _ in range(_READS):
+        before = _verdict_digest(model)
+        chosen, why = resolve(precision, backend, device, model, home)
+        pin = pin_forward(model, chosen, backend, device)
+        if _verdict_digest(model) == before:
+            return chosen, why, pin
+    raise RuntimeError(
+        f"the precision verdict of {model.label} changed {_READS} times while this run read it; "
+        "run again once it is measured"
+    )
+
+
+_READS = 3
+
+
+def _verdict_digest(model: ModelRef) -> str | None:
+    """The verdict file's content digest (written atomically, so a read sees one version whole)."""
+    import hashlib
+
+    from simpair.models.precision_verdict import VERDICT_FILE
+
+    try:
+        return hashlib.sha256((Path(model.local_dir) / VERDICT_FILE).read_bytes()).hexdigest()
+    except OSError:
+        return None

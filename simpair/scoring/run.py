@@ -47,7 +47,7 @@ from simpair.monitoring.traffic import MonitorOutcome, profile_traffic
 from simpair.review.write import write_review_queue
 from simpair.runtime.embedding_store import release_store
 from simpair.runtime.model_ref import ModelRef, resolve_model_ref
-from simpair.runtime.resolve import pin_forward, resolve
+from simpair.runtime.resolve import resolve_run
 from simpair.scoring.chunk import ChunkResult, run_store, score_chunk
 from simpair.scoring.commit import FileResult, finalize_file
 from simpair.scoring.contract import load_contract
@@ -96,7 +96,9 @@ def run_scoring(
     contract = load_contract(options.contract)
     with run_lock(out_dir, options.lock_wait):
         model = runner.run(resolve_model_ref, spec=options.model, home=home_dir(options.home))
-        precision, why = resolve(  # read from the stored verdict (int8: its stored check), once per run
+        # read from the stored verdict (int8: its stored check) once per run, with the recheck band and
+        # bf16 runtime that precision loads with: every worker scores the same way
+        precision, why, pin = resolve_run(
             options.precision, options.backend, model=model, home=home_dir(options.home)
         )
         run_id = run_id or new_run_id()
@@ -110,9 +112,7 @@ def run_scoring(
         )  # fmt: skip
         began = time.perf_counter()
         to_score = [p for p in plans if p.action == "score"]
-        # all a chunk needs of the options, beside the resolved precision, with what that precision
-        # loads with read once here (recheck band, bf16 runtime): every worker scores the same way
-        runtime = options.runtime.model_copy(update={"pin": pin_forward(model, precision, options.backend)})
+        runtime = options.runtime.model_copy(update={"pin": pin})  # all a chunk needs of the options
         chunks = {
             p.sha256: runner.map(
                 score_chunk, {"idx": p.pending}, plan=p, model=model, run_id=run_id, contract=contract,
