@@ -19,6 +19,8 @@ from collections.abc import Iterator
 
 import torch
 
+from simpair.models.cpu_flags import cpu_flag_set
+
 
 def pick_device(requested: str = "auto") -> torch.device:
     """`auto` -> cuda if available else cpu; anything else is passed to `torch.device`.
@@ -35,24 +37,11 @@ def pick_device(requested: str = "auto") -> torch.device:
     return device
 
 
-@functools.cache
-def _cpu_flag_set() -> set[str] | None:
-    """The CPU's feature flags from /proc/cpuinfo (Linux), or None where they cannot be read."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
-            for line in cpuinfo:
-                if line.startswith("flags"):
-                    return set(line.split(":", 1)[1].split())
-    except OSError:
-        return None
-    return None
-
-
 def _cpu_native_bf16() -> bool:
     """bf16 in hardware: AVX512-BF16 or AMX. oneDNN also reports bf16 "supported" on any AVX-512 CPU,
     where it is emulated and slower than fp32 (an Intel Xeon with AVX-512 but no AVX512-BF16, 2026-11-29:
     OpenVINO bf16 scored about 3 pairs/s against about 40 in fp32), so the flags decide where readable."""
-    flags = _cpu_flag_set()
+    flags = cpu_flag_set()
     if flags is not None:
         return bool({"avx512_bf16", "amx_bf16"} & flags)
     try:
@@ -112,14 +101,16 @@ def autocast(device: torch.device, dtype: torch.dtype | None) -> Iterator[None]:
 
 # the CPU flags a precision verdict's timings and kernels depend on: bf16 (AVX512-BF16, AMX) and int8
 # (AVX512-VNNI, AMX-INT8) instructions, and the AVX2 baseline every ONNX Runtime / OpenVINO kernel assumes
-VERDICT_CPU_FLAGS = ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_tile", "amx_bf16", "amx_int8")
+VERDICT_CPU_FLAGS = (
+    "avx2", "avx512f", "avx512_vnni", "avx_vnni", "avx512_bf16", "amx_tile", "amx_bf16", "amx_int8"
+)  # fmt: skip
 VERDICT_RUNTIMES = ("torch", "onnxruntime", "openvino")
 
 
 @functools.cache
 def _cpu_flags() -> str:
     """The `VERDICT_CPU_FLAGS` this CPU has, space-separated ("" where /proc/cpuinfo cannot be read)."""
-    have = _cpu_flag_set() or set()
+    have = cpu_flag_set() or set()
     return " ".join(f for f in VERDICT_CPU_FLAGS if f in have)
 
 
@@ -133,13 +124,13 @@ def host_facts(device: torch.device) -> dict[str, str]:
     """
     from importlib import metadata
 
-    from simpair.models.int8_check import INT8_GRAPH
+    from simpair.models.int8_check import int8_graph
     from simpair.models.precision_verdict import INT8_GRAPH_FACT
 
     # a hypervisor may hide a flag from /proc/cpuinfo that oneDNN still finds and uses (this 2-core
     # AMD EPYC shows no avx512_bf16 there, yet runs bf16 natively), so oneDNN's own answer is kept too
     facts = {"cpu_flags": _cpu_flags(), "native_bf16": "yes" if native_bf16(device) else "no",
-             INT8_GRAPH_FACT: INT8_GRAPH}  # fmt: skip
+             INT8_GRAPH_FACT: int8_graph()}  # fmt: skip
     for name in VERDICT_RUNTIMES:
         try:
             facts[name] = metadata.version(name)

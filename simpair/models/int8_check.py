@@ -7,6 +7,7 @@ and a verdict under stated limits, so it can be re-judged under other limits wit
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import asdict, dataclass, field
 from typing import Any, ClassVar
 
@@ -16,11 +17,42 @@ from simpair.models.parity_limits import ParityLimits
 # differ by up to ~1e-3, so a check (`Int8Check.mode`) or a verdict's int8 rung judged on another
 # recipe is not trusted: int8 is measured again (`PrecisionVerdict.int8_graph_note`).
 INT8_GRAPH = "per-row, MatMulIntegerToFloat"
+# x86 CPUs without VNNI multiply uint8 by int8 in pairs summed into 16 bits, which saturate (VPMADDUBSW):
+# there the weights keep 7 bits (+-63), so no pair can overflow (`int8_graph`)
+INT8_GRAPH_7BIT = "per-row, MatMulIntegerToFloat, 7-bit weights"
+VNNI_FLAGS = frozenset({"avx512_vnni", "avx_vnni", "amx_int8"})
+X86_MACHINES = frozenset({"x86_64", "amd64", "i386", "i686"})
 TAG_PREFIX = "simpair.int8."
 DEFAULT_MAX_DELTA = 0.005
 DEFAULT_MAX_FLIP_SHARE = 0.01
 ENV_MAX_DELTA = "SIMPAIR_INT8_MAX_DELTA"
 ENV_MAX_FLIP_SHARE = "SIMPAIR_INT8_MAX_FLIP_SHARE"
+
+
+def int8_graph(flags: Collection[str] | None = None, machine: str | None = None) -> str:
+    """The int8 recipe this host builds and judges: `INT8_GRAPH`, or `INT8_GRAPH_7BIT` on an x86 CPU
+    without VNNI (or whose flags cannot be read).
+
+    Without VNNI, ONNX Runtime's uint8 x int8 kernel adds two products into 16 bits before widening.
+    With activations at zero point 128 and weights up to +-127 such a pair reaches 64,770 and is clipped
+    at 32,767. Emulated on the paraphrase cross-encoder (256 MSRP pairs, 2026-11-30), clipping moved
+    logits by 0.051 on average and up to 1.65, more than int8 itself moves them from fp32 (0.036, up
+    to 0.84); 7-bit weights cannot overflow (255 x 63 x 2 = 32,130) and moved them by 0.043, up to 0.76.
+    `flags` and `machine` default to this host's (`cpu_flag_set`, `platform.machine`).
+    """
+    import platform
+
+    from simpair.models.cpu_flags import cpu_flag_set
+
+    if (machine or platform.machine()).lower() not in X86_MACHINES:
+        return INT8_GRAPH  # ARM's dot-product kernels widen before they add
+    have = cpu_flag_set() if flags is None else set(flags)
+    return INT8_GRAPH if have and VNNI_FLAGS & set(have) else INT8_GRAPH_7BIT
+
+
+def weight_levels(graph: str) -> int:
+    """The largest int8 weight magnitude of an int8 recipe: 63 for 7-bit weights, else 127."""
+    return 63 if graph == INT8_GRAPH_7BIT else 127
 
 
 class Int8Refused(RuntimeError):

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from simpair.atomic import atomic_write_text
-from simpair.models.int8_check import INT8_GRAPH
+from simpair.models.int8_check import int8_graph
 
 VERDICT_FILE = "precision_verdict.json"
 INT8_GRAPH_FACT = "int8_graph"  # the host fact naming the int8 recipe the int8 rung was judged on
@@ -106,9 +106,10 @@ def int8_graph_note(recorded: Mapping[str, str]) -> str | None:
     on an older graph too: its fp32 and bf16 rungs hold everywhere, as before, its int8 rung does not.
     """
     before = recorded.get(INT8_GRAPH_FACT) or "per-row, MatMulInteger (before 2026-11-29)"
-    if before == INT8_GRAPH:
+    here = int8_graph()
+    if before == here:
         return None
-    return f"int8 judged on another int8 graph ({before}; here {INT8_GRAPH})"
+    return f"int8 judged on another int8 graph ({before}; here {here})"
 
 
 def host_differences(recorded: Mapping[str, str], here: Mapping[str, str]) -> list[str]:

@@ -42,6 +42,7 @@ import torch
 
 from simpair.models import Predictor
 from simpair.models.batching import pad_batch
+from simpair.models.int8_check import int8_graph, weight_levels
 from simpair.runtime import graph_cache
 from simpair.runtime.onnx_backend import (
     OrtEncoder,
@@ -119,7 +120,7 @@ def _quantize(
     from onnxruntime.quantization import QuantFormat, QuantType, quantize_dynamic, quantize_static
 
     if mode == "per-row":
-        return quantize_per_row(fp32_graph, out)
+        return quantize_per_row(fp32_graph, out, weight_levels(int8_graph()))
     if mode == "dynamic":
         quantize_dynamic(
             fp32_graph, out, op_types_to_quantize=QUANTIZED_OPS, weight_type=QuantType.QInt8,
@@ -142,7 +143,7 @@ def _quantize(
 ROW_ZERO_POINT = 128
 
 
-def quantize_per_row(fp32_graph: Path, out: Path) -> Path:
+def quantize_per_row(fp32_graph: Path, out: Path, weight_max: int = 127) -> Path:
     """Write the per-row int8 version of `fp32_graph` to `out`: batch-invariant by construction.
 
     Every MatMul whose second input is a 2-D float weight becomes: its input flattened to [rows, K];
@@ -155,6 +156,8 @@ def quantize_per_row(fp32_graph: Path, out: Path) -> Path:
     how many rows share the tensor. The fused kernel saves a cast and a multiply over every output:
     on MiniLM-L6 batches of 64 pairs it ran 1.2x faster than MatMulInteger + Cast + two Muls
     (1 thread, 2026-11-29), close to ONNX Runtime's own dynamic int8, which is not batch-invariant.
+    Weights span +-`weight_max`: 127, or 63 on x86 CPUs without VNNI, whose kernel would otherwise
+    clip sums of two products at 16 bits (`simpair.models.int8_check.int8_graph`).
     """
     import onnx
     from onnx import TensorProto, helper, numpy_helper
@@ -184,8 +187,8 @@ def quantize_per_row(fp32_graph: Path, out: Path) -> Path:
             continue
         weight = numpy_helper.to_array(w).astype(np.float32)
         k, n = weight.shape
-        w_scale = np.maximum(np.abs(weight).max(axis=0), 1e-12) / 127.0
-        w_q = np.clip(np.round(weight / w_scale), -127, 127).astype(np.int8)
+        w_scale = np.maximum(np.abs(weight).max(axis=0), 1e-12) / float(weight_max)
+        w_q = np.clip(np.round(weight / w_scale), -weight_max, weight_max).astype(np.int8)
         p = f"rowq{i}_"
         x, y = node.input[0], node.output[0]
         const(p + "w", w_q)

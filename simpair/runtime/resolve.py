@@ -22,7 +22,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from simpair.models.int8_check import INT8_GRAPH, Int8Check, Int8Refused
+from simpair.models.int8_check import Int8Check, Int8Refused, int8_graph
 from simpair.models.precision_verdict import PrecisionVerdict, host_differences, int8_graph_note
 from simpair.runtime.model_ref import ModelRef
 from simpair.runtime.options import ForwardPin
@@ -112,7 +112,7 @@ def int8_refusal(model: ModelRef, home: Path | None) -> str | None:
 
         c = registry.client(Path(home))
         recorded = Int8Check.from_tags(dict(c.get_model_version(model.name, model.version).tags or {}))
-        if recorded is not None and recorded.mode == INT8_GRAPH:
+        if recorded is not None and recorded.mode == int8_graph():
             if not recorded.accepted:
                 return recorded.reason
             return _check_elsewhere(recorded, model)

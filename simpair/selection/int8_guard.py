@@ -26,7 +26,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from simpair.models.int8_check import INT8_GRAPH, Int8Check, Int8Limits, Int8Refused
+from simpair.models.int8_check import Int8Check, Int8Limits, Int8Refused, int8_graph
 
 
 def dev_pairs(model_dir: Path, home: Path) -> tuple[str, Any]:
@@ -86,7 +86,7 @@ def check_version(
     recorded = Int8Check.from_tags(dict(c.get_model_version(name, version).tags or {}))
     # another recipe or another host: measure (here)
     here = recorded is not None and not host_differences(recorded.host, host_facts(pick_device("cpu")))
-    if recorded is not None and recorded.mode == INT8_GRAPH and here and not force:
+    if recorded is not None and recorded.mode == _recipe() and here and not force:
         if limits is None or (limits.max_delta, limits.max_flip_share) == (
             recorded.max_delta,
             recorded.max_flip_share,
@@ -104,8 +104,9 @@ def check_version(
 
 
 def _recipe() -> str:
-    """The int8 graph `use_int8` builds now: `INT8_GRAPH` for the default per-row mode, else the mode's
-    name (a check measured on ONNX Runtime's dynamic graph must not pass for the per-row one)."""
+    """The int8 graph `use_int8` builds now: this host's per-row recipe (`int8_graph`) for the default
+    mode, else the mode's name (a check measured on ONNX Runtime's dynamic graph must not pass for the
+    per-row one)."""
     from simpair.runtime import int8_backend
 
-    return INT8_GRAPH if int8_backend.DEFAULT_MODE == "per-row" else int8_backend.DEFAULT_MODE
+    return int8_graph() if int8_backend.DEFAULT_MODE == "per-row" else int8_backend.DEFAULT_MODE
