@@ -20,9 +20,11 @@ from test_scoring_support import make_pairs
 
 from simpair.models.device import host_facts, pick_device
 from simpair.models.int8_check import INT8_GRAPH, INT8_GRAPH_7BIT, int8_graph, weight_levels
-from simpair.runtime.int8_backend import quantize_per_row
-from simpair.runtime.loader import load_predictor
-from simpair.runtime.onnx_backend import fp32_graph, session_options
+from simpair.runtime import graph_cache, int8_backend
+from simpair.runtime.int8_backend import build_int8_encoder, quantize_per_row
+from simpair.runtime.loader import load_for_run, load_predictor
+from simpair.runtime.onnx_backend import cache_entry, fp32_graph, session_options
+from simpair.runtime.options import ForwardPin, RuntimeOptions
 
 tiny_cross = support.tiny_cross
 
@@ -84,3 +86,32 @@ def test_seven_bit_weights_stay_within_63_batch_invariant_and_near_fp32(
         assert float(np.abs(together - exact).max()) < 0.1  # logits of order 1: int8's rounding, no more
         assert not np.array_equal(together, exact)
     assert not np.array_equal(_run(eight, feeds), _run(seven, feeds))  # two recipes, two graphs
+
+
+def test_each_recipe_has_its_own_cached_graph(
+    tiny_cross: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, one_thread: None
+) -> None:
+    """A home shared by CPUs with and without VNNI keeps both graphs, each under its recipe's name
+    (the flags are forced: this machine has VNNI)."""
+    monkeypatch.setenv(graph_cache.ENV, str(tmp_path / "graph-cache"))
+    predictor = load_predictor(str(tiny_cross), precision="fp32")
+    entry = cache_entry(predictor)
+    build_int8_encoder(predictor, 1)
+    monkeypatch.setattr(int8_backend, "int8_graph", lambda: INT8_GRAPH_7BIT)
+    build_int8_encoder(predictor, 1)
+    for name, top in (("int8-per-row.onnx", 127), ("int8-per-row-7bit.onnx", 63)):
+        weights = _int8_weights(entry / name)
+        assert weights and max(int(np.abs(w).max()) for w in weights) == top, name
+
+
+def test_a_worker_that_builds_another_int8_recipe_refuses(tiny_cross: Path) -> None:
+    """A run judged on one recipe is scored on it: a worker whose CPU builds the other one (a Dask
+    worker without VNNI under a driver with it) refuses rather than score with weights nothing measured."""
+    other = INT8_GRAPH_7BIT if int8_graph() == INT8_GRAPH else INT8_GRAPH
+    run = RuntimeOptions(threads=1, backend="auto", pin=ForwardPin(precision="int8", int8_graph=other))
+    with pytest.raises(RuntimeError, match="pinned to the int8 graph"):
+        load_for_run(str(tiny_cross), run, "int8")
+    here = RuntimeOptions(
+        threads=1, backend="auto", pin=ForwardPin(precision="int8", int8_graph=int8_graph())
+    )
+    assert load_for_run(str(tiny_cross), here, "int8").precision == "int8"

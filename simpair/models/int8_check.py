@@ -21,7 +21,7 @@ INT8_GRAPH = "per-row, MatMulIntegerToFloat"
 # there the weights keep 7 bits (+-63), so no pair can overflow (`int8_graph`)
 INT8_GRAPH_7BIT = "per-row, MatMulIntegerToFloat, 7-bit weights"
 VNNI_FLAGS = frozenset({"avx512_vnni", "avx_vnni", "amx_int8"})
-X86_MACHINES = frozenset({"x86_64", "amd64", "i386", "i686"})
+X86_MACHINES = frozenset({"x86_64", "amd64", "x86", "i386", "i686"})
 TAG_PREFIX = "simpair.int8."
 DEFAULT_MAX_DELTA = 0.005
 DEFAULT_MAX_FLIP_SHARE = 0.01

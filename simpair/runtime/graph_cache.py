@@ -52,7 +52,7 @@ HOME_ENV = "SIMPAIR_GRAPH_CACHE_HOME"
 FOLDER = "graph-cache"
 MANIFEST = "manifest.json"
 # the modules whose code shapes a cached graph: editing any of them starts new entries
-_CODE = ("onnx_backend.py", "int8_backend.py", "graph_cache.py")
+_CODE = ("onnx_backend.py", "int8_backend.py", "graph_cache.py", "../models/int8_check.py")
 _RUNTIMES = ("torch", "transformers", "onnx", "onnxruntime", "openvino")
 log = logging.getLogger(__name__)
 

@@ -247,7 +247,7 @@ def build_int8_encoder(
     from the graph cache when a previous process built them.
     """
     cache = cache_entry(predictor) if mode != "static" else None
-    name = f"int8-{mode}"
+    name = graph_name(mode)
     session = cached_session(cache, name)
     if session is not None:
         return OrtEncoder(session[0], predictor.kind, session[1], threads)
@@ -271,6 +271,14 @@ def build_int8_encoder(
         return OrtEncoder(
             open_session(cached or graph, cache, name, variant), predictor.kind, variant, threads
         )
+
+
+def graph_name(mode: str) -> str:
+    """The graph cache's name for an int8 mode: the per-row graph's names its weight width where it is
+    7 bits (`int8_graph`), so a recipe never loads the other's graph."""
+    if mode == "per-row" and weight_levels(int8_graph()) != 127:
+        return "int8-per-row-7bit"
+    return f"int8-{mode}"
 
 
 class Int8Predictor(OrtPredictor):

@@ -42,6 +42,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from simpair.models.int8_check import int8_graph
 from simpair.models.metadata import COMPOSITE_KINDS, METADATA_FILE, ModelMetadata
 from simpair.models.predictor_base import BasePredictor
 from simpair.runtime.model_ref import ModelRef
@@ -120,7 +121,8 @@ def verdict_pin(
     rung = verdict.rung(precision) if verdict is not None else None
     band = rung.recheck_band if rung is not None and rung.accepted else None
     via = (bf16_via or bf16_runtime(local_dir, backend, device)) if precision == "bf16" else None
-    return ForwardPin(precision=precision, recheck_band=band, bf16_via=via)
+    recipe = int8_graph() if precision == "int8" else None
+    return ForwardPin(precision=precision, recheck_band=band, bf16_via=via, int8_graph=recipe)
 
 
 def load_for_run(local_dir: str, runtime: RuntimeOptions, precision: str = "fp32") -> Any:
@@ -141,6 +143,12 @@ def load_for_run(local_dir: str, runtime: RuntimeOptions, precision: str = "fp32
         raise RuntimeError(
             f"this run is pinned to bf16 on {via}, which this worker ({device}) cannot run; "
             "install it where the workers run, or score with --precision fp32"
+        )
+    recipe = runtime.pin.int8_graph if runtime.pin is not None else None
+    if recipe is not None and recipe != int8_graph():
+        raise RuntimeError(
+            f"this run is pinned to the int8 graph {recipe!r}, but this worker's CPU builds "
+            f"{int8_graph()!r}; run the workers on CPUs like the driver's, or score with --precision fp32"
         )
     return load_predictor(
         local_dir, precision=precision, backend=runtime.backend, threads=runtime.threads, pin=runtime.pin

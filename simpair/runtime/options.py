@@ -39,6 +39,7 @@ class ForwardPin(BaseModel):
     precision: str
     recheck_band: NonNegativeFloat | None = None  # None: no fp32 recheck
     bf16_via: str | None = None  # "openvino" or "torch" when the precision is bf16
+    int8_graph: str | None = None  # the int8 recipe the verdict or check was judged on (`int8_graph`)
 
 
 class RuntimeOptions(BaseModel):

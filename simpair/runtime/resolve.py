@@ -116,9 +116,13 @@ def int8_refusal(model: ModelRef, home: Path | None) -> str | None:
             if not recorded.accepted:
                 return recorded.reason
             return _check_elsewhere(recorded, model)
-        if recorded is not None and not recorded.accepted:  # on another graph, perhaps stricter limits
-            again = "measure again with `simpair models int8-check`"
-            return f"{recorded.reason} (on another int8 graph; {again})"
+        if recorded is not None:  # judged on another graph than this host builds: not trusted here
+            again = f"measure again with `simpair models int8-check {model.name} {model.version}`"
+            if not recorded.accepted:  # perhaps under stricter limits: its reason says why
+                return f"{recorded.reason} (on another int8 graph; {again})"
+            if stored is None or stored.rung("int8") is None:
+                other = f"{recorded.mode}; here {int8_graph()}"
+                return f"int8 check measured on another int8 graph ({other}); {again}"
     verdict = stored
     rung = verdict.rung("int8") if verdict is not None else None
     if verdict is None or rung is None:
