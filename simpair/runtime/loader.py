@@ -79,7 +79,7 @@ def load_predictor(
     `backend=None` gives the model's own torch forward pass, a new copy each call; a backend gives
     the scoring forward pass, once per process (see the module's docstring). `bf16_via` forces the
     bf16 runtime ("openvino" or "torch"), as the precision ladder does to measure both. `pin` (a run's,
-    for its explicit `precision`) gives the recheck band and bf16 runtime instead of the verdict file.
+    for its explicit `precision`) gives what it loads with instead of the verdict file (`ForwardPin`).
     """
     local_dir = model.local_dir if isinstance(model, ModelRef) else str(model)
     if backend is None:
@@ -128,9 +128,10 @@ def verdict_pin(
 def load_for_run(local_dir: str, runtime: RuntimeOptions, precision: str = "fp32") -> Any:
     """The pinned model for a run's stage, in the run's resolved `precision` (never another one).
 
-    `runtime` gives the threads, the backend and the run's pin (recheck band, bf16 runtime); the copy
-    is the one `load_predictor` keeps for the same arguments, so a process loads it once. A worker
-    that cannot run the pinned bf16 runtime refuses, as one without native bf16 does.
+    `runtime` gives the threads, the backend and the run's pin (recheck band, bf16 runtime, int8
+    recipe); the copy is the one `load_predictor` keeps for the same arguments, so a process loads it
+    once. A worker that cannot run the pinned bf16 runtime, or whose CPU builds another int8 recipe,
+    refuses, as one without native bf16 does.
     """
     from simpair.models.device import pick_device
 
