@@ -23,10 +23,12 @@ from typer.testing import CliRunner
 from simpair.cli import app
 from simpair.models import save_tiny_model
 from simpair.runtime import graph_cache, openvino_backend, recheck
-from simpair.runtime.int8_backend import build_int8_encoder
+from simpair.runtime.int8_backend import build_int8_encoder, graph_name
 from simpair.runtime.loader import load_predictor
 from simpair.runtime.onnx_backend import OrtPredictor, build_encoder
 from simpair.runtime.weights_digest import MEMO_FOLDER, weights_digest
+
+INT8 = graph_name("per-row")  # this CPU's per-row recipe (7-bit weights without VNNI)
 
 # scores a model in a fresh process and says how often the exporter ran (the real one, counted)
 _SCRIPT = """
@@ -89,7 +91,7 @@ def test_a_second_process_loads_the_cached_graphs_and_scores_the_same(
     assert first["exports"] >= 1 and first["variant"] == "cls-last-layer+int8-per-row"
     written = _files(cache)
     names = {Path(name).name for name in written}
-    assert {"fp32.onnx", "int8-per-row.onnx", "ort-int8-per-row.onnx"} <= names
+    assert {"fp32.onnx", f"{INT8}.onnx", f"ort-{INT8}.onnx"} <= names
     assert all(f"{name}.{graph_cache.MANIFEST}" in names for name in names if name.endswith(".onnx"))
 
     second = _fresh_process(model, "int8", "onnx", str(cache), a, b)
@@ -117,7 +119,7 @@ def test_fp32_onnx_from_the_cache_equals_a_fresh_export(model: Path, cache: Path
 
 
 @pytest.mark.parametrize("damage", ["truncate", "overwrite", "manifest"])
-@pytest.mark.parametrize("name", ["int8-per-row.onnx", "ort-int8-per-row.onnx", "fp32.onnx"])
+@pytest.mark.parametrize("name", [f"{INT8}.onnx", f"ort-{INT8}.onnx", "fp32.onnx"])
 def test_a_damaged_cache_file_is_rebuilt(model: Path, cache: Path, name: str, damage: str) -> None:
     a, b = _texts(30, seed=7)
     base = load_predictor(model)
@@ -132,8 +134,8 @@ def test_a_damaged_cache_file_is_rebuilt(model: Path, cache: Path, name: str, da
         (entry / f"{name}.{graph_cache.MANIFEST}").write_text("{not json")
     # what is built from the damaged file goes too: a whole later graph is loaded without reading it
     later = {
-        "fp32.onnx": ["int8-per-row.onnx", "ort-int8-per-row.onnx"],
-        "int8-per-row.onnx": ["ort-int8-per-row.onnx"],
+        "fp32.onnx": [f"{INT8}.onnx", f"ort-{INT8}.onnx"],
+        f"{INT8}.onnx": [f"ort-{INT8}.onnx"],
     }
     for other in later.get(name, []):
         (entry / other).unlink()

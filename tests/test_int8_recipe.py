@@ -96,9 +96,9 @@ def test_each_recipe_has_its_own_cached_graph(
     monkeypatch.setenv(graph_cache.ENV, str(tmp_path / "graph-cache"))
     predictor = load_predictor(str(tiny_cross), precision="fp32")
     entry = cache_entry(predictor)
-    build_int8_encoder(predictor, 1)
-    monkeypatch.setattr(int8_backend, "int8_graph", lambda: INT8_GRAPH_7BIT)
-    build_int8_encoder(predictor, 1)
+    for recipe in (INT8_GRAPH, INT8_GRAPH_7BIT):
+        monkeypatch.setattr(int8_backend, "int8_graph", lambda recipe=recipe: recipe)
+        build_int8_encoder(predictor, 1)
     for name, top in (("int8-per-row.onnx", 127), ("int8-per-row-7bit.onnx", 63)):
         weights = _int8_weights(entry / name)
         assert weights and max(int(np.abs(w).max()) for w in weights) == top, name

@@ -214,6 +214,14 @@ def test_guard_accepts_records_and_caches_then_refuses_a_version_whose_labels_fl
     registry.client(home).set_model_version_tag(NAME, v2, "simpair.int8.mode", "per-row")
     stale = runner.invoke(app, [*argv, "--out", str(tmp_path / "out3"), "--model", f"{NAME}/{v2}"])
     assert stale.exit_code == 1 and "on another int8 graph" in stale.output, stale.output
+    # an accepted one too (the other CPU's recipe, an older build): measured again, and it says so
+    registry.client(home).set_model_version_tag(NAME, v2, "simpair.int8.verdict", "accepted")
+    other = runner.invoke(app, [*argv, "--out", str(tmp_path / "out5"), "--model", f"{NAME}/{v2}"])
+    assert other.exit_code == 1, other.output
+    assert "int8 check measured on another int8 graph (per-row; here per-row, MatMulIntegerToFloat" in (
+        other.output
+    )
+    assert f"simpair models int8-check {NAME} {v2}" in other.output
 
 
 def test_plain_folder_scores_int8_only_with_a_stored_verdict_that_accepts_it(
