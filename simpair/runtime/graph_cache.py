@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from simpair.atomic import atomic_path, atomic_write_text
+from simpair.models.cpu_flags import cpu_flag_set
 
 ENV = "SIMPAIR_GRAPH_CACHE"
 # the home a command was given with `--home` (`follow_home`): an environment variable, so the worker
@@ -124,13 +125,10 @@ def _environment() -> str:
     here = Path(__file__).parent
     for name in _CODE:
         code.update((here / name).read_bytes())
-    flags = ""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("flags"):
-                flags = " ".join(sorted(line.split(":", 1)[1].split()))
-                break
-    except OSError:
+    have = cpu_flag_set()
+    if have is not None:
+        flags = " ".join(sorted(have))
+    else:
         import platform
 
         flags = platform.processor() or platform.machine()

@@ -29,10 +29,10 @@ from simpair.runtime.precision import DEFAULT_BACKEND, DEFAULT_PRECISION, check_
 
 
 class ForwardPin(BaseModel):
-    """What a run reads from the pinned model's precision verdict once, beside the precision: the fp32
-    recheck band and the bf16 runtime (`resolve.resolve_run`). Every stage, thread and worker loads
-    with these, so a verdict re-measured while a run goes on changes nothing before the next run: one
-    run never scores some pairs with one band or runtime and the rest with another."""
+    """What a run reads once, beside the precision (`resolve.resolve_run`): the fp32 recheck band and
+    the bf16 runtime from the pinned model's verdict, and the int8 recipe the driver builds. Every
+    stage, thread and worker loads with these, so a verdict re-measured while a run goes on changes
+    nothing before the next run: one run never scores some pairs one way and the rest another."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -59,7 +59,7 @@ class RuntimeOptions(BaseModel):
       job's own folder, removed when a run finishes (`store_folder`).
     - `embedding_memory_mb`: the store's in-memory bound per worker process (more goes to disk).
     - `pin`: set by the process that starts a run, never by a user (`resolve.resolve_run`): the recheck
-      band and bf16 runtime the run's precision was resolved with; None reads them at load.
+      band, bf16 runtime and int8 recipe the run's precision was resolved with; None reads them at load.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
